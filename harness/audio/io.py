@@ -1,0 +1,63 @@
+"""Audio I/O with soundfile (spec: soundfile for I/O; torchaudio >= 2.9 cannot load files).
+
+Waveforms in the harness are mono ``float32[n]`` arrays in [-1, 1]. They are stored as
+16-bit PCM (WAV or FLAC) with one fixed scaling, :data:`PCM_SCALE`, so that
+``read(write(quantize(x))) == quantize(x)`` exactly: the online detector sees the same
+samples the offline stage reads back.
+"""
+
+from __future__ import annotations
+
+import io
+
+import numpy as np
+import soundfile as sf
+
+PCM_SCALE = 32767.0
+
+
+class AudioError(ValueError):
+    """A waveform is unusable: wrong shape, non-finite samples, or an unreadable file."""
+
+
+def check_waveform(x: np.ndarray, what: str = "waveform") -> np.ndarray:
+    """Return ``x`` as ``float32[n]``; raise :class:`AudioError` if not 1-D or not finite."""
+    x = np.asarray(x)
+    if x.ndim != 1:
+        raise AudioError(f"{what}: expected a mono 1-D array, got shape {x.shape}")
+    if not np.issubdtype(x.dtype, np.floating):
+        raise AudioError(f"{what}: expected float samples, got {x.dtype}")
+    if not np.all(np.isfinite(x)):
+        raise AudioError(f"{what}: contains NaN or Inf samples")
+    return x.astype(np.float32, copy=False)
+
+
+def quantize(x: np.ndarray) -> np.ndarray:
+    """Round float samples to the 16-bit grid used for storage (clips to [-1, 1])."""
+    return (np.round(np.clip(x, -1.0, 1.0) * PCM_SCALE) / PCM_SCALE).astype(np.float32)
+
+
+def encode(x: np.ndarray, sample_rate: int, fmt: str = "FLAC") -> bytes:
+    """Encode a mono float waveform as 16-bit ``fmt`` (``"FLAC"`` or ``"WAV"``) bytes."""
+    pcm = np.round(np.clip(check_waveform(x), -1.0, 1.0) * PCM_SCALE).astype(np.int16)
+    buf = io.BytesIO()
+    sf.write(buf, pcm, sample_rate, format=fmt, subtype="PCM_16")
+    return buf.getvalue()
+
+
+def decode(data: bytes, expected_rate: int | None = None) -> tuple[np.ndarray, int]:
+    """Decode WAV/FLAC bytes -> ``(float32[n] mono, sample_rate)``.
+
+    Raises:
+        AudioError: unreadable data, more than one channel, or a sample rate other than
+            ``expected_rate`` when given.
+    """
+    try:
+        pcm, sr = sf.read(io.BytesIO(data), dtype="int16", always_2d=True)
+    except (sf.LibsndfileError, RuntimeError, TypeError) as e:
+        raise AudioError(f"cannot decode audio: {e}") from None
+    if pcm.shape[1] != 1:
+        raise AudioError(f"expected mono audio, got {pcm.shape[1]} channels")
+    if expected_rate is not None and sr != expected_rate:
+        raise AudioError(f"expected {expected_rate} Hz audio, got {sr} Hz")
+    return (pcm[:, 0].astype(np.float32) / PCM_SCALE), int(sr)

@@ -1,0 +1,1 @@
+"""Duplex models: the adapter contract, a lazy registry and the baselines."""

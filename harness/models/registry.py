@@ -1,0 +1,36 @@
+"""Lazy model registry: name -> ``"module:Class"``, imported only when a model is built.
+
+Importing the harness never imports any model stack (their dependency pins conflict; each
+family lives in its own image). A config may also name a class directly as ``"module:Class"``.
+"""
+
+from __future__ import annotations
+
+import importlib
+from typing import Any
+
+from harness.models.base import DuplexModel
+
+REGISTRY: dict[str, str] = {
+    "silent": "harness.models.baselines:SilentModel",
+    "babble": "harness.models.baselines:BabbleModel",
+    "oracle": "harness.models.baselines:OracleModel",
+}
+
+
+def build_model(target: str, params: dict[str, Any] | None = None) -> DuplexModel:
+    """Instantiate a registered model name or a ``"module:Class"`` path with ``params``.
+
+    Raises:
+        ValueError: unknown name, or an object that is not a :class:`DuplexModel`.
+        ImportError: the model's module (or its dependencies) cannot be imported.
+    """
+    path = REGISTRY.get(target, target)
+    if ":" not in path:
+        raise ValueError(f"unknown model {target!r}; registered: {sorted(REGISTRY)} (or give 'module:Class')")
+    module, cls_name = path.split(":", 1)
+    cls = getattr(importlib.import_module(module), cls_name)
+    model = cls(**(params or {}))
+    if not isinstance(model, DuplexModel):
+        raise ValueError(f"{path} is not a DuplexModel")
+    return model

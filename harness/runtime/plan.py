@@ -1,0 +1,41 @@
+"""The run's prefixes, derived from its config alone (so any stage job can find its inputs).
+
+Each stage's prefix carries a hash of its own settings chained to its upstream stage's hash:
+changing a VAD threshold changes the ``vad`` and ``reduce`` prefixes only, so ``infer``
+outputs are reused and nothing is overwritten.
+"""
+
+from __future__ import annotations
+
+from dataclasses import asdict, dataclass
+
+from harness.runtime.config import RunConfig
+from harness.store.layout import RunLayout, settings_hash
+
+GENERATOR_VERSION = "templates-v1"
+
+
+@dataclass(frozen=True)
+class RunPlan:
+    layout: RunLayout
+    scenes: str
+    synth: str
+    infer: dict[str, str]
+    vad: dict[str, str]
+    reduce: str
+
+    @classmethod
+    def from_config(cls, cfg: RunConfig) -> RunPlan:
+        lay = RunLayout(cfg.run_id)
+        h_scenes = settings_hash(asdict(cfg.scenes), GENERATOR_VERSION)
+        h_synth = settings_hash({"tts": asdict(cfg.tts), "rate": cfg.protocol.sample_rate}, h_scenes)
+        infer, vad = {}, {}
+        for m in cfg.models:
+            h_inf = settings_hash({"protocol": asdict(cfg.protocol), "online_vad": asdict(cfg.vad),
+                                   "target": m.target, "params": m.params, "seed": cfg.seed,
+                                   "max_duration_s": cfg.infer.max_duration_s}, h_synth)
+            infer[m.name] = lay.stage("infer", h_inf, m.name)
+            vad[m.name] = lay.stage("vad", settings_hash(asdict(cfg.vad), h_inf), m.name)
+        h_reduce = settings_hash({"metrics": asdict(cfg.metrics), "vad": sorted(vad.items())}, h_synth)
+        return cls(lay, lay.stage("scenes", h_scenes), lay.stage("synth", h_synth), infer, vad,
+                   lay.stage("reduce", h_reduce))

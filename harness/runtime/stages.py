@@ -1,0 +1,273 @@
+"""The pipeline's stages. Each reads its inputs by key, writes under its own prefix, and
+writes its completion marker last; a stage whose marker exists is skipped.
+
+    scenes -> synth -> infer (Ray actors) -> vad -> reduce
+"""
+
+from __future__ import annotations
+
+import io
+import json
+import logging
+from collections import defaultdict
+from dataclasses import asdict
+from typing import Any
+
+import numpy as np
+from tqdm import tqdm
+
+from harness.audio.io import decode, encode
+from harness.audio.tts.espeak import EspeakSettings, EspeakTTS, SynthesisError
+from harness.metrics.outcomes import conversation_outcomes
+from harness.metrics.scores import compute_metrics
+from harness.report.markdown import render_report
+from harness.runtime.config import RunConfig
+from harness.runtime.executor import ray_session, run_shards, shard_plan
+from harness.runtime.plan import RunPlan
+from harness.scenes.generator import corpus_stats, generate_pairs
+from harness.scenes.schema import CONDITIONS, Scene, SceneError, iter_manifest, write_manifest
+from harness.store.base import ObjectStore, get_json, put_json
+from harness.vad.silero import detect
+
+log = logging.getLogger("duplex_mpe")
+
+
+class StageInputMissing(RuntimeError):
+    """An upstream stage has not completed (its marker is missing)."""
+
+
+def _require(store: ObjectStore, plan: RunPlan, prefix: str, stage: str) -> None:
+    if not store.exists(plan.layout.marker(prefix)):
+        raise StageInputMissing(f"stage {stage!r} has not completed at {prefix}: run it first (or run the pipeline)")
+
+
+def _done(store: ObjectStore, plan: RunPlan, prefix: str, stage: str) -> bool:
+    if store.exists(plan.layout.marker(prefix)):
+        log.info("%s: complete at %s, skipped", stage, prefix)
+        return True
+    return False
+
+
+def load_scenes(store: ObjectStore, plan: RunPlan) -> list[Scene]:
+    from harness.scenes.schema import read_manifest
+
+    return read_manifest(store.get(plan.layout.file(plan.scenes, "scenes.jsonl")).decode().splitlines())
+
+
+# -- scenes ----------------------------------------------------------------------------------
+def scenes_stage(cfg: RunConfig, store: ObjectStore) -> str:
+    """Generate (or import) the scene manifest; invalid scenes are recorded, not written."""
+    plan = RunPlan.from_config(cfg)
+    if _done(store, plan, plan.scenes, "scenes"):
+        return plan.scenes
+    s = cfg.scenes
+    if s.manifest:
+        with open(s.manifest, encoding="utf-8") as fh:
+            items = list(iter_manifest(fh))
+        scenes = [x for x in items if isinstance(x, Scene)]
+        invalid = {x.scene_id: str(x) for x in items if isinstance(x, SceneError)}
+    else:
+        scenes = generate_pairs(s.n_pairs, s.seed, s.four_party_share, s.n4_share)
+        invalid = {}
+    buf = io.StringIO()
+    write_manifest(scenes, buf)
+    lay = plan.layout
+    store.put(lay.file(plan.scenes, "scenes.jsonl"), buf.getvalue().encode())
+    put_json(store, lay.file(plan.scenes, "invalid.json"), invalid)
+    put_json(store, lay.file(plan.scenes, "stats.json"), corpus_stats(scenes))
+    put_json(store, lay.marker(plan.scenes), {"scenes": len(scenes), "invalid": len(invalid)})
+    log.info("scenes: %d scenes (%d invalid) at %s", len(scenes), len(invalid), plan.scenes)
+    return plan.scenes
+
+
+# -- synth -----------------------------------------------------------------------------------
+def synth_stage(cfg: RunConfig, store: ObjectStore) -> str:
+    """Speak every distinct (voice, text) once (content-addressed clips) and index each conversation."""
+    plan = RunPlan.from_config(cfg)
+    _require(store, plan, plan.scenes, "scenes")
+    if _done(store, plan, plan.synth, "synth"):
+        return plan.synth
+    if cfg.tts.engine != "espeak":
+        raise ValueError(f"tts.engine {cfg.tts.engine!r} is not available here (known: espeak)")
+    lay = plan.layout
+    tts = EspeakTTS(cfg.protocol.sample_rate, EspeakSettings(words_per_minute=cfg.tts.words_per_minute))
+    lengths: dict[str, int] = {}
+
+    def clip(text: str, voice: str) -> dict[str, Any]:
+        cid = tts.clip_id(voice, text)
+        if cid not in lengths:
+            key = lay.clip(plan.synth, cid)
+            if store.exists(key):
+                lengths[cid] = len(decode(store.get(key))[0])
+            else:
+                audio = tts.synthesize(text, voice)
+                store.put(key, encode(audio, cfg.protocol.sample_rate))
+                lengths[cid] = len(audio)
+        return {"clip": cid, "n": lengths[cid]}
+
+    scenes = load_scenes(store, plan)
+    index: dict[str, Any] = {"sample_rate": cfg.protocol.sample_rate, "conversations": {}, "errors": {}}
+    index["preamble"] = clip(cfg.tts.preamble_text, cfg.tts.narrator)
+    for scene in tqdm(scenes, desc="synth", unit="scene"):
+        try:
+            turns = [clip(t.text, cfg.tts.voices[t.speaker]) for t in scene.turns]
+            index["conversations"][scene.scene_id] = {"turns": turns}
+        except (SynthesisError, KeyError) as e:
+            index["errors"][scene.scene_id] = f"synthesis failed: {type(e).__name__}: {e}"
+    put_json(store, lay.file(plan.synth, "index.json"), index)
+    total_s = sum(lengths.values()) / cfg.protocol.sample_rate
+    put_json(store, lay.marker(plan.synth), {"clips": len(lengths), "distinct_audio_s": round(total_s, 2),
+                                             "errors": len(index["errors"])})
+    log.info("synth: %d distinct clips, %.1f s of audio, %d errors", len(lengths), total_s, len(index["errors"]))
+    return plan.synth
+
+
+# -- infer -----------------------------------------------------------------------------------
+def infer_stage(cfg: RunConfig, store: ObjectStore) -> dict[str, str]:
+    """Stream every conversation through every selected model on Ray actors."""
+    plan = RunPlan.from_config(cfg)
+    _require(store, plan, plan.synth, "synth")
+    lay = plan.layout
+    index = get_json(store, lay.file(plan.synth, "index.json"))
+    ids = sorted(index["conversations"])
+    work: dict[str, dict[str, list[str]]] = {}
+    for m in cfg.models:
+        prefix = plan.infer[m.name]
+        shards = shard_plan(store, lay.file(prefix, "plan.json"), ids, cfg.infer.shard_size)
+        pending = {s: v for s, v in shards.items() if not store.exists(lay.marker(lay.shard(prefix, s)))}
+        log.info("infer %s: %d shards, %d to run", m.name, len(shards), len(pending))
+        if pending:
+            work[m.name] = pending
+    if work:
+        with ray_session(cfg):
+            report = run_shards(cfg, work)
+        for (model, shard), reason in sorted(report.failed.items()):
+            log.error("infer %s %s failed: %s", model, shard, reason)
+    return dict(plan.infer)
+
+
+def infer_records(store: ObjectStore, plan: RunPlan, model: str) -> dict[str, dict[str, Any]]:
+    """``{scene_id: marker entry + shard}`` for every conversation in the model's completed shards."""
+    lay, prefix = plan.layout, plan.infer[model]
+    shards = get_json(store, lay.file(prefix, "plan.json"))
+    out = {}
+    for shard, ids in shards.items():
+        mk = lay.marker(lay.shard(prefix, shard))
+        if not store.exists(mk):
+            for sid in ids:
+                out[sid] = {"status": "error", "reason": f"{shard} has no completed output", "shard": shard}
+            continue
+        for sid, entry in get_json(store, mk)["conversations"].items():
+            out[sid] = {**entry, "shard": shard}
+    return out
+
+
+# -- vad -------------------------------------------------------------------------------------
+def vad_stage(cfg: RunConfig, store: ObjectStore, batch: int = 64) -> dict[str, str]:
+    """Offline Silero + post-processor over every stored output, batched across conversations."""
+    plan = RunPlan.from_config(cfg)
+    lay = plan.layout
+    sr = cfg.protocol.sample_rate
+    for m in cfg.models:
+        prefix = plan.vad[m.name]
+        if _done(store, plan, prefix, f"vad {m.name}"):
+            continue
+        recs = infer_records(store, plan, m.name)
+        ok = sorted(s for s, r in recs.items() if r["status"] == "ok")
+        result = {s: {"status": "error", "reason": r["reason"]} for s, r in recs.items() if r["status"] != "ok"}
+        for i in tqdm(range(0, len(ok), batch), desc=f"vad {m.name}", unit="batch"):
+            ids = ok[i:i + batch]
+            waves = []
+            for sid in ids:
+                key = lay.conversation(lay.shard(plan.infer[m.name], recs[sid]["shard"]), sid, "flac")
+                waves.append(decode(store.get(key), expected_rate=sr)[0])
+            for sid, segs in zip(ids, detect(waves, sr, cfg.vad), strict=True):
+                result[sid] = {"status": "ok", "segments": segs.tolist()}
+        put_json(store, lay.file(prefix, "segments.json"), result)
+        put_json(store, lay.marker(prefix), {"conversations": len(result), "ok": len(ok)})
+    return dict(plan.vad)
+
+
+# -- reduce ----------------------------------------------------------------------------------
+def reduce_stage(cfg: RunConfig, store: ObjectStore) -> str:
+    """Per-event table, ``metrics.json`` and the Markdown report."""
+    plan = RunPlan.from_config(cfg)
+    lay = plan.layout
+    if _done(store, plan, plan.reduce, "reduce"):
+        return plan.reduce
+    scenes = {s.scene_id: s for s in load_scenes(store, plan)}
+    synth_errors = get_json(store, lay.file(plan.synth, "index.json"))["errors"]
+    invalid = get_json(store, lay.file(plan.scenes, "invalid.json"))
+    rows_by_model: dict[str, list[dict[str, Any]]] = {}
+    errors: dict[str, dict[str, int]] = {}
+    error_list: list[dict[str, str]] = []
+    for m in cfg.models:
+        _require(store, plan, plan.vad[m.name], f"vad {m.name}")
+        segs = get_json(store, lay.file(plan.vad[m.name], "segments.json"))
+        recs = infer_records(store, plan, m.name)
+        rows: list[dict[str, Any]] = []
+        errs: dict[str, int] = defaultdict(int)
+        for sid, scene in scenes.items():
+            reason = synth_errors.get(sid) or (None if sid in segs else "no infer output")
+            entry = segs.get(sid, {})
+            if reason is None and entry.get("status") != "ok":
+                reason = entry.get("reason", "unknown error")
+            if reason is None:
+                rec = get_json(store, lay.conversation(lay.shard(plan.infer[m.name], recs[sid]["shard"]), sid, "json"))
+                try:
+                    rows += [{"model": m.name, **r} for r in conversation_outcomes(
+                        scene, rec, np.asarray(entry["segments"]), cfg.protocol, cfg.metrics.yield_deadline_s)]
+                    continue
+                except ValueError as e:
+                    reason = f"cannot score: {e}"
+            errs[scene.condition] += 1
+            error_list.append({"model": m.name, "scene_id": sid, "reason": reason})
+        rows_by_model[m.name] = rows
+        errors[m.name] = dict(errs)
+    metrics = compute_metrics(rows_by_model, errors, CONDITIONS, cfg.metrics.min_n)
+    all_rows = [r for rows in rows_by_model.values() for r in rows]
+    put_json(store, lay.file(plan.reduce, "metrics.json"), metrics)
+    store.put(lay.file(plan.reduce, "events.parquet"), _parquet(all_rows))
+    put_json(store, lay.file(plan.reduce, "errors.json"), {"conversations": error_list, "invalid_scenes": invalid})
+    stats = get_json(store, lay.file(plan.scenes, "stats.json"))
+    report = render_report(cfg, metrics, stats, error_list, invalid, plan)
+    store.put(lay.file(plan.reduce, "report.md"), report.encode())
+    put_json(store, lay.marker(plan.reduce), {"models": [m.name for m in cfg.models], "rows": len(all_rows)})
+    return plan.reduce
+
+
+def _parquet(rows: list[dict[str, Any]]) -> bytes:
+    import pyarrow as pa
+    import pyarrow.parquet as pq
+
+    cols = sorted({k for r in rows for k in r})
+    table = pa.table({c: [r.get(c) for r in rows] for c in cols})
+    buf = io.BytesIO()
+    pq.write_table(table, buf)
+    return buf.getvalue()
+
+
+# -- all -------------------------------------------------------------------------------------
+STAGES = ("scenes", "synth", "infer", "vad", "reduce")
+
+
+def run_stage(name: str, cfg: RunConfig, store: ObjectStore) -> Any:
+    fn = {"scenes": scenes_stage, "synth": synth_stage, "infer": infer_stage, "vad": vad_stage,
+          "reduce": reduce_stage}[name]
+    return fn(cfg, store)
+
+
+def write_run_manifest(cfg: RunConfig, store: ObjectStore) -> None:
+    """The run's resolved config (first write wins; later runs with the same id reuse it)."""
+    plan = RunPlan.from_config(cfg)
+    put_json(store, plan.layout.run_manifest(), {"config": json.loads(json.dumps(asdict(cfg), default=str))},
+             if_absent=True)
+
+
+def run_pipeline(cfg: RunConfig, store: ObjectStore) -> str:
+    """Run every stage in order; returns the key of the report."""
+    write_run_manifest(cfg, store)
+    for name in STAGES:
+        run_stage(name, cfg, store)
+    plan = RunPlan.from_config(cfg)
+    return plan.layout.file(plan.reduce, "report.md")

@@ -1,0 +1,283 @@
+"""Scene and turn records of the Duplex-MPE benchmark (spec section 2).
+
+A :class:`Scene` is one evaluated conversation: a scripted multi-party exchange in
+which the assistant *Aria* is present. Each scene exists in two versions that share a
+``pair_id`` and a gold answer: ``explicit`` (the request names Aria) and ``implicit``
+(contextual cues replace the name). Scenes serialise one per line (JSONL); see
+:func:`write_manifest` and :func:`read_manifest`.
+
+Every human turn carries exactly one :class:`Label`. ``validate()`` explains what is
+wrong with a scene by naming the scene, the turn index and the rule broken.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Iterable, Iterator, Sequence
+from dataclasses import asdict, dataclass, field
+from enum import StrEnum
+from typing import IO, Any
+
+SPEAKERS: tuple[str, ...] = ("A", "B", "C", "D")
+CONDITIONS: tuple[str, ...] = ("explicit", "implicit")
+ASSISTANT_NAME = "Aria"
+
+
+class Label(StrEnum):
+    """Turn labels of spec section 2 (the paper's labels)."""
+
+    T = "T"  # direct, still-unresolved request to Aria; exactly one per scene; answer
+    N1 = "N1"  # mentions Aria but asks nothing of it; silence
+    N2 = "N2"  # addressed to someone/something else; silence
+    N3 = "N3"  # no addressee (self-talk); silence
+    N4_Q = "N4_Q"  # a human asks Aria a question; answer within 3 s
+    N4_R = "N4_R"  # the resolution that follows N4_Q; stop / stay silent
+
+    @property
+    def is_silence(self) -> bool:
+        """True for the labels scored by silence preservation (N1, N2, N3)."""
+        return self in (Label.N1, Label.N2, Label.N3)
+
+
+class Target(StrEnum):
+    """Who a turn is addressed to; drives the silence-failure breakdown (spec section 6)."""
+
+    ARIA = "aria"
+    HUMAN = "human"  # another person in the room
+    DEVICE = "device"  # a thing or another assistant/device
+    GROUP = "group"  # everyone / a statement to the room
+    NONE = "none"  # self-talk, thinking aloud
+
+
+class SceneError(ValueError):
+    """A scene breaks a schema rule.
+
+    Attributes:
+        scene_id: the offending scene (``"?"`` when unknown).
+        turn: index of the offending turn, or ``None`` for scene-level rules.
+        rule: short machine-readable rule name, e.g. ``"t_first"``.
+    """
+
+    def __init__(self, scene_id: str, turn: int | None, rule: str, message: str):
+        where = f"scene {scene_id!r}" + (f", turn {turn}" if turn is not None else "")
+        super().__init__(f"{where}: {message} [rule {rule}]")
+        self.scene_id = scene_id
+        self.turn = turn
+        self.rule = rule
+
+
+@dataclass(frozen=True)
+class Turn:
+    """One human turn.
+
+    Attributes:
+        speaker: scene-local speaker id, one of ``A``-``D``.
+        text: what is said (non-empty).
+        label: the turn's :class:`Label`.
+        target: who it is addressed to (:class:`Target`).
+        answer: for ``N4_Q`` turns, a reply an assistant could give (used by the
+            ``oracle`` self-test baseline); ``None`` otherwise.
+    """
+
+    speaker: str
+    text: str
+    label: Label
+    target: Target = Target.GROUP
+    answer: str | None = None
+
+    def to_dict(self) -> dict[str, Any]:
+        d = asdict(self)
+        d["label"] = self.label.value
+        d["target"] = self.target.value
+        if self.answer is None:
+            del d["answer"]
+        return d
+
+    @classmethod
+    def from_dict(cls, d: dict[str, Any]) -> Turn:
+        return cls(
+            speaker=d["speaker"],
+            text=d["text"],
+            label=Label(d["label"]),
+            target=Target(d.get("target", Target.GROUP.value)),
+            answer=d.get("answer"),
+        )
+
+
+@dataclass(frozen=True)
+class Scene:
+    """One evaluated conversation (one version of a scene pair).
+
+    Attributes:
+        scene_id: unique id, ``f"{pair_id}-{condition}"``.
+        pair_id: shared by the explicit and implicit versions.
+        condition: ``"explicit"`` or ``"implicit"``.
+        speakers: the scene's speaker ids in order, 3 or 4 of ``A``-``D``.
+        turns: the human turns in script order.
+        gold_answer: the correct answer to the scene's T request.
+        attributes: generator attributes (setting, activity, relationship,
+            device_context, register); free-form strings.
+        t_position: ``"early-middle"``, ``"middle"`` or ``"late-middle"``.
+    """
+
+    scene_id: str
+    pair_id: str
+    condition: str
+    speakers: tuple[str, ...]
+    turns: tuple[Turn, ...]
+    gold_answer: str
+    attributes: dict[str, str] = field(default_factory=dict)
+    t_position: str = "middle"
+
+    @property
+    def t_index(self) -> int:
+        """Index of the T turn. Raises :class:`SceneError` when there is not exactly one."""
+        idx = [i for i, t in enumerate(self.turns) if t.label is Label.T]
+        if len(idx) != 1:
+            raise SceneError(self.scene_id, None, "one_t", f"expected exactly one T turn, found {len(idx)}")
+        return idx[0]
+
+    def validate(self) -> None:
+        """Check every schema rule; raise :class:`SceneError` naming the first broken one."""
+        sid = self.scene_id or "?"
+        if not self.scene_id:
+            raise SceneError(sid, None, "scene_id", "empty scene_id")
+        if self.condition not in CONDITIONS:
+            raise SceneError(sid, None, "condition", f"condition must be one of {CONDITIONS}, got {self.condition!r}")
+        if not 3 <= len(self.speakers) <= 4 or len(set(self.speakers)) != len(self.speakers):
+            raise SceneError(sid, None, "speakers", f"need 3 or 4 distinct speakers, got {list(self.speakers)}")
+        for s in self.speakers:
+            if s not in SPEAKERS:
+                raise SceneError(sid, None, "unknown_speaker", f"speaker {s!r} is not one of {SPEAKERS}")
+        if not self.gold_answer.strip():
+            raise SceneError(sid, None, "gold_answer", "empty gold answer")
+        if not self.turns:
+            raise SceneError(sid, None, "turns", "scene has no turns")
+        t_turns = []
+        for i, turn in enumerate(self.turns):
+            if turn.speaker not in self.speakers:
+                raise SceneError(sid, i, "unknown_speaker", f"speaker {turn.speaker!r} is not in {list(self.speakers)}")
+            if not turn.text.strip():
+                raise SceneError(sid, i, "empty_text", "turn text is empty")
+            if turn.label is Label.T:
+                t_turns.append(i)
+            if turn.label is Label.N4_Q:
+                nxt = self.turns[i + 1] if i + 1 < len(self.turns) else None
+                if nxt is None or nxt.label is not Label.N4_R:
+                    raise SceneError(sid, i, "n4_q_without_n4_r", "N4_Q must be followed immediately by N4_R")
+            if turn.label is Label.N4_R and (i == 0 or self.turns[i - 1].label is not Label.N4_Q):
+                raise SceneError(sid, i, "n4_r_without_n4_q", "N4_R must follow an N4_Q turn")
+        if not t_turns:
+            raise SceneError(sid, None, "t_missing", "scene has no T turn")
+        if len(t_turns) > 1:
+            raise SceneError(sid, t_turns[1], "two_t", f"second T turn (first at turn {t_turns[0]})")
+        if t_turns[0] == 0:
+            raise SceneError(sid, 0, "t_first", "T must not be the first turn")
+        if t_turns[0] == len(self.turns) - 1:
+            raise SceneError(sid, t_turns[0], "t_last", "T must be followed by more talk")
+
+    def to_dict(self) -> dict[str, Any]:
+        return {
+            "scene_id": self.scene_id,
+            "pair_id": self.pair_id,
+            "condition": self.condition,
+            "speakers": list(self.speakers),
+            "gold_answer": self.gold_answer,
+            "t_position": self.t_position,
+            "attributes": dict(self.attributes),
+            "turns": [t.to_dict() for t in self.turns],
+        }
+
+    @classmethod
+    def from_dict(cls, d: dict[str, Any]) -> Scene:
+        """Build a scene from its JSON form; raises :class:`SceneError` on missing fields."""
+        sid = str(d.get("scene_id", "?"))
+        try:
+            return cls(
+                scene_id=d["scene_id"],
+                pair_id=d["pair_id"],
+                condition=d["condition"],
+                speakers=tuple(d["speakers"]),
+                turns=tuple(Turn.from_dict(t) for t in d["turns"]),
+                gold_answer=d["gold_answer"],
+                attributes=dict(d.get("attributes", {})),
+                t_position=d.get("t_position", "middle"),
+            )
+        except KeyError as e:
+            raise SceneError(sid, None, "missing_field", f"missing field {e.args[0]!r}") from None
+        except ValueError as e:  # bad enum value
+            raise SceneError(sid, None, "bad_value", str(e)) from None
+
+
+def validate_pair(explicit: Scene, implicit: Scene) -> None:
+    """Check that two scenes form a valid explicit/implicit pair (spec section 2).
+
+    Raises :class:`SceneError` when the pair ids or gold answers differ, the conditions are
+    wrong, the explicit T does not name Aria, or the implicit T does.
+    """
+    sid = explicit.pair_id
+    if explicit.pair_id != implicit.pair_id:
+        raise SceneError(sid, None, "pair_id", f"pair ids differ: {explicit.pair_id!r} vs {implicit.pair_id!r}")
+    if (explicit.condition, implicit.condition) != CONDITIONS:
+        raise SceneError(sid, None, "pair_conditions", "pair must be (explicit, implicit)")
+    if explicit.gold_answer != implicit.gold_answer:
+        raise SceneError(sid, None, "pair_gold", "paired versions must share the gold answer")
+    if ASSISTANT_NAME.lower() not in explicit.turns[explicit.t_index].text.lower():
+        raise SceneError(explicit.scene_id, explicit.t_index, "explicit_name", "explicit T must name Aria")
+    if ASSISTANT_NAME.lower() in implicit.turns[implicit.t_index].text.lower():
+        raise SceneError(implicit.scene_id, implicit.t_index, "implicit_name", "implicit T must not name Aria")
+
+
+def write_manifest(scenes: Iterable[Scene], fh: IO[str]) -> int:
+    """Write scenes as JSONL (one scene per line). Returns the number written."""
+    n = 0
+    for s in scenes:
+        fh.write(json.dumps(s.to_dict(), ensure_ascii=False, sort_keys=True) + "\n")
+        n += 1
+    return n
+
+
+def iter_manifest(lines: Iterable[str]) -> Iterator[Scene | SceneError]:
+    """Parse JSONL lines; yield a validated :class:`Scene` or the :class:`SceneError` for each line.
+
+    Bad lines never stop the iteration: a broken scene is reported, the rest go on.
+    """
+    for lineno, line in enumerate(lines, 1):
+        if not line.strip():
+            continue
+        try:
+            d = json.loads(line)
+        except json.JSONDecodeError as e:
+            yield SceneError(f"line {lineno}", None, "json", f"invalid JSON: {e.msg}")
+            continue
+        if not isinstance(d, dict):
+            yield SceneError(f"line {lineno}", None, "json", "a manifest line must be a JSON object")
+            continue
+        try:
+            scene = Scene.from_dict(d)
+            scene.validate()
+        except SceneError as e:
+            yield e
+            continue
+        except (TypeError, AttributeError) as e:  # a field of the wrong JSON type, e.g. "turns": 5
+            yield SceneError(str(d.get("scene_id", "?")), None, "bad_value", f"wrong field type: {e}")
+            continue
+        yield scene
+
+
+def read_manifest(lines: Iterable[str]) -> list[Scene]:
+    """Parse and validate a whole manifest strictly; raise the first :class:`SceneError`."""
+    out: list[Scene] = []
+    for item in iter_manifest(lines):
+        if isinstance(item, SceneError):
+            raise item
+        out.append(item)
+    return out
+
+
+def by_pair(scenes: Sequence[Scene]) -> dict[str, dict[str, Scene]]:
+    """Group scenes as ``{pair_id: {condition: scene}}``."""
+    out: dict[str, dict[str, Scene]] = {}
+    for s in scenes:
+        out.setdefault(s.pair_id, {})[s.condition] = s
+    return out

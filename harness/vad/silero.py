@@ -1,0 +1,137 @@
+"""Causal Silero VAD, batched across streams (spec section 4: the detector is causal Silero).
+
+:class:`StreamingDetector` turns model output on the timeline (``float32[B, n]`` at the
+timeline rate, typically 24 kHz) into speech segments, chunk by chunk:
+
+1. cut into ``resample_block_s`` blocks (80 ms) and resample each block to 16 kHz with
+   torchaudio (Silero supports 8/16 kHz only: 24 kHz audio is never fed as 16 kHz);
+2. run the Silero JIT model on 512-sample windows (32 ms) for all streams in one batch;
+3. segment the probabilities with :mod:`harness.vad.segments`.
+
+The online scheduler and the offline ``vad`` stage both use this class, so the audio Silero
+sees is identical in both (the offline stage simply pushes whole outputs).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from functools import cache
+
+import numpy as np
+import torch
+
+from harness.audio.resample import block_sizes, resample_blocks
+from harness.vad.segments import SegmentRules, SpeechTracker, SpeechView, segments_from_probs
+
+SILERO_RATE = 16_000
+SILERO_WINDOW = 512  # samples at 16 kHz (32 ms)
+
+
+@dataclass(frozen=True)
+class VadSettings:
+    """conf/vad: the detector and its post-processor."""
+
+    rules: SegmentRules = field(default_factory=SegmentRules)
+    resample_block_s: float = 0.08
+    model: str = "silero-vad-jit"
+
+
+
+@cache
+def _silero_jit():
+    import silero_vad  # sets torch threads to 1 on import: callers set threads afterwards
+
+    return silero_vad.load_silero_vad(onnx=False)
+
+
+class SileroProbs:
+    """Causal Silero speech probabilities for ``n_streams`` streams on a timeline at ``sample_rate``.
+
+    :meth:`push` takes the next ``float32[B, n]`` timeline samples of every stream and returns
+    the probabilities ``float32[B, k]`` of the Silero windows completed by them (one window =
+    :attr:`frame` timeline samples, 768 at 24 kHz). Samples of an incomplete block or window
+    wait for the next push.
+
+    Raises:
+        ValueError: when a Silero window is not a whole number of timeline samples, or a
+            pushed chunk has the wrong shape.
+    """
+
+    def __init__(self, n_streams: int, sample_rate: int, settings: VadSettings):
+        self.n_streams = n_streams
+        self.sample_rate = sample_rate
+        self.settings = settings
+        frame = SILERO_WINDOW * sample_rate / SILERO_RATE
+        if frame != int(frame):
+            raise ValueError(f"a Silero window is not a whole number of samples at {sample_rate} Hz")
+        self.frame = int(frame)
+        self._block_in, _ = block_sizes(sample_rate, SILERO_RATE, settings.resample_block_s)
+        self._pending_in = np.zeros((n_streams, 0), np.float32)  # timeline samples not yet resampled
+        self._pending_16k = np.zeros((n_streams, 0), np.float32)  # 16 kHz samples not yet windowed
+        self._model = _silero_jit()
+        self._model.reset_states()
+
+    def push(self, audio: np.ndarray) -> np.ndarray:
+        if audio.ndim != 2 or audio.shape[0] != self.n_streams:
+            raise ValueError(f"expected [{self.n_streams}, n] audio, got {audio.shape}")
+        empty = np.zeros((self.n_streams, 0), np.float32)
+        buf = np.concatenate([self._pending_in, audio.astype(np.float32, copy=False)], axis=1)
+        cut = buf.shape[1] // self._block_in * self._block_in
+        self._pending_in = buf[:, cut:]
+        if cut == 0:
+            return empty
+        x16 = np.concatenate([self._pending_16k, resample_blocks(buf[:, :cut], self.sample_rate, SILERO_RATE,
+                                                                 self.settings.resample_block_s)], axis=1)
+        n_win = x16.shape[1] // SILERO_WINDOW
+        self._pending_16k = x16[:, n_win * SILERO_WINDOW:]
+        windows = torch.from_numpy(np.ascontiguousarray(x16[:, : n_win * SILERO_WINDOW]))
+        probs = np.empty((self.n_streams, n_win), np.float32)
+        with torch.inference_mode():
+            for k in range(n_win):
+                w = windows[:, k * SILERO_WINDOW:(k + 1) * SILERO_WINDOW]
+                probs[:, k] = self._model(w, SILERO_RATE)[:, 0].numpy()
+        return probs
+
+
+class StreamingDetector:
+    """Online speech detector: :class:`SileroProbs` followed by a :class:`SpeechTracker`."""
+
+    def __init__(self, n_streams: int, sample_rate: int, settings: VadSettings):
+        self.probs = SileroProbs(n_streams, sample_rate, settings)
+        self.tracker = SpeechTracker(n_streams, self.probs.frame, settings.rules, sample_rate)
+
+    def push(self, audio: np.ndarray) -> None:
+        """Feed the next ``float32[B, n]`` output samples of every stream."""
+        p = self.probs.push(audio)
+        if p.shape[1]:
+            self.tracker.push(p)
+
+    def finish(self) -> None:
+        """End of every stream: close open segments (a partial last window is not scored)."""
+        self.tracker.finish()
+
+    def view(self, b: int) -> SpeechView:
+        return self.tracker.view(b)
+
+    def segments(self, b: int) -> list[tuple[int, int]]:
+        return self.tracker.segments(b)
+
+
+def detect(waveforms: list[np.ndarray], sample_rate: int, settings: VadSettings) -> list[np.ndarray]:
+    """Offline detection over whole outputs, batched across streams.
+
+    Args:
+        waveforms: mono ``float32[n_i]`` outputs on the timeline at ``sample_rate``.
+    Returns:
+        per waveform an ``int64[k, 2]`` array of ``[start, end)`` speech segments in samples
+        (only whole Silero windows are scored; the padding of shorter rows is ignored).
+    """
+    if not waveforms:
+        return []
+    batch = np.zeros((len(waveforms), max(len(w) for w in waveforms)), np.float32)
+    for i, w in enumerate(waveforms):
+        batch[i, : len(w)] = w
+    sp = SileroProbs(len(waveforms), sample_rate, settings)
+    probs = sp.push(batch)
+    lengths = np.minimum([len(w) // sp.frame for w in waveforms], probs.shape[1])
+    return segments_from_probs(probs, lengths, sp.frame, settings.rules, sample_rate)

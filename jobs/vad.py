@@ -1,0 +1,17 @@
+"""Run the ``vad`` stage alone: ``python -m jobs.vad [overrides]`` (see ``--help``)."""
+
+import hydra
+from omegaconf import DictConfig
+
+from harness.runtime.stages import run_stage
+from jobs._entry import setup
+
+
+@hydra.main(version_base="1.3", config_path="../conf", config_name="config")
+def main(cfg: DictConfig) -> None:
+    run, store = setup(cfg)
+    run_stage("vad", run, store)
+
+
+if __name__ == "__main__":
+    main()
