@@ -56,7 +56,8 @@ def render_report(cfg: Any, metrics: dict, stats: dict, errors: list[dict], inva
                        + f" | {y['successes']} | " + " | ".join(str(y["failures"][k]) for k in YIELD_FAILURES) + " |")
     out += ["", "`still_speaking_at_r_start` counts the yield-eligible events: silent during the question, "
             "first speech within 3 s after it, still speaking when N4_R starts.", ""]
-    out += ["## T responses", "", "| model | condition | T turns | speaking at T end | fresh onsets | spoke in window |",
+    out += ["## T responses", "",
+            "| model | condition | T turns | speaking at T end | fresh onsets | spoke in window |",
             "|---|---|---|---|---|---|"]
     for m in models:
         for cond in CONDITIONS:

@@ -86,7 +86,8 @@ class RunConfig:
     scenes: ScenesSettings = field(default_factory=ScenesSettings)
     tts: TtsSettings = field(default_factory=TtsSettings)
     protocol: ProtocolSettings = field(default_factory=ProtocolSettings)
-    vad: VadSettings = field(default_factory=VadSettings)
+    detector: VadSettings = field(default_factory=VadSettings)  # online, what the scheduler acts on
+    vad: VadSettings = field(default_factory=VadSettings)  # offline, what is scored
     models: tuple[ModelSettings, ...] = ()
     infer: InferSettings = field(default_factory=InferSettings)
     cluster: ClusterSettings = field(default_factory=ClusterSettings)
@@ -104,13 +105,14 @@ class RunConfig:
         d = dict(d)
         d.pop("hydra", None)
         models = d.pop("model", None) or {}
-        vad = dict(d.pop("vad", {}) or {})
-        rules = _build(SegmentRules, vad.pop("rules", {}) or {}, "vad.rules")
+        protocol = dict(d.pop("protocol", {}) or {})
         kw: dict[str, Any] = {
-            "vad": _build(VadSettings, {**vad, "rules": rules}, "vad"),
+            "vad": _vad(d.pop("vad", {}), "vad"),
+            "detector": _vad(protocol.pop("detector", {}), "protocol.detector"),
+            "protocol": _build(ProtocolSettings, protocol, "protocol"),
             "models": tuple(_build(ModelSettings, {"name": k, **v}, f"model.{k}") for k, v in models.items()),
         }
-        sub = {"scenes": ScenesSettings, "tts": TtsSettings, "protocol": ProtocolSettings, "infer": InferSettings,
+        sub = {"scenes": ScenesSettings, "tts": TtsSettings, "infer": InferSettings,
                "cluster": ClusterSettings, "store": StoreSettings, "metrics": MetricsSettings}
         for key, typ in sub.items():
             if key in d:
@@ -124,6 +126,12 @@ class RunConfig:
         if not cfg.models:
             raise ConfigError("no model selected (e.g. model=[silent,babble,oracle])")
         return cfg
+
+
+def _vad(values: dict[str, Any] | None, where: str) -> VadSettings:
+    values = dict(values or {})
+    rules = _build(SegmentRules, values.pop("rules", {}) or {}, f"{where}.rules")
+    return _build(VadSettings, {**values, "rules": rules}, where)
 
 
 def _build(typ: type, values: dict[str, Any], where: str) -> Any:

@@ -114,7 +114,7 @@ def run_shards(cfg: RunConfig, work: dict[str, dict[str, list[str]]]) -> InferRe
             s = ray.get(ref)
             report.done.append(s)
             bar.set_postfix_str(f"{name} {shard}: {s.ok} ok, {s.error} error")
-        except Exception as e:  # noqa: BLE001 - a failed shard is reported, the run goes on
+        except Exception as e:
             report.failed[(name, shard)] = f"{type(e).__name__}: {str(e).splitlines()[0][:300]}"
         if any(q[0] == name for q in queue):
             idle.append((name, actor))

@@ -1,8 +1,10 @@
 """The run's prefixes, derived from its config alone (so any stage job can find its inputs).
 
 Each stage's prefix carries a hash of its own settings chained to its upstream stage's hash:
-changing a VAD threshold changes the ``vad`` and ``reduce`` prefixes only, so ``infer``
-outputs are reused and nothing is overwritten.
+changing a ``vad`` setting (the offline detector that is scored) changes the ``vad`` and
+``reduce`` prefixes only, so ``infer`` outputs are reused and nothing is overwritten. The
+online detector the scheduler acts on is a protocol setting (``protocol.detector``): changing
+it changes what the model hears, so it re-runs ``infer``.
 """
 
 from __future__ import annotations
@@ -11,6 +13,7 @@ from dataclasses import asdict, dataclass
 
 from harness.runtime.config import RunConfig
 from harness.store.layout import RunLayout, settings_hash
+from harness.vad.silero import VadSettings
 
 GENERATOR_VERSION = "templates-v1"
 
@@ -31,11 +34,18 @@ class RunPlan:
         h_synth = settings_hash({"tts": asdict(cfg.tts), "rate": cfg.protocol.sample_rate}, h_scenes)
         infer, vad = {}, {}
         for m in cfg.models:
-            h_inf = settings_hash({"protocol": asdict(cfg.protocol), "online_vad": asdict(cfg.vad),
+            h_inf = settings_hash({"protocol": asdict(cfg.protocol), "detector": _detector(cfg.detector),
                                    "target": m.target, "params": m.params, "seed": cfg.seed,
                                    "max_duration_s": cfg.infer.max_duration_s}, h_synth)
             infer[m.name] = lay.stage("infer", h_inf, m.name)
-            vad[m.name] = lay.stage("vad", settings_hash(asdict(cfg.vad), h_inf), m.name)
+            vad[m.name] = lay.stage("vad", settings_hash(_detector(cfg.vad), h_inf), m.name)
         h_reduce = settings_hash({"metrics": asdict(cfg.metrics), "vad": sorted(vad.items())}, h_synth)
         return cls(lay, lay.stage("scenes", h_scenes), lay.stage("synth", h_synth), infer, vad,
                    lay.stage("reduce", h_reduce))
+
+
+def _detector(vad: VadSettings) -> dict:
+    """The VAD settings that change segments (not the batch size, which only changes speed)."""
+    d = asdict(vad)
+    d.pop("batch")
+    return d

@@ -93,7 +93,7 @@ class ShardWorker:
                 results.append(ConversationResult(sid, "error", f"cannot load input: {type(e).__name__}: {e}"))
         bs = max(1, min(self.msettings.batch_size, self.model.info.max_batch))
         for i in range(0, len(ready), bs):
-            results += run_batch(self.model, ready[i:i + bs], self.cfg.protocol, self.cfg.vad,
+            results += run_batch(self.model, ready[i:i + bs], self.cfg.protocol, self.cfg.detector,
                                  self.cfg.infer.max_duration_s)
         sr = self.cfg.protocol.sample_rate
         entries, audio_s = {}, 0.0

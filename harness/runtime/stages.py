@@ -26,7 +26,7 @@ from harness.runtime.executor import ray_session, run_shards, shard_plan
 from harness.runtime.plan import RunPlan
 from harness.scenes.generator import corpus_stats, generate_pairs
 from harness.scenes.schema import CONDITIONS, Scene, SceneError, iter_manifest, write_manifest
-from harness.store.base import ObjectStore, get_json, put_json
+from harness.store.base import ObjectStore, get_json, open_store, put_json
 from harness.vad.silero import detect
 
 log = logging.getLogger("duplex_mpe")
@@ -39,6 +39,11 @@ class StageInputMissing(RuntimeError):
 def _require(store: ObjectStore, plan: RunPlan, prefix: str, stage: str) -> None:
     if not store.exists(plan.layout.marker(prefix)):
         raise StageInputMissing(f"stage {stage!r} has not completed at {prefix}: run it first (or run the pipeline)")
+
+
+def _require_infer(store: ObjectStore, plan: RunPlan, model: str) -> None:
+    if not store.exists(plan.layout.file(plan.infer[model], "plan.json")):
+        raise StageInputMissing(f"stage 'infer' has not run for model {model!r}: run it first (or run the pipeline)")
 
 
 def _done(store: ObjectStore, plan: RunPlan, prefix: str, stage: str) -> bool:
@@ -163,28 +168,47 @@ def infer_records(store: ObjectStore, plan: RunPlan, model: str) -> dict[str, di
 
 
 # -- vad -------------------------------------------------------------------------------------
-def vad_stage(cfg: RunConfig, store: ObjectStore, batch: int = 64) -> dict[str, str]:
-    """Offline Silero + post-processor over every stored output, batched across conversations."""
+def detect_outputs(cfg: RunConfig, keys: list[str]) -> list[list[list[int]]]:
+    """Offline Silero + post-processor over the stored outputs at ``keys`` (one batch)."""
+    store = open_store(cfg.store.kind, cfg.store.root)
+    sr = cfg.protocol.sample_rate
+    waves = [decode(store.get(k), expected_rate=sr)[0] for k in keys]
+    return [segs.tolist() for segs in detect(waves, sr, cfg.vad)]
+
+
+def vad_stage(cfg: RunConfig, store: ObjectStore) -> dict[str, str]:
+    """Detect speech in every stored output: batches of ``vad.batch`` conversations run as
+    parallel Ray tasks (one CPU each), each batched across its conversations in Silero."""
     plan = RunPlan.from_config(cfg)
     lay = plan.layout
-    sr = cfg.protocol.sample_rate
+    todo = {}
     for m in cfg.models:
-        prefix = plan.vad[m.name]
-        if _done(store, plan, prefix, f"vad {m.name}"):
-            continue
-        recs = infer_records(store, plan, m.name)
-        ok = sorted(s for s, r in recs.items() if r["status"] == "ok")
-        result = {s: {"status": "error", "reason": r["reason"]} for s, r in recs.items() if r["status"] != "ok"}
-        for i in tqdm(range(0, len(ok), batch), desc=f"vad {m.name}", unit="batch"):
-            ids = ok[i:i + batch]
-            waves = []
-            for sid in ids:
-                key = lay.conversation(lay.shard(plan.infer[m.name], recs[sid]["shard"]), sid, "flac")
-                waves.append(decode(store.get(key), expected_rate=sr)[0])
-            for sid, segs in zip(ids, detect(waves, sr, cfg.vad), strict=True):
-                result[sid] = {"status": "ok", "segments": segs.tolist()}
+        _require_infer(store, plan, m.name)
+        if not _done(store, plan, plan.vad[m.name], f"vad {m.name}"):
+            todo[m.name] = infer_records(store, plan, m.name)
+    if not todo:
+        return dict(plan.vad)
+    with ray_session(cfg):
+        import ray
+
+        task = ray.remote(num_cpus=1)(detect_outputs)
+        jobs = []
+        for name, recs in todo.items():
+            ok = sorted(s for s, r in recs.items() if r["status"] == "ok")
+            for i in range(0, len(ok), cfg.vad.batch):
+                ids = ok[i:i + cfg.vad.batch]
+                keys = [lay.conversation(lay.shard(plan.infer[name], recs[s]["shard"]), s, "flac") for s in ids]
+                jobs.append((name, ids, task.remote(cfg, keys)))
+        results = {name: {s: {"status": "error", "reason": r["reason"]} for s, r in recs.items()
+                          if r["status"] != "ok"} for name, recs in todo.items()}
+        for name, ids, ref in tqdm(jobs, desc="vad batches", unit="batch"):
+            for sid, segs in zip(ids, ray.get(ref), strict=True):
+                results[name][sid] = {"status": "ok", "segments": segs}
+    for name, result in results.items():
+        prefix = plan.vad[name]
         put_json(store, lay.file(prefix, "segments.json"), result)
-        put_json(store, lay.marker(prefix), {"conversations": len(result), "ok": len(ok)})
+        put_json(store, lay.marker(prefix), {"conversations": len(result),
+                                             "ok": sum(r["status"] == "ok" for r in result.values())})
     return dict(plan.vad)
 
 

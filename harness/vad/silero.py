@@ -34,6 +34,7 @@ class VadSettings:
     rules: SegmentRules = field(default_factory=SegmentRules)
     resample_block_s: float = 0.08
     model: str = "silero-vad-jit"
+    batch: int = 32  # conversations per offline batch (one Ray task each)
 
 
 

@@ -1,0 +1,147 @@
+"""End-to-end: the whole pipeline on real Ray actors, real espeak-ng speech and real Silero VAD.
+
+The three baselines have known correct scores (harness/models/baselines.py); a faulty
+model and a broken voice check that errors are counted and never scored as silence.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+from dataclasses import replace
+
+import pytest
+
+from harness.runtime.config import ModelSettings, RunConfig
+from harness.runtime.plan import RunPlan
+from harness.runtime.stages import run_pipeline
+from harness.store.base import LocalStore, get_json
+
+pytestmark = pytest.mark.slow
+
+SCORE_KEYS = ("fresh_onset_response_rate", "silence_preservation", "answering_window_yield",
+              "response_presence", "window_response")
+EXPECTED = {  # rate per score; None = no eligible event (n = 0)
+    "silent": (0.0, 1.0, None, 0.0, 0.0),
+    "babble": (0.0, 0.0, None, 1.0, 1.0),
+    "oracle": (1.0, 1.0, 1.0, 1.0, 1.0),
+}
+
+
+def _cfg(tmp_path, **kw) -> RunConfig:
+    base = RunConfig.from_dict({
+        "run_id": "e2e",
+        "scenes": {"n_pairs": 3, "seed": 7, "four_party_share": 0.34, "n4_share": 1.0},
+        "model": {
+            "silent": {"target": "silent"},
+            "babble": {"target": "babble"},
+            "oracle": {"target": "oracle"},
+            "nan": {"target": "tests.fixtures.faulty_models:NaNModel", "batch_size": 2},
+            "raising": {"target": "tests.fixtures.faulty_models:RaisingModel"},
+        },
+        "store": {"kind": "local", "root": str(tmp_path / "runs")},
+        "cluster": {"num_cpus": 2, "ray_tmp": f"/tmp/dmpe-test-ray-{os.getpid()}"},
+        "metrics": {"min_n": 1},
+    })
+    return replace(base, **kw)
+
+
+@pytest.fixture(scope="module")
+def run(tmp_path_factory):
+    tmp = tmp_path_factory.mktemp("e2e")
+    cfg = _cfg(tmp)
+    store = LocalStore(cfg.store.root)
+    report_key = run_pipeline(cfg, store)
+    return cfg, store, report_key
+
+
+def test_baselines_get_their_known_scores(run):
+    cfg, store, _ = run
+    plan = RunPlan.from_config(cfg)
+    metrics = get_json(store, plan.layout.file(plan.reduce, "metrics.json"))
+    for model, expected in EXPECTED.items():
+        for cond in ("explicit", "implicit"):
+            got = tuple(metrics[model][cond][k]["rate"] for k in SCORE_KEYS)
+            assert got == expected, (model, cond, metrics[model][cond])
+            entry = metrics[model][cond]
+            assert entry["fresh_onset_response_rate"]["n"] == 3  # one T per scene
+            assert entry["answering_window_yield"]["funnel"]["events"] >= 3  # every scene has N4
+            assert entry["conditional_answer_accuracy"]["status"] == "not_scored"
+            assert entry["conditional_answer_accuracy"]["rate"] is None
+    babble = metrics["babble"]["explicit"]["answering_window_yield"]["funnel"]
+    assert babble["already_speaking_at_q_start"] == babble["events"]  # excluded, not failed
+    oracle = metrics["oracle"]["explicit"]["answering_window_yield"]
+    assert oracle["n"] == oracle["funnel"]["events"] and oracle["failures"] == {"still_voicing": 0, "resumed": 0}
+
+
+def test_errors_are_counted_never_scored_as_silence(run):
+    cfg, store, _ = run
+    plan = RunPlan.from_config(cfg)
+    metrics = get_json(store, plan.layout.file(plan.reduce, "metrics.json"))
+    errors = get_json(store, plan.layout.file(plan.reduce, "errors.json"))["conversations"]
+    # raising: every conversation fails -> every denominator is 0, nothing scored as silent
+    for cond in ("explicit", "implicit"):
+        r = metrics["raising"][cond]
+        assert r["silence_preservation"]["n"] == 0 and r["silence_preservation"]["errors_excluded"] == 3
+        assert r["fresh_onset_response_rate"]["n"] == 0
+    assert sum(e["model"] == "raising" and "adapter exploded" in e["reason"] for e in errors) == 6
+    # nan: stream 0 of each batch of 2 fails with NaN output; the other streams are scored
+    nan_errors = [e for e in errors if e["model"] == "nan"]
+    assert len(nan_errors) == 3 and all("NaN" in e["reason"] for e in nan_errors)
+    scored = sum(metrics["nan"][c]["fresh_onset_response_rate"]["n"] for c in ("explicit", "implicit"))
+    assert scored == 3
+    assert sum(metrics["nan"][c]["silence_preservation"]["errors_excluded"] for c in ("explicit", "implicit")) == 3
+
+
+def test_report_and_table_written(run):
+    cfg, store, report_key = run
+    plan = RunPlan.from_config(cfg)
+    report = store.get(report_key).decode()
+    assert "| oracle | 1.0000 (n=3) | not scored |" in report
+    assert "adapter exploded" in report
+    import pyarrow.parquet as pq
+
+    table = pq.read_table(store.root / plan.layout.file(plan.reduce, "events.parquet"))
+    assert set(table.column("model").to_pylist()) == {"silent", "babble", "oracle", "nan"}
+    assert set(table.column("kind").to_pylist()) == {"T", "silence", "N4"}
+
+
+def test_rerun_skips_completed_stages(run):
+    cfg, store, report_key = run
+    plan = RunPlan.from_config(cfg)
+    markers = [plan.layout.marker(p) for p in (plan.scenes, plan.synth, plan.reduce, *plan.vad.values())]
+    before = {k: os.stat(store.root / k).st_mtime_ns for k in markers}
+    shard_markers = [k for k in store.list(plan.layout.run_id) if k.endswith("_SUCCESS.json") and "/infer/" in k]
+    before.update({k: os.stat(store.root / k).st_mtime_ns for k in shard_markers})
+    assert run_pipeline(cfg, store) == report_key
+    after = {k: os.stat(store.root / k).st_mtime_ns for k in before}
+    assert after == before
+
+
+def test_changed_vad_setting_reruns_vad_onward_only(run):
+    cfg, store, _ = run
+    plan = RunPlan.from_config(cfg)
+    cfg2 = replace(cfg, models=tuple(m for m in cfg.models if m.name == "oracle"),
+                   vad=replace(cfg.vad, rules=replace(cfg.vad.rules, min_silence_s=0.5)))
+    plan2 = RunPlan.from_config(cfg2)
+    assert plan2.infer["oracle"] == plan.infer["oracle"] and plan2.synth == plan.synth
+    assert plan2.vad["oracle"] != plan.vad["oracle"] and plan2.reduce != plan.reduce
+    run_pipeline(cfg2, store)
+    metrics = json.loads(store.get(plan2.layout.file(plan2.reduce, "metrics.json")))
+    assert metrics["oracle"]["explicit"]["fresh_onset_response_rate"]["rate"] == 1.0
+
+
+def test_failed_synthesis_marks_scene_error(tmp_path):
+    from harness.runtime.stages import scenes_stage, synth_stage
+
+    cfg = _cfg(tmp_path)
+    cfg = replace(cfg, models=(ModelSettings("silent", "silent"),),
+                  tts=replace(cfg.tts, voices={**cfg.tts.voices, "D": "nonexistentvoice"}))
+    store = LocalStore(cfg.store.root)
+    scenes_stage(cfg, store)
+    synth_stage(cfg, store)
+    plan = RunPlan.from_config(cfg)
+    index = get_json(store, plan.layout.file(plan.synth, "index.json"))
+    four_party = [s for s in index["errors"]]
+    assert four_party and all("synthesis failed" in index["errors"][s] for s in four_party)
+    assert not set(four_party) & set(index["conversations"])

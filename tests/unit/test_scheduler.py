@@ -1,0 +1,320 @@
+"""Streaming scheduler (spec section 4): golden timelines against a fake model.
+
+The timeline runs at 1000 Hz, so one sample is one millisecond; the detector frame is 10
+samples. The scheduler is driven exactly like ``harness.runtime.runner.run_batch`` does: at
+each frame boundary ``t`` it first decides from the detector's view of the frames before
+``t``, then the model's probability for frame ``[t, t + 10)`` is pushed to the detector.
+The fake model is a function of the scheduler's placements known so far (e.g. "speak from
+500 ms after T ends"), so it reacts to the schedule like a real model would.
+
+Protocol numbers (spec section 4): turn gap 500, fresh-onset window 5000 (inclusive),
+endpoint 2000 of silence, cap 60000, N4 answering window 3000, tail 2000 (conf/protocol).
+Detector: onset confirmed after 120 ms of speech, a pause final after 800 ms.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Callable
+
+import numpy as np
+import pytest
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+
+from harness.metrics.outcomes import conversation_outcomes
+from harness.protocol.scheduler import ProtocolSettings, Scheduler
+from harness.scenes.schema import Label, Scene, Target, Turn
+from harness.vad.segments import SegmentRules, SpeechTracker
+
+SR = 1000
+FRAME = 10
+PROTO = ProtocolSettings(sample_rate=SR)
+N1, N2, N3, T, Q, R = Label.N1, Label.N2, Label.N3, Label.T, Label.N4_Q, Label.N4_R
+
+Model = Callable[[Scheduler, int], bool]
+
+
+def drive(lengths: list[int], labels: list[Label], model: Model, preamble: int = 0,
+          max_t: int = 200_000) -> tuple[Scheduler, list[tuple[int, int]]]:
+    """Run a scheduler against ``model`` the way the runner does; return it and the final segments."""
+    sched = Scheduler(lengths, labels, preamble, PROTO)
+    tracker = SpeechTracker(1, FRAME, SegmentRules(), SR)
+    t = 0
+    while True:
+        sched.advance(t, tracker.view(0))
+        if sched.done and t >= sched.end:
+            break
+        assert t < max_t, "scheduler never finished"
+        p = 1.0 if model(sched, t) else 0.0
+        tracker.push(np.array([[p]], np.float32))
+        t += FRAME
+    tracker.finish()
+    return sched, tracker.segments(0)
+
+
+def silent(sched: Scheduler, t: int) -> bool:
+    return False
+
+
+def after_t_end(*spans: tuple[float, float]) -> Model:
+    """Speech in ``[T end + a, T end + b)`` for each span (``b`` may be ``math.inf``)."""
+    def model(sched: Scheduler, t: int) -> bool:
+        e = sched.turn_placement(sched.labels.index(T)).end
+        return any(e + a <= t < e + b for a, b in spans)
+    return model
+
+
+def events(sched: Scheduler) -> list[tuple]:
+    return [(e.kind, e.t, e.turn, e.at) for e in sched.events]
+
+
+def places(sched: Scheduler) -> list[tuple]:
+    return [(p.turn, p.start, p.length) for p in sched.placements]
+
+
+# Ordinary scene: N2 [0, 1000), N1 [1500, 2700), T [3200, 5200), then N3 (700) and N2 (900)
+# placed after the T decision at D: N3 at D, N2 at D + 700 + 500, stream end D + 1200 + 900 + 2000.
+LENGTHS = [1000, 1200, 2000, 700, 900]
+LABELS = [N2, N1, T, N3, N2]
+E = 5200  # T end
+
+
+def scripted_head() -> list[tuple]:
+    return [("turn_start", 0, 0, None), ("turn_start", 1500, 1, None), ("turn_start", 3200, 2, None)]
+
+
+def tail_after(d: int) -> tuple[list[tuple], list[tuple], int]:
+    """(events, placements, end) of the two turns placed from the decision time ``d``."""
+    evs = [("turn_start", d, 3, None), ("turn_start", d + 1200, 4, None), ("stream_end", d + 4100, None, None)]
+    pls = [(3, d, 700), (4, d + 1200, 900)]
+    return evs, pls, d + 4100
+
+
+def check(sched: Scheduler, decision_events: list[tuple], d: int) -> None:
+    evs, pls, end = tail_after(d)
+    assert events(sched) == scripted_head() + decision_events + evs
+    assert places(sched) == [(0, 0, 1000), (1, 1500, 1200), (2, 3200, 2000), *pls]
+    assert sched.done and sched.end == end
+
+
+# -- scripted part -------------------------------------------------------------------------
+
+def test_ordinary_turns_and_silent_model():
+    sched, segs = drive(LENGTHS, LABELS, silent)
+    assert segs == []
+    # turns 500 apart; T ends at 5200. The detector knows "silent at 5200" once frame
+    # [5200, 5210) is processed -> decision at 5210. No onset by 5200 + 5000 = 10200: known
+    # when frame [10200, 10210) is processed -> no_onset at t=10210, rule time 10200; the next
+    # turn starts at the decision time 10210; stream end = last end 12310 + tail 2000.
+    check(sched, [("t_end_silent", 5210, 2, 5200), ("no_onset", 10210, 2, 10200)], 10210)
+    assert sched.events[3].reason.startswith("model silent")
+    assert [e.reason for e in sched.events[:3]] == ["N2", "N1", "T"]
+
+
+def test_gaps_between_scripted_turns_are_exactly_500():
+    sched, _ = drive(LENGTHS, LABELS, silent)
+    p = sched.placements
+    assert [p[i + 1].start - p[i].end for i in (0, 1, 3)] == [500, 500, 500]
+
+
+def test_preamble_first_then_turns():
+    sched, _ = drive([1000, 2000, 800], [N2, T, N3], silent, preamble=3000)
+    # preamble [0, 3000); N2 at 3000 + 500; T [5000, 7000); silent -> no_onset at 12010;
+    # N3 at 12010, ends 12810; end 14810
+    assert places(sched) == [(None, 0, 3000), (0, 3500, 1000), (1, 5000, 2000), (2, 12010, 800)]
+    assert events(sched) == [("preamble_start", 0, None, None), ("turn_start", 3500, 0, None),
+                             ("turn_start", 5000, 1, None), ("t_end_silent", 7010, 1, 7000),
+                             ("no_onset", 12010, 1, 12000), ("turn_start", 12010, 2, None),
+                             ("stream_end", 14810, None, None)]
+    assert sched.end == 14810
+
+
+def test_placements_before_t_are_fixed_at_construction():
+    # N4 before T: N2 [0, 1000), N4_Q [1500, 3000), N4_R at 3000 + 3000, T at 7000 + 500
+    sched = Scheduler([1000, 1500, 1000, 2000, 800], [N2, Q, R, T, N3], 0, PROTO)
+    assert places(sched) == [(0, 0, 1000), (1, 1500, 1500), (2, 6000, 1000), (3, 7500, 2000)]
+    assert events(sched) == [("turn_start", 0, 0, None), ("turn_start", 1500, 1, None),
+                             ("n4_answer_window", 3000, 1, 6000), ("turn_start", 6000, 2, None),
+                             ("turn_start", 7500, 3, None)]
+    assert not sched.done and sched.end is None
+
+
+@pytest.mark.parametrize(("lengths", "labels", "preamble"), [
+    ([1000, 2000], [N2, T, N3], 0),  # lengths and labels differ
+    ([], [], 0),  # empty
+    ([1000, 0, 800], [N2, T, N3], 0),  # zero-length clip
+    ([1000, 2000, -5], [N2, T, N3], 0),  # negative clip
+    ([1000, 2000, 800], [N2, T, N3], -1),  # negative preamble
+])
+def test_rejects_bad_lengths(lengths, labels, preamble):
+    with pytest.raises(ValueError):
+        Scheduler(lengths, labels, preamble, PROTO)
+
+
+# -- after T: fresh-onset window -----------------------------------------------------------
+
+def test_onset_exactly_at_window_end_counts():
+    sched, segs = drive(LENGTHS, LABELS, after_t_end((5000, 6000)))
+    # speech [10200, 11200); onset at 10200 = T end + 5000 (inclusive), confirmed after 120
+    # ms at 10320; closed at 11200 + 800; endpoint 11200 + 2000 = 13200, known at 13200
+    assert segs == [(10200, 11200)]
+    check(sched, [("t_end_silent", 5210, 2, 5200), ("onset", 10320, 2, 10200),
+                  ("endpoint", 13200, 2, 13200)], 13200)
+
+
+def test_onset_one_frame_late_does_not_count():
+    sched, _ = drive(LENGTHS, LABELS, after_t_end((5010, 6000)))
+    # nothing started by 10200: once frame [10200, 10210) is seen silent, the window is over
+    check(sched, [("t_end_silent", 5210, 2, 5200), ("no_onset", 10210, 2, 10200)], 10210)
+
+
+def test_answer_500ms_after_t_for_2s():
+    sched, segs = drive(LENGTHS, LABELS, after_t_end((500, 2500)))
+    # speech [5700, 7700): onset 5700 confirmed at 5820; final at 8500; endpoint 7700 + 2000
+    assert segs == [(5700, 7700)]
+    check(sched, [("t_end_silent", 5210, 2, 5200), ("onset", 5820, 2, 5700),
+                  ("endpoint", 9700, 2, 9700)], 9700)
+
+
+def test_silent_at_t_end_waits_for_the_detector():
+    # speech [4600, 4900) during T; at T end the pause may still be merged, so the scheduler
+    # waits until the segment is final: 4900 + 800 = 5700, then "silent at T end"
+    sched, segs = drive(LENGTHS, LABELS, after_t_end((-600, -300)))
+    assert segs == [(4600, 4900)]
+    check(sched, [("t_end_silent", 5700, 2, 5200), ("no_onset", 10210, 2, 10200)], 10210)
+
+
+# -- after T: model speaking at T end ------------------------------------------------------
+
+def test_speaking_at_t_end_endpoint_from_its_end():
+    sched, segs = drive(LENGTHS, LABELS, after_t_end((-1000, 1500)))
+    # speech [4200, 6700) covers 5200: known once frame [5200, 5210) is active -> 5210;
+    # endpoint 6700 + 2000 = 8700
+    assert segs == [(4200, 6700)]
+    check(sched, [("t_end_speaking", 5210, 2, 5200), ("endpoint", 8700, 2, 8700)], 8700)
+
+
+def test_speech_starting_exactly_at_t_end_is_speaking():
+    # [5200, 6200): covers sample 5200 (half-open intervals); confirmed 120 ms later at 5320
+    sched, _ = drive(LENGTHS, LABELS, after_t_end((0, 1000)))
+    check(sched, [("t_end_speaking", 5320, 2, 5200), ("endpoint", 8200, 2, 8200)], 8200)
+
+
+def test_cap_speaking_branch_from_t_end():
+    sched, _ = drive(LENGTHS, LABELS, after_t_end((-500, math.inf)))
+    # never stops: cap at T end + 60000 = 65200
+    check(sched, [("t_end_speaking", 5210, 2, 5200), ("cap", 65200, 2, 65200)], 65200)
+
+
+def test_cap_fresh_branch_from_onset():
+    sched, _ = drive(LENGTHS, LABELS, after_t_end((1000, math.inf)))
+    # onset 6200 (confirmed 6320); cap at onset + 60000 = 66200
+    check(sched, [("t_end_silent", 5210, 2, 5200), ("onset", 6320, 2, 6200), ("cap", 66200, 2, 66200)], 66200)
+
+
+# -- after T: the endpoint -----------------------------------------------------------------
+
+def test_short_pause_inside_answer_does_not_end_it():
+    sched, segs = drive(LENGTHS, LABELS, after_t_end((500, 1500), (2200, 3000)))
+    # pause 6700..7400 = 700 ms < 800: one segment [5700, 8200); endpoint 10200 (not 6700 + 2000)
+    assert segs == [(5700, 8200)]
+    check(sched, [("t_end_silent", 5210, 2, 5200), ("onset", 5820, 2, 5700),
+                  ("endpoint", 10200, 2, 10200)], 10200)
+
+
+def test_pause_of_1500_does_not_trigger_endpoint():
+    sched, segs = drive(LENGTHS, LABELS, after_t_end((500, 1500), (3000, 4000)))
+    # two segments; after the first (end 6700) speech resumes at 8200 < 6700 + 2000, so the
+    # endpoint is 9200 + 2000 = 11200
+    assert segs == [(5700, 6700), (8200, 9200)]
+    check(sched, [("t_end_silent", 5210, 2, 5200), ("onset", 5820, 2, 5700),
+                  ("endpoint", 11200, 2, 11200)], 11200)
+
+
+def test_blip_after_answer_does_not_reset_endpoint():
+    sched, segs = drive(LENGTHS, LABELS, after_t_end((500, 2500), (4400, 4450)))
+    # answer [5700, 7700), endpoint 9700. A 50 ms blip [9600, 9650) is a candidate until its
+    # pause reaches 800 ms at 10450, when it is dropped: the decision is taken at 10450 with
+    # the rule time unchanged (9700); the next turn starts at the decision time
+    assert segs == [(5700, 7700)]
+    check(sched, [("t_end_silent", 5210, 2, 5200), ("onset", 5820, 2, 5700),
+                  ("endpoint", 10450, 2, 9700)], 10450)
+
+
+def test_blip_within_min_silence_is_merged_into_answer():
+    sched, segs = drive(LENGTHS, LABELS, after_t_end((500, 2500), (3000, 3050)))
+    # blip [8200, 8250) 500 ms after the answer: pause < 800 -> merged, speech ends 8250
+    assert segs == [(5700, 8250)]
+    check(sched, [("t_end_silent", 5210, 2, 5200), ("onset", 5820, 2, 5700),
+                  ("endpoint", 10250, 2, 10250)], 10250)
+
+
+def test_new_speech_segment_within_2s_resets_endpoint():
+    sched, segs = drive(LENGTHS, LABELS, after_t_end((500, 2500), (4000, 4200)))
+    # [9200, 9400) is 200 ms of real speech 1500 ms after the answer: endpoint 9400 + 2000
+    assert segs == [(5700, 7700), (9200, 9400)]
+    check(sched, [("t_end_silent", 5210, 2, 5200), ("onset", 5820, 2, 5700),
+                  ("endpoint", 11400, 2, 11400)], 11400)
+
+
+# -- N4 -------------------------------------------------------------------------------------
+
+N4_LENGTHS = [1000, 2000, 1505, 1200, 800]  # N4_Q 1505: not a multiple of the frame
+N4_LABELS = [N2, T, Q, R, N3]
+
+
+def talks_through_n4(sched: Scheduler, t: int) -> bool:
+    q = sched.turn_placement(2)
+    return q is not None and q.start + 500 <= t < q.end + 10_000
+
+
+@pytest.mark.parametrize("model", [silent, talks_through_n4], ids=["silent", "talking"])
+def test_n4_r_starts_exactly_3000_after_n4_q(model):
+    sched, _ = drive(N4_LENGTHS, N4_LABELS, model, preamble=3000)
+    # preamble [0, 3000); N2 3500; T [5000, 7000); silent after T -> no_onset at 12010;
+    # N4_Q [12010, 13515); N4_R at 13515 + 3000 = 16515 whatever the model does, ends 17715;
+    # N3 at 18215, ends 19015; end 21015
+    assert places(sched) == [(None, 0, 3000), (0, 3500, 1000), (1, 5000, 2000), (2, 12010, 1505),
+                             (3, 16515, 1200), (4, 18215, 800)]
+    assert events(sched)[-5:] == [("turn_start", 12010, 2, None), ("n4_answer_window", 13515, 2, 16515),
+                                  ("turn_start", 16515, 3, None), ("turn_start", 18215, 4, None),
+                                  ("stream_end", 21015, None, None)]
+    assert sched.end == 21015
+
+
+# -- the scheduler's decisions agree with the offline outcomes -----------------------------
+
+SPAN = st.tuples(st.integers(-150, 700), st.integers(1, 300)).map(lambda x: (x[0] * 10, x[0] * 10 + x[1] * 10))
+
+
+def _scene(labels: list[Label]) -> Scene:
+    return Scene("p1-explicit", "p1", "explicit", ("A", "B", "C"),
+                 tuple(Turn("ABC"[i % 3], f"turn {i}", lab, Target.ARIA if lab is T else Target.HUMAN)
+                       for i, lab in enumerate(labels)), gold_answer="x")
+
+
+@settings(max_examples=40, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(spans=st.lists(SPAN, max_size=3))
+def test_online_decisions_match_offline_outcomes(spans):
+    """Decisions taken online from the causal view agree with outcomes from the final segments."""
+    sched, segs = drive(LENGTHS, LABELS, after_t_end(*spans))
+    record = {"placements": [{"turn": p.turn, "start": p.start, "length": p.length} for p in sched.placements],
+              "events": [e.to_dict() for e in sched.events]}
+    row = next(r for r in conversation_outcomes(_scene(LABELS), record, np.array(segs).reshape(-1, 2), PROTO)
+               if r["kind"] == "T")
+    by_kind = {e.kind: e for e in sched.events}
+    assert row["speaking_at_end"] == ("t_end_speaking" in by_kind)
+    assert ("t_end_silent" in by_kind) != ("t_end_speaking" in by_kind)
+    assert row["fresh_onset"] == ("onset" in by_kind)
+    if "onset" in by_kind:
+        assert row["onset"] == by_kind["onset"].at
+    assert row["response_presence"] == (row["decision"] != "no_onset")
+    if row["decision"] == "no_onset":
+        assert row["window_end"] == E + 5000
+    else:
+        # spans end by T end + 10000: never capped; the endpoint is 2 s after the last speech
+        # that started before it
+        assert row["decision"] == "endpoint"
+        last = max(e for s, e in segs if s < row["window_end"])
+        assert row["window_end"] == last + 2000
