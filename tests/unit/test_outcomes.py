@@ -195,7 +195,11 @@ N4_CASES = {
                          (False, True, False, False, True)),
     "already_speaking": ([[9000, 16000]], LONG, "excluded_spoke_during_question",
                          (True, False, False, False, True)),
-    "one_sample_in_q": ([[9500, 10001]], LONG, "excluded_spoke_during_question", (False, True, False, False, True)),
+    # runs one sample into the question (covers q_start): already speaking
+    "one_sample_into_q": ([[9500, 10001]], LONG, "excluded_spoke_during_question", (True, False, False, False, True)),
+    # starts on the question's last sample and runs on into the answering window
+    "starts_on_last_q_sample": ([[11999, 16000]], LONG, "excluded_spoke_during_question",
+                                (False, True, False, False, True)),
     # ends exactly at q_start: not during the question
     "ends_at_q_start": ([[9000, 10000], [12500, 16000]], LONG, "yield", (False, False, True, True, True)),
     "no_speech": ([], LONG, "excluded_no_answer", (False, False, False, False, False)),
