@@ -14,7 +14,7 @@ Window definitions (our reading where the paper is not explicit; docs/protocol-d
   acoustically, also speech that began earlier.
 * **N4** (answering window): question ``[q_start, q_end)``, N4_R starting at ``r_start``.
   *Window response*: any speech in ``[q_start, q_end + 3 s]``. *Yield*: eligible when the
-  model was silent during the question, first spoke in ``(q_end, q_end + 3 s]`` and still
+  model was silent during the question, first spoke in ``[q_end, q_end + 3 s]`` and still
   speaks at ``r_start``; it succeeds when silent at the deadline ``r_start + 2 s`` and
   through the observation window up to ``max(deadline, r_end + 0.5 s)``.
 """
@@ -119,7 +119,8 @@ def n4_outcome(speech: Speech, q_start: int, q_end: int, r_start: int, r_end: in
     window = protocol.s(protocol.n4_answer_window_s)
     during_q = speech.overlap(q_start, q_end) > 0
     already = speech.covers(q_start)
-    answer_onset = None if during_q else speech.first_onset(q_end, q_end + window)
+    # the question is [q_start, q_end): speech starting at q_end is after it
+    answer_onset = None if during_q else speech.first_onset(q_end - 1, q_end + window)
     row: dict[str, Any] = {
         "kind": "N4", "label": "N4_Q", "start": q_start, "end": q_end, "r_start": r_start, "r_end": r_end,
         "already_speaking_at_q_start": already,

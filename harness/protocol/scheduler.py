@@ -101,7 +101,8 @@ class Scheduler:
     view; read :attr:`placements` to render the input; stop at :attr:`end` once :attr:`done`.
 
     Raises:
-        ValueError: when ``turn_samples`` and ``labels`` differ in length or a length is <= 0.
+        ValueError: when ``turn_samples`` and ``labels`` differ in length, a length is <= 0, or
+            T is the last turn (the schema forbids it; the T wait needs a turn after it).
     """
 
     def __init__(self, turn_samples: Sequence[int], labels: Sequence[Label], preamble_samples: int,
@@ -110,6 +111,8 @@ class Scheduler:
             raise ValueError("turn_samples and labels must be non-empty and of equal length")
         if any(n <= 0 for n in turn_samples) or preamble_samples < 0:
             raise ValueError("clip lengths must be positive")
+        if Label(labels[-1]) is Label.T:
+            raise ValueError("T must be followed by more talk (spec section 2)")
         self.cfg = settings
         self.turn_samples = list(turn_samples)
         self.labels = [Label(x) for x in labels]

@@ -78,6 +78,10 @@ class MetricsSettings:
     min_n: int = 30  # a rate whose denominator is under this is n/a (spec section 5)
     yield_deadline_s: float = 2.0  # N4_R start + this is the yield stop deadline (spec section 5)
 
+    def __post_init__(self) -> None:
+        if self.min_n < 1:
+            raise ValueError("metrics.min_n must be >= 1")
+
 
 @dataclass(frozen=True)
 class RunConfig:

@@ -66,3 +66,8 @@ def test_vad_change_keeps_infer_prefix():
     assert pa.infer == pb.infer and pa.vad != pb.vad and pa.reduce != pb.reduce
     c = _compose(["protocol.detector.rules.min_silence_s=0.5"])
     assert RunPlan.from_config(c).infer != pa.infer
+
+
+def test_min_n_must_be_positive():
+    with pytest.raises(ConfigError, match="min_n"):
+        _compose(["metrics.min_n=0"])

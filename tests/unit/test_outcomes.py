@@ -231,11 +231,6 @@ def test_n4_outcomes(name):
         ("N4", "N4_Q", Q_START, Q_END, R_START, r_end)
 
 
-@pytest.mark.xfail(strict=True, reason=(
-    "harness/metrics/outcomes.py n4_outcome: answer_onset = speech.first_onset(q_end, q_end + window) only "
-    "looks at onsets in (q_end, q_end + 3 s]; an onset at exactly q_end is neither during the question "
-    "([q_start, q_end) is half-open) nor after it, so it is excluded as 'no answer' although "
-    "window_response counts it (spec 5: only 'never spoke in the window' is excluded)"))
 def test_n4_onset_exactly_at_question_end_is_an_answer():
     # speech [12000, 16000): silent during [10000, 12000), first speaks at 12000 = 0 s after the
     # question, still speaking at 15000, silent at 17000 -> an eligible yield

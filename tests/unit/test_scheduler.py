@@ -318,3 +318,8 @@ def test_online_decisions_match_offline_outcomes(spans):
         assert row["decision"] == "endpoint"
         last = max(e for s, e in segs if s < row["window_end"])
         assert row["window_end"] == last + 2000
+
+
+def test_t_as_last_turn_is_rejected():
+    with pytest.raises(ValueError, match="followed by more talk"):
+        Scheduler([100, 100], [Label.N2, Label.T], 0, ProtocolSettings(sample_rate=1000))
