@@ -16,6 +16,8 @@ from harness.store.layout import RunLayout, settings_hash
 from harness.vad.silero import VadSettings
 
 GENERATOR_VERSION = "templates-v1"
+# bump when the reduce stage's outputs change for the same inputs (new scores, statistics)
+REDUCE_VERSION = "reduce-v2"
 
 
 @dataclass(frozen=True)
@@ -39,7 +41,8 @@ class RunPlan:
                                    "max_duration_s": cfg.infer.max_duration_s}, h_synth)
             infer[m.name] = lay.stage("infer", h_inf, m.name)
             vad[m.name] = lay.stage("vad", settings_hash(_detector(cfg.vad), h_inf), m.name)
-        h_reduce = settings_hash({"metrics": asdict(cfg.metrics), "vad": sorted(vad.items())}, h_synth)
+        h_reduce = settings_hash({"metrics": asdict(cfg.metrics), "vad": sorted(vad.items()),
+                                  "version": REDUCE_VERSION}, h_synth)
         return cls(lay, lay.stage("scenes", h_scenes), lay.stage("synth", h_synth), infer, vad,
                    lay.stage("reduce", h_reduce))
 

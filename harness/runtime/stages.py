@@ -18,8 +18,10 @@ from tqdm import tqdm
 
 from harness.audio.io import decode, encode
 from harness.audio.tts.espeak import EspeakSettings, EspeakTTS, SynthesisError
+from harness.metrics.analyses import all_statistics
 from harness.metrics.outcomes import conversation_outcomes
 from harness.metrics.scores import compute_metrics
+from harness.protocol.scheduler import Scheduler
 from harness.report.markdown import render_report
 from harness.runtime.config import RunConfig
 from harness.runtime.executor import ray_session, run_shards, shard_plan
@@ -220,7 +222,8 @@ def reduce_stage(cfg: RunConfig, store: ObjectStore) -> str:
     if _done(store, plan, plan.reduce, "reduce"):
         return plan.reduce
     scenes = {s.scene_id: s for s in load_scenes(store, plan)}
-    synth_errors = get_json(store, lay.file(plan.synth, "index.json"))["errors"]
+    index = get_json(store, lay.file(plan.synth, "index.json"))
+    synth_errors = index["errors"]
     invalid = get_json(store, lay.file(plan.scenes, "invalid.json"))
     rows_by_model: dict[str, list[dict[str, Any]]] = {}
     errors: dict[str, dict[str, int]] = {}
@@ -249,15 +252,34 @@ def reduce_stage(cfg: RunConfig, store: ObjectStore) -> str:
         rows_by_model[m.name] = rows
         errors[m.name] = dict(errs)
     metrics = compute_metrics(rows_by_model, errors, CONDITIONS, cfg.metrics.min_n)
+    statistics = all_statistics(rows_by_model, metrics, request_times(cfg, index, scenes), CONDITIONS,
+                                cfg.metrics.min_n)
     all_rows = [r for rows in rows_by_model.values() for r in rows]
     put_json(store, lay.file(plan.reduce, "metrics.json"), metrics)
+    put_json(store, lay.file(plan.reduce, "statistics.json"), statistics)
     store.put(lay.file(plan.reduce, "events.parquet"), _parquet(all_rows))
     put_json(store, lay.file(plan.reduce, "errors.json"), {"conversations": error_list, "invalid_scenes": invalid})
     stats = get_json(store, lay.file(plan.scenes, "stats.json"))
-    report = render_report(cfg, metrics, stats, error_list, invalid, plan)
+    report = render_report(cfg, metrics, statistics, stats, error_list, invalid, plan)
     store.put(lay.file(plan.reduce, "report.md"), report.encode())
     put_json(store, lay.marker(plan.reduce), {"models": [m.name for m in cfg.models], "rows": len(all_rows)})
     return plan.reduce
+
+
+def request_times(cfg: RunConfig, index: dict[str, Any], scenes: dict[str, Scene]) -> dict[str, float]:
+    """Seconds from the first human turn's start to T's start, per conversation.
+
+    Everything up to T is scripted, so the scheduler's initial placements give this on a
+    model-independent timeline: every model gets the same tertile bins (spec section 6).
+    """
+    out = {}
+    for sid, entry in index["conversations"].items():
+        scene = scenes[sid]
+        sched = Scheduler([t["n"] for t in entry["turns"]], [t.label for t in scene.turns],
+                          index["preamble"]["n"], cfg.protocol)
+        starts = {p.turn: p.start for p in sched.placements}
+        out[sid] = (starts[scene.t_index] - starts[0]) / cfg.protocol.sample_rate
+    return out
 
 
 def _parquet(rows: list[dict[str, Any]]) -> bytes:

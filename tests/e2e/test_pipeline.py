@@ -145,3 +145,19 @@ def test_failed_synthesis_marks_scene_error(tmp_path):
     four_party = [s for s in index["errors"]]
     assert four_party and all("synthesis failed" in index["errors"][s] for s in four_party)
     assert not set(four_party) & set(index["conversations"])
+
+
+def test_statistics_written_and_consistent(run):
+    cfg, store, _ = run
+    plan = RunPlan.from_config(cfg)
+    st = get_json(store, plan.layout.file(plan.reduce, "statistics.json"))
+    pairs = {(t["a"], t["b"]): t for t in st["between_models"]["explicit"]}
+    # oracle always has a fresh onset, silent never: 3 discordant scenes, p = 2 * 0.5^3
+    t = pairs[("oracle", "silent")]
+    assert (t["n"], t["a_only"], t["b_only"]) == (3, 3, 0) and t["p"] == 0.25
+    assert t["m"] == 20  # 5 models -> 10 pairs x 2 metrics, as in the paper
+    boot = {(r["a"], r["b"]): r for r in st["silence_bootstrap"]["explicit"]}
+    assert boot[("babble", "silent")]["diff"] == -1.0 and boot[("oracle", "silent")]["hi"] == 0.0
+    sweep = st["silence"]["babble"]["explicit"]["threshold_sweep"]["0"]
+    assert sweep["occupied"] == sweep["n"] and sweep["rate"] == 0.0
+    assert sum(v["n"] for v in st["request_timing"]["bins"]["oracle"].values()) == 6
