@@ -41,6 +41,7 @@ lint: setup  ## ruff
 
 bench: setup  ## benchmarks (figures, not assertions)
 	$(PY) bench/vad_throughput.py
+	$(PY) bench/reduce.py
 
 status: setup  ## stage completion of a run (RUN=...)
 	$(PY) -m jobs.status run_id=$(RUN)

@@ -1,0 +1,82 @@
+"""Time the whole reduce on a synthetic per-event table the size of the full benchmark.
+
+5 models x 2 conditions x 2,000 scenes with the paper's window counts per condition
+(T 2,000; N1 3,041; N2 14,052; N3 3,267; N4 1,911), outcomes drawn at the paper's
+rates. Times scores + every statistic (10,000-replicate bootstrap for every model pair).
+Prints figures; the last line is one JSON object with ``reduce_seconds``.
+
+    .venv/bin/python bench/reduce.py
+"""
+
+from __future__ import annotations
+
+import json
+import time
+
+import numpy as np
+
+from harness.metrics.analyses import all_statistics
+from harness.metrics.scores import compute_metrics
+from harness.scenes.schema import CONDITIONS
+
+SCENES = 2_000
+WINDOWS = {"N1": 3_041, "N2": 14_052, "N3": 3_267}
+N4_EVENTS = 1_911
+MODELS = {"minicpm-o-4.5": (0.95, 0.92), "moshi": (0.63, 0.27), "flm-audio": (0.54, 0.40),
+          "voila": (0.65, 0.83), "freeze-omni": (0.25, 0.0002)}  # (fresh onset, silence) paper rates
+TARGETS = ("human", "device", "group", "none")
+
+
+def synthetic_rows(rng: np.random.Generator) -> dict[str, list[dict]]:
+    out = {}
+    for model, (fresh, silence) in MODELS.items():
+        rows = []
+        for cond in CONDITIONS:
+            for s in range(SCENES):
+                f = rng.random() < fresh
+                speaking = (not f) and rng.random() < 0.5
+                rows.append({"model": model, "kind": "T", "scene_id": f"p{s:05d}-{cond}", "pair_id": f"p{s:05d}",
+                             "condition": cond, "fresh_onset": f, "response_presence": f or speaking,
+                             "speaking_at_end": speaking})
+            scene_of = rng.integers(0, SCENES, sum(WINDOWS.values()))
+            labels = np.repeat(list(WINDOWS), list(WINDOWS.values()))
+            silent = rng.random(len(labels)) < silence
+            speech = np.where(silent, 0.0, rng.exponential(1.5, len(labels)))
+            for sc, lab, ok, sp in zip(scene_of, labels, silent, speech, strict=True):
+                rows.append({"model": model, "kind": "silence", "scene_id": f"p{sc:05d}-{cond}", "condition": cond,
+                             "label": str(lab), "target": "none" if lab == "N3" else TARGETS[sc % 3],
+                             "silent": bool(ok), "speech_s": float(sp)})
+            for e in range(N4_EVENTS):
+                outcome = rng.choice(["yield", "still_voicing", "resumed", "excluded_no_answer"])
+                rows.append({"model": model, "kind": "N4", "scene_id": f"p{e % SCENES:05d}-{cond}",
+                             "condition": cond, "yield_outcome": str(outcome),
+                             "yield_eligible": not outcome.startswith("excluded"),
+                             "window_response": bool(rng.random() < 0.9),
+                             "already_speaking_at_q_start": False, "started_during_q": False,
+                             "first_spoke_after_q": outcome != "excluded_no_answer",
+                             "still_speaking_at_r_start": outcome != "excluded_no_answer"})
+        out[model] = rows
+    return out
+
+
+def main() -> None:
+    rng = np.random.default_rng(0)
+    t0 = time.perf_counter()
+    rows = synthetic_rows(rng)
+    build = time.perf_counter() - t0
+    times = {f"p{s:05d}-{c}": float(rng.uniform(14.5, 264.0)) for s in range(SCENES) for c in CONDITIONS}
+    n_rows = sum(len(r) for r in rows.values())
+    t1 = time.perf_counter()
+    metrics = compute_metrics(rows, {}, CONDITIONS, 30)
+    t2 = time.perf_counter()
+    statistics = all_statistics(rows, metrics, times, CONDITIONS, 30)
+    t3 = time.perf_counter()
+    print(f"rows: {n_rows:,} (built in {build:.1f} s)")
+    print(f"scores: {t2 - t1:.2f} s; statistics incl. {len(statistics['silence_bootstrap']['explicit']) * 2} "
+          f"bootstraps of 10,000 replicates: {t3 - t2:.2f} s")
+    print(json.dumps({"reduce_seconds": round(t3 - t1, 3), "scores_seconds": round(t2 - t1, 3),
+                      "statistics_seconds": round(t3 - t2, 3), "rows": n_rows}))
+
+
+if __name__ == "__main__":
+    main()
