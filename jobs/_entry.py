@@ -4,11 +4,15 @@ from __future__ import annotations
 
 import logging
 import sys
+from pathlib import Path
 
+import hydra
 from omegaconf import DictConfig, OmegaConf
 
 from harness.runtime.config import ConfigError, RunConfig
 from harness.store.base import ObjectStore, open_store
+
+CONF_DIR = str(Path(__file__).resolve().parents[1] / "conf")
 
 
 def setup(cfg: DictConfig) -> tuple[RunConfig, ObjectStore]:
@@ -19,3 +23,15 @@ def setup(cfg: DictConfig) -> tuple[RunConfig, ObjectStore]:
     except ConfigError as e:
         sys.exit(f"config error: {e}")
     return run, open_store(run.store.kind, run.store.root)
+
+
+def stage_main(stage: str):
+    """The Hydra entry point that runs one stage (``python -m jobs.<stage> [overrides]``)."""
+    from harness.runtime.stages import run_stage
+
+    @hydra.main(version_base="1.3", config_path=CONF_DIR, config_name="config")
+    def main(cfg: DictConfig) -> None:
+        run, store = setup(cfg)
+        run_stage(stage, run, store)
+
+    return main

@@ -8,10 +8,10 @@ import hydra
 from omegaconf import DictConfig
 
 from harness.runtime.stages import run_pipeline
-from jobs._entry import setup
+from jobs._entry import CONF_DIR, setup
 
 
-@hydra.main(version_base="1.3", config_path="../conf", config_name="config")
+@hydra.main(version_base="1.3", config_path=CONF_DIR, config_name="config")
 def main(cfg: DictConfig) -> None:
     run, store = setup(cfg)
     key = run_pipeline(run, store)

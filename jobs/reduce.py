@@ -1,17 +1,8 @@
 """Run the ``reduce`` stage alone: ``python -m jobs.reduce [overrides]`` (see ``--help``)."""
 
-import hydra
-from omegaconf import DictConfig
+from jobs._entry import stage_main
 
-from harness.runtime.stages import run_stage
-from jobs._entry import setup
-
-
-@hydra.main(version_base="1.3", config_path="../conf", config_name="config")
-def main(cfg: DictConfig) -> None:
-    run, store = setup(cfg)
-    run_stage("reduce", run, store)
-
+main = stage_main("reduce")
 
 if __name__ == "__main__":
     main()

@@ -4,10 +4,10 @@ import hydra
 from omegaconf import DictConfig
 
 from harness.runtime.status import run_status
-from jobs._entry import setup
+from jobs._entry import CONF_DIR, setup
 
 
-@hydra.main(version_base="1.3", config_path="../conf", config_name="config")
+@hydra.main(version_base="1.3", config_path=CONF_DIR, config_name="config")
 def main(cfg: DictConfig) -> None:
     run, store = setup(cfg)
     print(run_status(run, store))

@@ -100,7 +100,9 @@ def conversation_outcomes(scene: Scene, record: dict[str, Any], segments: np.nda
             occupied = speech.overlap(start, w_end)
             rows.append({**base, "kind": "silence", "turn": i, "label": turn.label.value,
                          "target": turn.target.value, "start": start, "end": end, "window_end": w_end,
-                         "speech_s": occupied / sr, "silent": occupied == 0})
+                         "speech_s": occupied / sr, "silent": occupied == 0,
+                         # the window holds one human turn, so overlap with human speech is overlap with it
+                         "overlap_s": speech.overlap(start, end) / sr})
         elif turn.label is Label.N4_Q:
             rows.append({**base, **n4_outcome(speech, start, end, *place[i + 1], protocol, yield_deadline_s),
                          "turn": i})

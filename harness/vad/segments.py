@@ -52,6 +52,17 @@ class SegmentRules:
 
 
 @njit(cache=True)
+def _emit(out, n_out, b, start, end, min_speech):  # pragma: no cover
+    """Write segment ``[start, end)`` of stream ``b`` when it is long enough; return the new count."""
+    if end - start >= min_speech:
+        out[n_out, 0] = b
+        out[n_out, 1] = start
+        out[n_out, 2] = end
+        n_out += 1
+    return n_out
+
+
+@njit(cache=True)
 def _advance(probs, n_valid, state, frame, thr, neg_thr, min_speech, min_silence, final, out):  # pragma: no cover
     """Advance every stream over its next ``n_valid[b]`` frames; emit closed segments.
 
@@ -76,19 +87,11 @@ def _advance(probs, n_valid, state, frame, thr, neg_thr, min_speech, min_silence
                     start = t0
                 end = t1
             elif is_open == 1 and t1 - end >= min_silence:
-                if end - start >= min_speech:
-                    out[n_out, 0] = b
-                    out[n_out, 1] = start
-                    out[n_out, 2] = end
-                    n_out += 1
+                n_out = _emit(out, n_out, b, start, end, min_speech)
                 is_open = 0
             pos += 1
         if final and is_open == 1:
-            if end - start >= min_speech:
-                out[n_out, 0] = b
-                out[n_out, 1] = start
-                out[n_out, 2] = end
-                n_out += 1
+            n_out = _emit(out, n_out, b, start, end, min_speech)
             is_open = 0
         state[b, _ACTIVE] = active
         state[b, _OPEN] = is_open

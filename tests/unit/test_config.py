@@ -71,3 +71,14 @@ def test_vad_change_keeps_infer_prefix():
 def test_min_n_must_be_positive():
     with pytest.raises(ConfigError, match="min_n"):
         _compose(["metrics.min_n=0"])
+
+
+@pytest.mark.parametrize("job", ["pipeline", "scenes", "synth", "infer", "vad", "reduce", "status"])
+def test_every_job_entry_point_helps(job):
+    import subprocess
+    import sys
+
+    out = subprocess.run([sys.executable, "-m", f"jobs.{job}", "--help"], capture_output=True, text=True,
+                         cwd=CONF.parent, timeout=60)
+    assert out.returncode == 0, out.stderr
+    assert "Common overrides" in out.stdout and "model: babble, oracle, silent" in out.stdout
