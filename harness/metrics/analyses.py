@@ -43,26 +43,39 @@ def explicit_vs_implicit(rows: Sequence[Mapping[str, Any]], alpha: float = 0.05)
     return out
 
 
+def _paired(rows_a: Sequence[Mapping[str, Any]], rows_b: Sequence[Mapping[str, Any]],
+            metric: str) -> tuple[int, int, int]:
+    """(n, a_only, b_only) over the T requests scored on both sides; for conditional accuracy
+    only the requests where both models spoke (spec section 6)."""
+    key = "fresh_onset" if metric == "fresh_onset_response_rate" else "answer_correct"
+    ta = {r["scene_id"]: r for r in rows_a if r["kind"] == "T"}
+    tb = {r["scene_id"]: r for r in rows_b if r["kind"] == "T"}
+    shared = sorted(set(ta) & set(tb))
+    if key == "answer_correct":
+        shared = [s for s in shared if ta[s]["response_presence"] and tb[s]["response_presence"]]
+    if not shared:
+        return 0, 0, 0
+    a_only, b_only = stats.paired_counts([bool(ta[s][key]) for s in shared], [bool(tb[s][key]) for s in shared])
+    return len(shared), a_only, b_only
+
+
 def between_models(rows_by_model: Mapping[str, Sequence[Mapping[str, Any]]], condition: str,
                    alpha: float = 0.05) -> list[dict[str, Any]]:
-    """Exact McNemar for every model pair on fresh onset, Bonferroni over pairs x 2 metrics.
-
-    ``m`` counts both metrics of the design (fresh onset and conditional accuracy) even while
-    conditional accuracy is not scored, so corrections match the paper's (m = 20 for 5 models).
-    """
+    """Exact McNemar for every model pair on fresh onset and on conditional answer accuracy,
+    Bonferroni over pairs x 2 metrics (spec section 6: m = 20 for 5 models)."""
     models = sorted(rows_by_model)
     pairs = list(combinations(models, 2))
     m = max(1, len(pairs) * len(BETWEEN_MODEL_METRICS))
     out = []
     for a, b in pairs:
-        ta = _t_outcomes([r for r in rows_by_model[a] if r["condition"] == condition], "fresh_onset")
-        tb = _t_outcomes([r for r in rows_by_model[b] if r["condition"] == condition], "fresh_onset")
-        shared = sorted(set(ta) & set(tb))
-        a_only, b_only = stats.paired_counts([ta[s] for s in shared], [tb[s] for s in shared]) if shared else (0, 0)
-        p = stats.mcnemar_exact(a_only, b_only)
-        p_corr = float(stats.bonferroni(p, m))
-        out.append({"a": a, "b": b, "metric": "fresh_onset_response_rate", "n": len(shared), "a_only": a_only,
-                    "b_only": b_only, "p": p, "p_bonferroni": p_corr, "m": m, "significant": p_corr < alpha})
+        ra = [r for r in rows_by_model[a] if r["condition"] == condition]
+        rb = [r for r in rows_by_model[b] if r["condition"] == condition]
+        for metric in BETWEEN_MODEL_METRICS:
+            n, a_only, b_only = _paired(ra, rb, metric)
+            p = stats.mcnemar_exact(a_only, b_only)
+            p_corr = float(stats.bonferroni(p, m))
+            out.append({"a": a, "b": b, "metric": metric, "n": n, "a_only": a_only, "b_only": b_only, "p": p,
+                        "p_bonferroni": p_corr, "m": m, "significant": p_corr < alpha})
     return out
 
 
@@ -72,7 +85,7 @@ def _silence_counts(rows: Sequence[Mapping[str, Any]], scenes: Sequence[str]) ->
     for r in rows:
         if r["kind"] == "silence":
             totals[r["scene_id"]] += 1
-            passes[r["scene_id"]] += bool(r["silent"])
+            passes[r["scene_id"]] += bool(r["silence_preserved"])
     return np.array([passes[s] for s in scenes]), np.array([totals[s] for s in scenes])
 
 
@@ -136,10 +149,10 @@ def request_timing(rows_by_model: Mapping[str, Sequence[Mapping[str, Any]]],
 
 
 def silence_sweeps(rows: Sequence[Mapping[str, Any]]) -> dict[str, Any]:
-    """Acoustic threshold sweep and the failure breakdown by turn type for one (model, condition)."""
+    """Acoustic threshold sweep and the (semantic) failure breakdown by turn type for one (model, condition)."""
     sil = [r for r in rows if r["kind"] == "silence"]
     return {"threshold_sweep": {str(k): v for k, v in stats.threshold_sweep([r["speech_s"] for r in sil]).items()},
-            "failure_breakdown": stats.failure_breakdown(sil)}
+            "failure_breakdown": stats.failure_breakdown(sil, "silence_preserved")}
 
 
 def all_statistics(rows_by_model: Mapping[str, Sequence[Mapping[str, Any]]], metrics: Mapping[str, Any],

@@ -148,3 +148,26 @@ def n4_outcome(speech: Speech, q_start: int, q_end: int, r_start: int, r_end: in
                 "deadline": deadline, "observation_end": obs_end, "yield_outcome": outcome,
                 "yield_eligible": not outcome.startswith("excluded")})
     return row
+
+
+def with_verdict(row: dict[str, Any], verdicts: dict[str, dict[str, Any]]) -> dict[str, Any]:
+    """Merge the score stage's ASR/judge result into a row (spec section 5).
+
+    T rows gain ``answer_correct`` (``None`` when the model did not speak in the window);
+    silence rows gain ``exempt_backchannel`` and ``silence_preserved`` (no speech, or a judged
+    backchannel). Raises KeyError when a row that needs a verdict has none.
+    """
+    key = f"{row['kind']}:{row['turn']}"
+    if row["kind"] == "T":
+        if not row["response_presence"]:
+            return {**row, "answer_correct": None, "transcript": None, "verdict": None}
+        v = verdicts[key]
+        return {**row, "answer_correct": bool(v["passed"]), "transcript": v["transcript"], "verdict": v["label"]}
+    if row["kind"] == "silence":
+        if row["silent"]:
+            return {**row, "exempt_backchannel": False, "silence_preserved": True, "transcript": None,
+                    "verdict": None}
+        v = verdicts[key]
+        return {**row, "exempt_backchannel": bool(v["passed"]), "silence_preserved": bool(v["passed"]),
+                "transcript": v["transcript"], "verdict": v["label"]}
+    return row

@@ -2,9 +2,9 @@
 
 ``metrics.json`` layout: ``{model: {condition: {score_name: entry}}}`` where an entry has
 ``rate`` (float, or ``null`` when not reportable), ``n`` (denominator), ``successes``,
-``status`` (``"scored"``, ``"n/a"`` when ``n < min_n``, ``"not_scored"`` when the score needs
-a component this run lacks) and ``errors_excluded`` (conversations that failed and are
-excluded from every denominator: an error is never scored as silence).
+``status`` (``"scored"``, or ``"n/a"`` when ``n < min_n``) and ``errors_excluded``
+(conversations that failed and are excluded from every denominator: an error is never
+scored as silence).
 """
 
 from __future__ import annotations
@@ -32,26 +32,24 @@ def rate_entry(successes: int, n: int, min_n: int, errors: int, **extra: Any) ->
             "status": "scored" if ok else "n/a", "errors_excluded": errors, **extra}
 
 
-def not_scored(n: int, errors: int, reason: str) -> dict[str, Any]:
-    return {"rate": None, "n": n, "successes": None, "status": "not_scored", "errors_excluded": errors,
-            "reason": reason}
-
-
-def condition_scores(rows: list[dict[str, Any]], errors: int, min_n: int) -> dict[str, dict[str, Any]]:
-    """All scores of one (model, condition) from its event rows."""
+def condition_scores(rows: list[dict[str, Any]], errors: int, min_n: int, judge: str = "") -> dict[str, dict[str, Any]]:
+    """All scores of one (model, condition) from its event rows (with verdicts merged in:
+    :func:`harness.metrics.outcomes.with_verdict`). ``judge`` names the judge for the record."""
     t = [r for r in rows if r["kind"] == "T"]
     sil = [r for r in rows if r["kind"] == "silence"]
     n4 = [r for r in rows if r["kind"] == "N4"]
     spoke = sum(r["response_presence"] for r in t)
+    correct = sum(bool(r.get("answer_correct")) for r in t)
     eligible = [r for r in n4 if r["yield_eligible"]]
     funnel = {"events": len(n4), **{k: sum(r[k] for r in n4) for k in FUNNEL[1:]}}
     failures = {k: sum(r["yield_outcome"] == k for r in eligible) for k in YIELD_FAILURES}
     return {
         "fresh_onset_response_rate": rate_entry(sum(r["fresh_onset"] for r in t), len(t), min_n, errors,
                                                 speaking_at_t_end=sum(r["speaking_at_end"] for r in t)),
-        "conditional_answer_accuracy": not_scored(spoke, errors, "needs ASR and a judge (not in this run)"),
-        "silence_preservation": rate_entry(sum(r["silent"] for r in sil), len(sil), min_n, errors,
-                                           method="acoustic (no semantic backchannel exemption)"),
+        "conditional_answer_accuracy": rate_entry(correct, spoke, min_n, errors, judge=judge),
+        "silence_preservation": rate_entry(sum(r["silence_preserved"] for r in sil), len(sil), min_n, errors,
+                                           exempt_backchannels=sum(r["exempt_backchannel"] for r in sil),
+                                           acoustic_successes=sum(r["silent"] for r in sil), judge=judge),
         "answering_window_yield": rate_entry(sum(r["yield_outcome"] == "yield" for r in eligible), len(eligible),
                                              min_n, errors, funnel=funnel, failures=failures),
         "response_presence": rate_entry(spoke, len(t), min_n, errors),
@@ -61,7 +59,7 @@ def condition_scores(rows: list[dict[str, Any]], errors: int, min_n: int) -> dic
 
 def compute_metrics(rows_by_model: dict[str, Iterable[dict[str, Any]]],
                     errors_by_model: dict[str, dict[str, int]], conditions: Iterable[str],
-                    min_n: int) -> dict[str, dict[str, dict[str, Any]]]:
+                    min_n: int, judge: str = "") -> dict[str, dict[str, dict[str, Any]]]:
     """``metrics.json`` content for every model and condition."""
     out: dict[str, dict[str, dict[str, Any]]] = {}
     for model, rows in rows_by_model.items():
@@ -69,5 +67,5 @@ def compute_metrics(rows_by_model: dict[str, Iterable[dict[str, Any]]],
         out[model] = {}
         for cond in conditions:
             out[model][cond] = condition_scores([r for r in rows if r["condition"] == cond],
-                                                errors_by_model.get(model, {}).get(cond, 0), min_n)
+                                                errors_by_model.get(model, {}).get(cond, 0), min_n, judge)
     return out

@@ -492,27 +492,28 @@ def turn_type(label: str, target: str) -> str:
     return "statements"
 
 
-def failure_breakdown(rows: Iterable[Mapping[str, Any]]) -> dict[str, dict[str, int]]:
+def failure_breakdown(rows: Iterable[Mapping[str, Any]], passed_key: str = "silent") -> dict[str, dict[str, int]]:
     """Silence windows and failures per turn type (spec section 6).
 
     Args:
         rows: silence rows (e.g. ``kind == "silence"`` rows of ``outcomes.py``), each with
-            ``"label"`` (N1/N2/N3), ``"target"`` and ``"silent"`` (bool: the window passed,
-            acoustically or after the semantic exemption).
+            ``"label"`` (N1/N2/N3), ``"target"`` and ``passed_key`` (bool: the window passed;
+            ``"silent"`` acoustically, ``"silence_preserved"`` after the semantic exemption).
+        passed_key: which row field says the window passed.
 
     Returns:
         ``{category: {"windows": n, "failures": k}}`` for all four categories of
         :data:`BREAKDOWN_CATEGORIES`, in that order (zeros included).
 
     Raises:
-        ValueError: as :func:`turn_type`, or a ``"silent"`` value that is not a bool.
+        ValueError: as :func:`turn_type`, or a ``passed_key`` value that is not a bool.
         KeyError: a row without one of the three keys.
     """
     out = {c: {"windows": 0, "failures": 0} for c in BREAKDOWN_CATEGORIES}
     for r in rows:
-        silent = r["silent"]
+        silent = r[passed_key]
         if not isinstance(silent, bool | np.bool_):
-            raise ValueError(f"'silent' must be a bool, got {silent!r}")
+            raise ValueError(f"{passed_key!r} must be a bool, got {silent!r}")
         entry = out[turn_type(r["label"], r["target"])]
         entry["windows"] += 1
         entry["failures"] += int(not silent)

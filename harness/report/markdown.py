@@ -1,11 +1,18 @@
-"""The Markdown report of a run: main table, yield funnel, errors, corpus statistics."""
+"""The report of a run (main table, yield funnel, statistics, errors, corpus) as Markdown or HTML.
+
+:func:`build_report` builds one :class:`~harness.report.document.Document`; :func:`render_report`
+lays it out as Markdown (``report.md``) and :func:`render_html` as a single self-contained HTML
+page with the figures of :mod:`harness.report.figures` embedded.
+"""
 
 from __future__ import annotations
 
+import json
 from typing import Any
 
 from harness.metrics.scores import FUNNEL, SCORES, YIELD_FAILURES
 from harness.metrics.stats import BREAKDOWN_CATEGORIES, SWEEP_THRESHOLDS_MS
+from harness.report.document import Bullets, Code, Document, Figure, Paragraph, Section, Table, to_html, to_markdown
 from harness.scenes.schema import CONDITIONS
 
 TITLES = {
@@ -17,11 +24,17 @@ TITLES = {
     "window_response": "Window response (diag.)",
 }
 
+FIGURE_CAPTIONS = {
+    "score_bars": "Every score per model, explicit and implicit side by side, with 95 % Wilson intervals "
+                  "(successes / n). An n/a or not-scored entry is a labelled gap, never a bar at 0.",
+    "yield_funnel": "Answering-window yield funnel per model and condition: N4 events, the two exclusions "
+                    "(already speaking at question start, started during the question), first spoke within "
+                    "the answering window, still speaking at N4_R start (eligible), and yield successes.",
+}
+
 
 def fmt(entry: dict[str, Any]) -> str:
-    """``0.9500 (n=2000)``, ``n/a (n=12)`` or ``not scored``."""
-    if entry["status"] == "not_scored":
-        return "not scored"
+    """``0.9500 (n=2000)`` or ``n/a (n=12)``."""
     if entry["rate"] is None:
         return f"n/a (n={entry['n']})"
     return f"{entry['rate']:.4f} (n={entry['n']})"
@@ -30,122 +43,162 @@ def fmt(entry: dict[str, Any]) -> str:
 def render_report(cfg: Any, metrics: dict, statistics: dict, stats: dict, errors: list[dict], invalid: dict,
                   plan: Any) -> str:
     """The whole report as Markdown."""
-    out = [f"# Duplex-MPE report: run `{cfg.run_id}`", ""]
+    return to_markdown(build_report(cfg, metrics, statistics, stats, errors, invalid, plan))
+
+
+def render_html(cfg: Any, metrics: dict, statistics: dict, stats: dict, errors: list[dict], invalid: dict,
+                plan: Any, figures: dict[str, bytes] | None = None) -> str:
+    """The same report as one self-contained HTML page.
+
+    ``figures`` maps ``"score_bars"`` / ``"yield_funnel"`` to PNG bytes (see
+    :func:`harness.report.figures.report_figures`); missing ones are simply left out.
+    """
+    return to_html(build_report(cfg, metrics, statistics, stats, errors, invalid, plan, figures))
+
+
+def _figure(figures: dict[str, bytes] | None, name: str) -> list[Figure]:
+    if figures and figures.get(name):
+        return [Figure(figures[name], FIGURE_CAPTIONS.get(name, name), name)]
+    return []
+
+
+def build_report(cfg: Any, metrics: dict, statistics: dict, stats: dict, errors: list[dict], invalid: dict,
+                 plan: Any, figures: dict[str, bytes] | None = None) -> Document:
+    """The report's document (both renderers lay out exactly these blocks)."""
     models = list(metrics)
-    out += ["Models: " + ", ".join(f"`{m}`" for m in models) + ".",
-            "Each score has its own denominator (n); scores are never averaged. "
-            f"A rate with n < {cfg.metrics.min_n} is reported as n/a. "
-            "Conversations that failed are excluded from every denominator and counted below.", ""]
+    doc = Document(f"Duplex-MPE report: run `{cfg.run_id}`")
+    doc.intro.append(Paragraph(
+        "Models: " + ", ".join(f"`{m}`" for m in models) + ".\n"
+        "Each score has its own denominator (n); scores are never averaged. "
+        f"A rate with n < {cfg.metrics.min_n} is reported as n/a. "
+        "Conversations that failed are excluded from every denominator and counted below."))
     for cond in CONDITIONS:
-        out += [f"## {cond.capitalize()} addressing", "",
-                "| model | " + " | ".join(TITLES[s] for s in SCORES) + " | errors |",
-                "|---|" + "---|" * (len(SCORES) + 1)]
+        rows = []
         for m in models:
             e = metrics[m][cond]
-            errs = e[SCORES[0]]["errors_excluded"]
-            out.append(f"| {m} | " + " | ".join(fmt(e[s]) for s in SCORES) + f" | {errs} |")
-        out.append("")
-    out += ["Silence preservation here is **acoustic**: a window passes only with no detected speech "
-            "(the semantic backchannel exemption needs ASR and a judge, not in this run). "
-            "Conditional answer accuracy is not scored for the same reason.", ""]
-    out += ["## Answering-window yield funnel", "",
-            "| model | condition | " + " | ".join(FUNNEL) + " | yield | " + " | ".join(YIELD_FAILURES) + " |",
-            "|---|---|" + "---|" * (len(FUNNEL) + 1 + len(YIELD_FAILURES))]
+            rows.append((m, *(fmt(e[s]) for s in SCORES), str(e[SCORES[0]]["errors_excluded"])))
+        doc.sections.append(Section(f"{cond.capitalize()} addressing",
+                                    [Table(("model", *(TITLES[s] for s in SCORES), "errors"), rows)]))
+    doc.sections[-1].blocks.append(Paragraph(
+        f"Silence preservation: a window without model speech passes (VAD pass-through); a window with "
+        f"speech is transcribed (ASR `{cfg.asr.kind}`) and passes only when the judge (`{cfg.judge.kind}`) "
+        f"labels it a backchannel. Conditional answer accuracy: the response transcript judged against the "
+        f"gold answer, over the T requests with speech in the response window."
+        + (" The `lexical` judge is a deterministic stand-in (token rules, docs/judge.md), not an LLM "
+           "judgement." if cfg.judge.kind == "lexical" else "")))
+    cost = statistics.get("scoring_cost", {})
+    if cost:
+        doc.sections[-1].blocks.append(Table(
+            ("model", "ASR calls", "judge calls", "judge cache hits", "judge cost (USD)", "saved by cache (USD)"),
+            [(m, str(c["asr_calls"]), str(c["judge_misses"]), str(c["judge_hits"]), f"{c['usd']:.4f}",
+              f"{c['usd_saved']:.4f}") for m, c in cost.items()], caption="Scoring calls of this run"))
+    if fig := _figure(figures, "score_bars"):
+        doc.sections.append(Section("Scores with 95 % intervals", list(fig)))
+
+    funnel_rows = []
     for m in models:
         for cond in CONDITIONS:
             y = metrics[m][cond]["answering_window_yield"]
-            out.append(f"| {m} | {cond} | " + " | ".join(str(y["funnel"][k]) for k in FUNNEL)
-                       + f" | {y['successes']} | " + " | ".join(str(y["failures"][k]) for k in YIELD_FAILURES) + " |")
-    out += ["", "`still_speaking_at_r_start` counts the yield-eligible events: silent during the question, "
-            "first speech within 3 s after it, still speaking when N4_R starts.", ""]
-    out += ["## T responses", "",
-            "| model | condition | T turns | speaking at T end | fresh onsets | spoke in window |",
-            "|---|---|---|---|---|---|"]
+            funnel_rows.append((m, cond, *(str(y["funnel"][k]) for k in FUNNEL), str(y["successes"]),
+                                *(str(y["failures"][k]) for k in YIELD_FAILURES)))
+    doc.sections.append(Section("Answering-window yield funnel", [
+        Table(("model", "condition", *FUNNEL, "yield", *YIELD_FAILURES), funnel_rows),
+        Paragraph("`still_speaking_at_r_start` counts the yield-eligible events: silent during the question, "
+                  "first speech within 3 s after it, still speaking when N4_R starts."),
+        *_figure(figures, "yield_funnel")]))
+
+    t_rows = []
     for m in models:
         for cond in CONDITIONS:
             f, p = metrics[m][cond]["fresh_onset_response_rate"], metrics[m][cond]["response_presence"]
-            out.append(f"| {m} | {cond} | {f['n']} | {f['speaking_at_t_end']} | {f['successes']} | {p['successes']} |")
-    out += ["", "Response presence minus fresh onset is exactly the share of T turns whose end already "
-            "contains model speech.", ""]
-    out += _statistics(statistics, models)
-    out += ["## Errors", ""]
+            t_rows.append((m, cond, str(f["n"]), str(f["speaking_at_t_end"]), str(f["successes"]),
+                           str(p["successes"])))
+    doc.sections.append(Section("T responses", [
+        Table(("model", "condition", "T turns", "speaking at T end", "fresh onsets", "spoke in window"), t_rows),
+        Paragraph("Response presence minus fresh onset is exactly the share of T turns whose end already "
+                  "contains model speech.")]))
+
+    doc.sections += _statistics(statistics, models)
+
     if not errors and not invalid:
-        out += ["No conversation failed.", ""]
+        err_blocks: list = [Paragraph("No conversation failed.")]
     else:
-        out += [f"{len(errors)} conversation(s) failed; {len(invalid)} invalid scene(s) were not run.", "",
-                "| model | conversation | reason |", "|---|---|---|"]
-        out += [f"| {e['model']} | {e['scene_id']} | {e['reason']} |" for e in errors[:200]]
-        out += [f"| (invalid) | {k} | {v} |" for k, v in list(invalid.items())[:50]]
-        out.append("")
-    out += ["## Corpus", "", "```", _stats_text(stats), "```", "",
-            "## Where things are", "",
-            f"* scenes: `{plan.scenes}`", f"* synthesised clips: `{plan.synth}`",
-            *[f"* {m}: infer `{plan.infer[m]}`, vad `{plan.vad[m]}`" for m in models],
-            f"* this report, `metrics.json`, `events.parquet`, `errors.json`: `{plan.reduce}`", ""]
-    return "\n".join(out)
-
-
-def _stats_text(stats: dict) -> str:
-    import json
-
-    return json.dumps(stats, indent=1, sort_keys=True)
+        err_rows = [(e["model"], e["scene_id"], str(e["reason"])) for e in errors[:200]]
+        err_rows += [("(invalid)", k, str(v)) for k, v in list(invalid.items())[:50]]
+        err_blocks = [Paragraph(f"{len(errors)} conversation(s) failed; {len(invalid)} invalid scene(s) were not run."),
+                      Table(("model", "conversation", "reason"), err_rows)]
+    doc.sections.append(Section("Errors", err_blocks))
+    doc.sections.append(Section("Corpus", [Code(json.dumps(stats, indent=1, sort_keys=True))]))
+    doc.sections.append(Section("Where things are", [Bullets((
+        f"scenes: `{plan.scenes}`", f"synthesised clips: `{plan.synth}`",
+        *[f"{m}: infer `{plan.infer[m]}`, vad `{plan.vad[m]}`" for m in models],
+        f"this report, `metrics.json`, `events.parquet`, `errors.json`: `{plan.reduce}`"))]))
+    return doc
 
 
 def _num(x: float | None, spec: str = ".4f") -> str:
     return "n/a" if x is None else format(x, spec)
 
 
-def _statistics(st: dict, models: list[str]) -> list[str]:
-    out = ["## Explicit vs implicit (paired scenes, exact McNemar)", "",
-           "| model | metric | pairs | explicit only | implicit only | Δ (pp) | p |", "|---|---|---|---|---|---|---|"]
+def _statistics(st: dict, models: list[str]) -> list[Section]:
+    out = []
+    rows = []
     for m in models:
         for metric, r in st["explicit_vs_implicit"][m].items():
-            out.append(f"| {m} | {metric} | {r['n_pairs']} | {r['explicit_only']} | {r['implicit_only']} | "
-                       f"{_num(r['delta_pp'], '+.2f')} | {r['p']:.4g}{' *' if r['significant'] else ''} |")
-    out += ["", "Δ = (explicit only − implicit only) / pairs × 100; * = p < 0.05. Pairs differ in more than "
-            "the name (spec section 2): the comparison is between whole paired scenes.", ""]
-    out += ["## Between models (fresh onset, exact McNemar, Bonferroni)", "",
-            "| condition | a | b | n | a only | b only | p | p (Bonferroni, m) |", "|---|---|---|---|---|---|---|---|"]
-    for cond, tests in st["between_models"].items():
-        out += [f"| {cond} | {t['a']} | {t['b']} | {t['n']} | {t['a_only']} | {t['b_only']} | {t['p']:.4g} | "
-                f"{t['p_bonferroni']:.4g} (m={t['m']}){' *' if t['significant'] else ''} |" for t in tests]
-    out += ["", "## Silence preservation differences (scene bootstrap, 10,000 replicates, 95 % CI)", "",
-            "| condition | a | b | scenes | a − b | 95 % CI |", "|---|---|---|---|---|---|"]
-    for cond, rows in st["silence_bootstrap"].items():
-        out += [f"| {cond} | {r['a']} | {r['b']} | {r['n_scenes']} | {_num(r['diff'], '+.4f')} | "
-                f"[{_num(r['lo'], '+.4f')}, {_num(r['hi'], '+.4f')}] |" for r in rows]
+            rows.append((m, metric, str(r["n_pairs"]), str(r["explicit_only"]), str(r["implicit_only"]),
+                         _num(r["delta_pp"], "+.2f"), f"{r['p']:.4g}{' *' if r['significant'] else ''}"))
+    out.append(Section("Explicit vs implicit (paired scenes, exact McNemar)", [
+        Table(("model", "metric", "pairs", "explicit only", "implicit only", "Δ (pp)", "p"), rows),
+        Paragraph("Δ = (explicit only − implicit only) / pairs × 100; * = p < 0.05. Pairs differ in more than "
+                  "the name (spec section 2): the comparison is between whole paired scenes.")]))
+
+    rows = [(cond, t["a"], t["b"], str(t["n"]), str(t["a_only"]), str(t["b_only"]), f"{t['p']:.4g}",
+             f"{t['p_bonferroni']:.4g} (m={t['m']}){' *' if t['significant'] else ''}")
+            for cond, tests in st["between_models"].items() for t in tests]
+    out.append(Section("Between models (fresh onset, exact McNemar, Bonferroni)", [
+        Table(("condition", "a", "b", "n", "a only", "b only", "p", "p (Bonferroni, m)"), rows)]))
+
+    rows = [(cond, r["a"], r["b"], str(r["n_scenes"]), _num(r["diff"], "+.4f"),
+             f"[{_num(r['lo'], '+.4f')}, {_num(r['hi'], '+.4f')}]")
+            for cond, rs in st["silence_bootstrap"].items() for r in rs]
+    out.append(Section("Silence preservation differences (scene bootstrap, 10,000 replicates, 95 % CI)", [
+        Table(("condition", "a", "b", "scenes", "a − b", "95 % CI"), rows)]))
+
     sp = st["metric_choice_spearman"]
-    out += ["", "## Metric choice", "",
-            f"Spearman correlation between the rankings by fresh onset and by response presence over "
-            f"{len(sp['entries'])} (model, condition) entries: **{_num(sp['rho'], '.3f')}**"
-            + (f" ({sp['reason']})" if sp.get("reason") else "") + ".", ""]
+    out.append(Section("Metric choice", [Paragraph(
+        f"Spearman correlation between the rankings by fresh onset and by response presence over "
+        f"{len(sp['entries'])} (model, condition) entries: **{_num(sp['rho'], '.3f')}**"
+        + (f" ({sp['reason']})" if sp.get("reason") else "") + ".")]))
+
     rt = st["request_timing"]
-    out += ["## Request timing (tertiles shared by all models; descriptive)", ""]
+    sec = Section("Request timing (tertiles shared by all models; descriptive)")
     if rt["boundaries_s"] is None:
-        out += [rt["reason"], ""]
+        sec.blocks.append(Paragraph(rt["reason"]))
     else:
         b = rt["boundaries_s"]
-        out += [f"Time from the first human turn to T start; boundaries {b[0]:.3f} s and {b[1]:.3f} s.", "",
-                "| model | bin | n | fresh onset | response presence |", "|---|---|---|---|---|"]
-        for m, bins in rt["bins"].items():
-            out += [f"| {m} | {k} | {v['n']} | {_num(v['fresh_onset'])} | {_num(v['response_presence'])} |"
-                    for k, v in bins.items()]
-        out.append("")
-    out += ["## Acoustic silence preservation by speech threshold", "",
-            "| model | condition | " + " | ".join(f"> {k} ms" for k in SWEEP_THRESHOLDS_MS) + " |",
-            "|---|---|" + "---|" * len(SWEEP_THRESHOLDS_MS)]
+        rows = [(m, k, str(v["n"]), _num(v["fresh_onset"]), _num(v["response_presence"]))
+                for m, bins in rt["bins"].items() for k, v in bins.items()]
+        sec.blocks += [Paragraph(f"Time from the first human turn to T start; boundaries {b[0]:.3f} s and "
+                                 f"{b[1]:.3f} s."),
+                       Table(("model", "bin", "n", "fresh onset", "response presence"), rows)]
+    out.append(sec)
+
+    rows = []
     for m in models:
         for cond, sw in st["silence"][m].items():
-            cells = [f"{_num(v['rate'])} ({v['occupied']} occupied)" for v in sw["threshold_sweep"].values()]
-            out.append(f"| {m} | {cond} | " + " | ".join(cells) + " |")
-    out += ["", "A window fails when the model's total speech in it exceeds the threshold (no semantic "
-            "exemption). At 0 ms the occupied windows are exactly those the judge would see.", "",
-            "## Silence failures by turn type (failures / windows)", "",
-            "| model | condition | " + " | ".join(BREAKDOWN_CATEGORIES) + " |",
-            "|---|---|" + "---|" * len(BREAKDOWN_CATEGORIES)]
+            sweep = sw["threshold_sweep"]
+            rows.append((m, cond, *(f"{_num(sweep[str(k)]['rate'])} ({sweep[str(k)]['occupied']} occupied)"
+                                    for k in SWEEP_THRESHOLDS_MS)))
+    out.append(Section("Acoustic silence preservation by speech threshold", [
+        Table(("model", "condition", *(f"> {k} ms" for k in SWEEP_THRESHOLDS_MS)), rows),
+        Paragraph("A window fails when the model's total speech in it exceeds the threshold (no semantic "
+                  "exemption). At 0 ms the occupied windows are exactly those the judge would see.")]))
+
+    rows = []
     for m in models:
         for cond, sw in st["silence"][m].items():
-            out.append(f"| {m} | {cond} | " + " | ".join(f"{v['failures']}/{v['windows']}"
-                                                        for v in sw["failure_breakdown"].values()) + " |")
-    out.append("")
+            fb = sw["failure_breakdown"]
+            rows.append((m, cond, *(f"{fb[k]['failures']}/{fb[k]['windows']}" for k in BREAKDOWN_CATEGORIES)))
+    out.append(Section("Silence failures by turn type (failures / windows)", [
+        Table(("model", "condition", *BREAKDOWN_CATEGORIES), rows)]))
     return out

@@ -74,6 +74,23 @@ class StoreSettings:
 
 
 @dataclass(frozen=True)
+class AsrSettings:
+    kind: str = "pocketsphinx"  # harness.scoring.asr.build_asr
+    params: dict[str, Any] = field(default_factory=dict)
+
+
+@dataclass(frozen=True)
+class JudgeSettings:
+    kind: str = "lexical"  # harness.scoring.judge.build_judge
+    params: dict[str, Any] = field(default_factory=dict)
+
+
+@dataclass(frozen=True)
+class ScoreSettings:
+    batch: int = 16  # conversations per Ray task
+
+
+@dataclass(frozen=True)
 class MetricsSettings:
     min_n: int = 30  # a rate whose denominator is under this is n/a (spec section 5)
     yield_deadline_s: float = 2.0  # N4_R start + this is the yield stop deadline (spec section 5)
@@ -97,6 +114,9 @@ class RunConfig:
     cluster: ClusterSettings = field(default_factory=ClusterSettings)
     store: StoreSettings = field(default_factory=StoreSettings)
     metrics: MetricsSettings = field(default_factory=MetricsSettings)
+    asr: AsrSettings = field(default_factory=AsrSettings)
+    judge: JudgeSettings = field(default_factory=JudgeSettings)
+    score: ScoreSettings = field(default_factory=ScoreSettings)
 
     def conversation_seed(self, scene_id: str) -> int:
         """Per-conversation seed derived from (run seed, conversation id)."""
@@ -117,7 +137,8 @@ class RunConfig:
             "models": tuple(_build(ModelSettings, {"name": k, **v}, f"model.{k}") for k, v in models.items()),
         }
         sub = {"scenes": ScenesSettings, "tts": TtsSettings, "infer": InferSettings,
-               "cluster": ClusterSettings, "store": StoreSettings, "metrics": MetricsSettings}
+               "cluster": ClusterSettings, "store": StoreSettings, "metrics": MetricsSettings,
+               "asr": AsrSettings, "judge": JudgeSettings, "score": ScoreSettings}
         for key, typ in sub.items():
             if key in d:
                 kw[key] = _build(typ, d.pop(key) or {}, key)

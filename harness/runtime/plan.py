@@ -17,7 +17,7 @@ from harness.vad.silero import VadSettings
 
 GENERATOR_VERSION = "templates-v1"
 # bump when the reduce stage's outputs change for the same inputs (new scores, statistics)
-REDUCE_VERSION = "reduce-v2"
+REDUCE_VERSION = "reduce-v4"
 
 
 @dataclass(frozen=True)
@@ -27,6 +27,7 @@ class RunPlan:
     synth: str
     infer: dict[str, str]
     vad: dict[str, str]
+    score: dict[str, str]
     reduce: str
 
     @classmethod
@@ -34,16 +35,19 @@ class RunPlan:
         lay = RunLayout(cfg.run_id)
         h_scenes = settings_hash(asdict(cfg.scenes), GENERATOR_VERSION)
         h_synth = settings_hash({"tts": asdict(cfg.tts), "rate": cfg.protocol.sample_rate}, h_scenes)
-        infer, vad = {}, {}
+        infer, vad, score = {}, {}, {}
         for m in cfg.models:
             h_inf = settings_hash({"protocol": asdict(cfg.protocol), "detector": _detector(cfg.detector),
                                    "target": m.target, "params": m.params, "seed": cfg.seed,
                                    "max_duration_s": cfg.infer.max_duration_s}, h_synth)
             infer[m.name] = lay.stage("infer", h_inf, m.name)
-            vad[m.name] = lay.stage("vad", settings_hash(_detector(cfg.vad), h_inf), m.name)
-        h_reduce = settings_hash({"metrics": asdict(cfg.metrics), "vad": sorted(vad.items()),
+            h_vad = settings_hash(_detector(cfg.vad), h_inf)
+            vad[m.name] = lay.stage("vad", h_vad, m.name)
+            score[m.name] = lay.stage("score", settings_hash({"asr": asdict(cfg.asr), "judge": asdict(cfg.judge),
+                                                              "preamble": cfg.tts.preamble_text}, h_vad), m.name)
+        h_reduce = settings_hash({"metrics": asdict(cfg.metrics), "score": sorted(score.items()),
                                   "version": REDUCE_VERSION}, h_synth)
-        return cls(lay, lay.stage("scenes", h_scenes), lay.stage("synth", h_synth), infer, vad,
+        return cls(lay, lay.stage("scenes", h_scenes), lay.stage("synth", h_synth), infer, vad, score,
                    lay.stage("reduce", h_reduce))
 
 

@@ -1,7 +1,7 @@
 """The pipeline's stages. Each reads its inputs by key, writes under its own prefix, and
 writes its completion marker last; a stage whose marker exists is skipped.
 
-    scenes -> synth -> infer (Ray actors) -> vad -> reduce
+    scenes -> synth -> infer (Ray actors) -> vad -> score (ASR + judge) -> reduce
 """
 
 from __future__ import annotations
@@ -19,16 +19,19 @@ from tqdm import tqdm
 from harness.audio.io import decode, encode
 from harness.audio.tts.espeak import EspeakSettings, EspeakTTS, SynthesisError
 from harness.metrics.analyses import all_statistics
-from harness.metrics.outcomes import conversation_outcomes
+from harness.metrics.outcomes import conversation_outcomes, with_verdict
 from harness.metrics.scores import compute_metrics
 from harness.protocol.scheduler import Scheduler
-from harness.report.markdown import render_report
+from harness.report.conversation import conversation_page, example_conversations
+from harness.report.figures import report_figures
+from harness.report.markdown import render_html, render_report
 from harness.runtime.config import RunConfig
 from harness.runtime.executor import ray_session, run_shards, shard_plan
 from harness.runtime.plan import RunPlan
 from harness.scenes.generator import corpus_stats, generate_pairs
 from harness.scenes.schema import CONDITIONS, Scene, SceneError, iter_manifest, write_manifest
 from harness.store.base import ObjectStore, get_json, open_store, put_json
+from harness.store.layout import cache_prefix
 from harness.vad.silero import detect
 
 log = logging.getLogger("duplex_mpe")
@@ -214,6 +217,81 @@ def vad_stage(cfg: RunConfig, store: ObjectStore) -> dict[str, str]:
     return dict(plan.vad)
 
 
+# -- score -----------------------------------------------------------------------------------
+def _outcomes(cfg: RunConfig, store: ObjectStore, plan: RunPlan, model: str, scene: Scene, shard: str,
+              segments: list) -> list[dict[str, Any]]:
+    lay = plan.layout
+    rec = get_json(store, lay.conversation(lay.shard(plan.infer[model], shard), scene.scene_id, "json"))
+    return conversation_outcomes(scene, rec, np.asarray(segments), cfg.protocol, cfg.metrics.yield_deadline_s)
+
+
+def score_conversations(cfg: RunConfig, model: str, items: list[tuple[str, str]]) -> dict[str, Any]:
+    """ASR + judge for the windows of ``items`` (scene id, shard) that need them (one Ray task)."""
+    from harness.scoring.asr import build_asr
+    from harness.scoring.cache import CachedJudge, ContentCache
+    from harness.scoring.flow import ConversationScorer
+    from harness.scoring.judge import build_judge
+
+    store = open_store(cfg.store.kind, cfg.store.root)
+    plan = RunPlan.from_config(cfg)
+    lay = plan.layout
+    judge = CachedJudge(build_judge(cfg.judge.kind, **cfg.judge.params), store, cache_prefix("judge"))
+    scorer = ConversationScorer(build_asr(cfg.asr.kind, **cfg.asr.params), judge,
+                                ContentCache(store, cache_prefix("asr")), cfg.protocol.sample_rate,
+                                cfg.tts.preamble_text)
+    scenes = {s.scene_id: s for s in load_scenes(store, plan)}
+    segs = get_json(store, lay.file(plan.vad[model], "segments.json"))
+    results: dict[str, Any] = {}
+    for sid, shard in items:
+        rows = _outcomes(cfg, store, plan, model, scenes[sid], shard, segs[sid]["segments"])
+        if not any((r["kind"] == "T" and r["response_presence"]) or (r["kind"] == "silence" and not r["silent"])
+                   for r in rows):
+            results[sid] = {}
+            continue
+        key = lay.conversation(lay.shard(plan.infer[model], shard), sid, "flac")
+        output = decode(store.get(key), expected_rate=cfg.protocol.sample_rate)[0]
+        results[sid] = scorer.score(scenes[sid], rows, output, np.asarray(segs[sid]["segments"]))
+    return {"results": results, "asr_calls": scorer.asr_calls, "judge_hits": judge.hits,
+            "judge_misses": judge.misses, "usd": judge.cost.usd, "usd_saved": judge.saved.usd}
+
+
+def score_stage(cfg: RunConfig, store: ObjectStore) -> dict[str, str]:
+    """Transcribe and judge every window with model speech (spec section 5) as parallel Ray tasks."""
+    plan = RunPlan.from_config(cfg)
+    lay = plan.layout
+    todo = {}
+    for m in cfg.models:
+        _require(store, plan, plan.vad[m.name], f"vad {m.name}")
+        if not _done(store, plan, plan.score[m.name], f"score {m.name}"):
+            segs = get_json(store, lay.file(plan.vad[m.name], "segments.json"))
+            recs = infer_records(store, plan, m.name)
+            todo[m.name] = sorted((s, recs[s]["shard"]) for s, v in segs.items() if v["status"] == "ok")
+    if not todo:
+        return dict(plan.score)
+    with ray_session(cfg):
+        import ray
+
+        task = ray.remote(num_cpus=1)(score_conversations)
+        jobs = [(name, task.remote(cfg, name, items[i:i + cfg.score.batch]))
+                for name, items in todo.items() for i in range(0, len(items), cfg.score.batch)]
+        merged = {name: {"results": {}, "asr_calls": 0, "judge_hits": 0, "judge_misses": 0, "usd": 0.0,
+                         "usd_saved": 0.0} for name in todo}
+        for name, ref in tqdm(jobs, desc="score batches", unit="batch"):
+            part = ray.get(ref)
+            acc = merged[name]
+            acc["results"].update(part.pop("results"))
+            for k, v in part.items():
+                acc[k] += v
+    for name, acc in merged.items():
+        prefix = plan.score[name]
+        put_json(store, lay.file(prefix, "verdicts.json"), acc.pop("results"))
+        acc.update(asr=cfg.asr.kind, judge=cfg.judge.kind)
+        put_json(store, lay.marker(prefix), acc)
+        log.info("score %s: %d ASR calls, judge %d hits / %d misses, $%.4f", name, acc["asr_calls"],
+                 acc["judge_hits"], acc["judge_misses"], acc["usd"])
+    return dict(plan.score)
+
+
 # -- reduce ----------------------------------------------------------------------------------
 def reduce_stage(cfg: RunConfig, store: ObjectStore) -> str:
     """Per-event table, ``metrics.json`` and the Markdown report."""
@@ -228,9 +306,12 @@ def reduce_stage(cfg: RunConfig, store: ObjectStore) -> str:
     rows_by_model: dict[str, list[dict[str, Any]]] = {}
     errors: dict[str, dict[str, int]] = {}
     error_list: list[dict[str, str]] = []
+    spend: dict[str, dict[str, Any]] = {}
     for m in cfg.models:
-        _require(store, plan, plan.vad[m.name], f"vad {m.name}")
+        _require(store, plan, plan.score[m.name], f"score {m.name}")
         segs = get_json(store, lay.file(plan.vad[m.name], "segments.json"))
+        verdicts = get_json(store, lay.file(plan.score[m.name], "verdicts.json"))
+        spend[m.name] = get_json(store, lay.marker(plan.score[m.name]))
         recs = infer_records(store, plan, m.name)
         rows: list[dict[str, Any]] = []
         errs: dict[str, int] = defaultdict(int)
@@ -240,20 +321,20 @@ def reduce_stage(cfg: RunConfig, store: ObjectStore) -> str:
             if reason is None and entry.get("status") != "ok":
                 reason = entry.get("reason", "unknown error")
             if reason is None:
-                rec = get_json(store, lay.conversation(lay.shard(plan.infer[m.name], recs[sid]["shard"]), sid, "json"))
                 try:
-                    rows += [{"model": m.name, **r} for r in conversation_outcomes(
-                        scene, rec, np.asarray(entry["segments"]), cfg.protocol, cfg.metrics.yield_deadline_s)]
+                    conv = _outcomes(cfg, store, plan, m.name, scene, recs[sid]["shard"], entry["segments"])
+                    rows += [{"model": m.name, **with_verdict(r, verdicts.get(sid, {}))} for r in conv]
                     continue
-                except ValueError as e:
-                    reason = f"cannot score: {e}"
+                except (ValueError, KeyError) as e:
+                    reason = f"cannot score: {type(e).__name__}: {e}"
             errs[scene.condition] += 1
             error_list.append({"model": m.name, "scene_id": sid, "reason": reason})
         rows_by_model[m.name] = rows
         errors[m.name] = dict(errs)
-    metrics = compute_metrics(rows_by_model, errors, CONDITIONS, cfg.metrics.min_n)
+    metrics = compute_metrics(rows_by_model, errors, CONDITIONS, cfg.metrics.min_n, cfg.judge.kind)
     statistics = all_statistics(rows_by_model, metrics, request_times(cfg, index, scenes), CONDITIONS,
                                 cfg.metrics.min_n)
+    statistics["scoring_cost"] = spend
     all_rows = [r for rows in rows_by_model.values() for r in rows]
     put_json(store, lay.file(plan.reduce, "metrics.json"), metrics)
     put_json(store, lay.file(plan.reduce, "statistics.json"), statistics)
@@ -262,8 +343,28 @@ def reduce_stage(cfg: RunConfig, store: ObjectStore) -> str:
     stats = get_json(store, lay.file(plan.scenes, "stats.json"))
     report = render_report(cfg, metrics, statistics, stats, error_list, invalid, plan)
     store.put(lay.file(plan.reduce, "report.md"), report.encode())
+    html = render_html(cfg, metrics, statistics, stats, error_list, invalid, plan, report_figures(metrics))
+    store.put(lay.file(plan.reduce, "report.html"), html.encode())
+    _conversation_pages(cfg, store, plan, scenes, rows_by_model)
     put_json(store, lay.marker(plan.reduce), {"models": [m.name for m in cfg.models], "rows": len(all_rows)})
     return plan.reduce
+
+
+def _conversation_pages(cfg: RunConfig, store: ObjectStore, plan: RunPlan, scenes: dict[str, Scene],
+                        rows_by_model: dict[str, list[dict[str, Any]]]) -> None:
+    """One debugging page per model for an example of every kind of outcome (pass, fail, exclusion)."""
+    lay = plan.layout
+    for m in cfg.models:
+        rows = rows_by_model[m.name]
+        segs = get_json(store, lay.file(plan.vad[m.name], "segments.json"))
+        recs = infer_records(store, plan, m.name)
+        for sids in example_conversations(rows).values():
+            for sid in sids:
+                rec = get_json(store, lay.conversation(lay.shard(plan.infer[m.name], recs[sid]["shard"]), sid, "json"))
+                page = conversation_page(m.name, scenes[sid], rec, np.asarray(segs[sid]["segments"]).reshape(-1, 2),
+                                         [r for r in rows if r["scene_id"] == sid], cfg.protocol.sample_rate,
+                                         cfg.protocol.fresh_onset_window_s)
+                store.put(lay.file(plan.reduce, f"conversations/{m.name}/{sid}.html"), page.encode())
 
 
 def request_times(cfg: RunConfig, index: dict[str, Any], scenes: dict[str, Scene]) -> dict[str, float]:
@@ -294,12 +395,12 @@ def _parquet(rows: list[dict[str, Any]]) -> bytes:
 
 
 # -- all -------------------------------------------------------------------------------------
-STAGES = ("scenes", "synth", "infer", "vad", "reduce")
+STAGES = ("scenes", "synth", "infer", "vad", "score", "reduce")
 
 
 def run_stage(name: str, cfg: RunConfig, store: ObjectStore) -> Any:
     fn = {"scenes": scenes_stage, "synth": synth_stage, "infer": infer_stage, "vad": vad_stage,
-          "reduce": reduce_stage}[name]
+          "score": score_stage, "reduce": reduce_stage}[name]
     return fn(cfg, store)
 
 

@@ -11,7 +11,9 @@
     <run>/infer/<model>/<h>/<shard>/<scene_id>.json status, placements, scheduler events
     <run>/infer/<model>/<h>/<shard>/_SUCCESS.json   shard marker, written last
     <run>/vad/<model>/<h>/segments.json | _SUCCESS.json
-    <run>/reduce/<h>/metrics.json | events.jsonl | report.md | _SUCCESS.json
+    <run>/score/<model>/<h>/verdicts.json | _SUCCESS.json   ASR transcripts and judge verdicts
+    <run>/reduce/<h>/metrics.json | statistics.json | events.parquet | report.md | _SUCCESS.json
+    _cache/asr/.., _cache/judge/..                  content-addressed ASR and judge results, shared by runs
 
 ``<h>`` is a short hash of the settings that produced the stage's outputs *and* of its
 upstream stage's hash, so a changed setting gets a new prefix and nothing is overwritten.
@@ -27,6 +29,12 @@ from typing import Any
 from harness.store.base import check_key
 
 MARKER = "_SUCCESS.json"
+CACHE_ROOT = "_cache"
+
+
+def cache_prefix(kind: str) -> str:
+    """Prefix of a content cache shared by every run in the store (``asr``, ``judge``)."""
+    return check_key(f"{CACHE_ROOT}/{kind}")
 
 
 def settings_hash(settings: Any, upstream: str = "") -> str:
@@ -43,6 +51,8 @@ class RunLayout:
 
     def __post_init__(self) -> None:
         check_key(self.run_id)
+        if self.run_id == CACHE_ROOT:
+            raise ValueError(f"run id {CACHE_ROOT!r} is reserved for the shared caches")
         if "/" in self.run_id:
             raise ValueError(f"run id {self.run_id!r} must not contain '/'")
 

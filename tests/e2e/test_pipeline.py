@@ -66,8 +66,10 @@ def test_baselines_get_their_known_scores(run):
             entry = metrics[model][cond]
             assert entry["fresh_onset_response_rate"]["n"] == 3  # one T per scene
             assert entry["answering_window_yield"]["funnel"]["events"] >= 3  # every scene has N4
-            assert entry["conditional_answer_accuracy"]["status"] == "not_scored"
-            assert entry["conditional_answer_accuracy"]["rate"] is None
+            acc = entry["conditional_answer_accuracy"]
+            # accuracy is over the T requests with speech in the window; its value depends on the
+            # offline ASR (docs/asr.md), so only its denominator is known exactly here
+            assert acc["n"] == entry["response_presence"]["successes"] and acc["successes"] <= acc["n"]
     babble = metrics["babble"]["explicit"]["answering_window_yield"]["funnel"]
     assert babble["already_speaking_at_q_start"] == babble["events"]  # excluded, not failed
     oracle = metrics["oracle"]["explicit"]["answering_window_yield"]
@@ -97,19 +99,24 @@ def test_report_and_table_written(run):
     cfg, store, report_key = run
     plan = RunPlan.from_config(cfg)
     report = store.get(report_key).decode()
-    assert "| oracle | 1.0000 (n=3) | not scored |" in report
+    assert "| oracle | 1.0000 (n=3) |" in report
     assert "adapter exploded" in report
     import pyarrow.parquet as pq
 
     table = pq.read_table(store.root / plan.layout.file(plan.reduce, "events.parquet"))
     assert set(table.column("model").to_pylist()) == {"silent", "babble", "oracle", "nan"}
     assert set(table.column("kind").to_pylist()) == {"T", "silence", "N4"}
+    # babble's occupied windows were transcribed and judged; none is a backchannel
+    rows = [r for r in table.to_pylist() if r["model"] == "babble" and r["kind"] == "silence"]
+    assert rows and all(r["verdict"] in ("SUBSTANTIVE_INTRUSION", "UNPARSEABLE") for r in rows)
+    assert not any(r["silence_preserved"] for r in rows)
 
 
 def test_rerun_skips_completed_stages(run):
     cfg, store, report_key = run
     plan = RunPlan.from_config(cfg)
-    markers = [plan.layout.marker(p) for p in (plan.scenes, plan.synth, plan.reduce, *plan.vad.values())]
+    markers = [plan.layout.marker(p) for p in (plan.scenes, plan.synth, plan.reduce, *plan.vad.values(),
+                                               *plan.score.values())]
     before = {k: os.stat(store.root / k).st_mtime_ns for k in markers}
     shard_markers = [k for k in store.list(plan.layout.run_id) if k.endswith("_SUCCESS.json") and "/infer/" in k]
     before.update({k: os.stat(store.root / k).st_mtime_ns for k in shard_markers})
@@ -126,6 +133,7 @@ def test_changed_vad_setting_reruns_vad_onward_only(run):
     plan2 = RunPlan.from_config(cfg2)
     assert plan2.infer["oracle"] == plan.infer["oracle"] and plan2.synth == plan.synth
     assert plan2.vad["oracle"] != plan.vad["oracle"] and plan2.reduce != plan.reduce
+    assert plan2.score["oracle"] != plan.score["oracle"]
     run_pipeline(cfg2, store)
     metrics = json.loads(store.get(plan2.layout.file(plan2.reduce, "metrics.json")))
     assert metrics["oracle"]["explicit"]["fresh_onset_response_rate"]["rate"] == 1.0
@@ -151,11 +159,14 @@ def test_statistics_written_and_consistent(run):
     cfg, store, _ = run
     plan = RunPlan.from_config(cfg)
     st = get_json(store, plan.layout.file(plan.reduce, "statistics.json"))
-    pairs = {(t["a"], t["b"]): t for t in st["between_models"]["explicit"]}
+    pairs = {(t["a"], t["b"], t["metric"]): t for t in st["between_models"]["explicit"]}
     # oracle always has a fresh onset, silent never: 3 discordant scenes, p = 2 * 0.5^3
-    t = pairs[("oracle", "silent")]
+    t = pairs[("oracle", "silent", "fresh_onset_response_rate")]
     assert (t["n"], t["a_only"], t["b_only"]) == (3, 3, 0) and t["p"] == 0.25
     assert t["m"] == 20  # 5 models -> 10 pairs x 2 metrics, as in the paper
+    # accuracy compares only requests where both spoke: silent never speaks
+    assert pairs[("oracle", "silent", "conditional_answer_accuracy")]["n"] == 0
+    assert pairs[("babble", "oracle", "conditional_answer_accuracy")]["n"] == 3
     boot = {(r["a"], r["b"]): r for r in st["silence_bootstrap"]["explicit"]}
     assert boot[("babble", "silent")]["diff"] == -1.0 and boot[("oracle", "silent")]["hi"] == 0.0
     sweep = st["silence"]["babble"]["explicit"]["threshold_sweep"]["0"]

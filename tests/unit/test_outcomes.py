@@ -268,14 +268,21 @@ def test_n4_in_a_conversation():
 
 # -- scores --------------------------------------------------------------------------------------
 
-def t_rows(fresh: int, speaking: int, none: int) -> list[dict]:
-    """T rows: ``fresh`` fresh onsets, ``speaking`` already speaking at T end, ``none`` silent."""
+def t_rows(fresh: int, speaking: int, none: int, correct: int = 0) -> list[dict]:
+    """T rows: ``fresh`` fresh onsets, ``speaking`` already speaking at T end, ``none`` silent;
+    the first ``correct`` spoken responses are judged correct (``answer_correct`` is None without speech)."""
     spec = [(True, False, True)] * fresh + [(False, True, True)] * speaking + [(False, False, False)] * none
-    return [{"kind": "T", "fresh_onset": f, "speaking_at_end": s, "response_presence": p} for f, s, p in spec]
+    rows = [{"kind": "T", "fresh_onset": f, "speaking_at_end": s, "response_presence": p,
+             "answer_correct": (i < correct) if p else None} for i, (f, s, p) in enumerate(spec)]
+    return rows
 
 
-def sil_rows(silent: int, occupied: int) -> list[dict]:
-    return [{"kind": "silence", "silent": True}] * silent + [{"kind": "silence", "silent": False}] * occupied
+def sil_rows(silent: int, occupied: int, exempt: int = 0) -> list[dict]:
+    """Silence rows: ``silent`` without speech; ``occupied`` with speech, the first ``exempt`` of
+    them judged backchannels (rows as with_verdict merges them)."""
+    quiet = {"kind": "silence", "silent": True, "exempt_backchannel": False, "silence_preserved": True}
+    return [quiet] * silent + [{"kind": "silence", "silent": False, "exempt_backchannel": i < exempt,
+                                "silence_preserved": i < exempt} for i in range(occupied)]
 
 
 def n4_rows(**counts: int) -> list[dict]:
@@ -296,7 +303,7 @@ def n4_rows(**counts: int) -> list[dict]:
 
 
 def test_condition_scores():
-    rows = (t_rows(fresh=12, speaking=6, none=12) + sil_rows(silent=34, occupied=6)
+    rows = (t_rows(fresh=12, speaking=6, none=12, correct=9) + sil_rows(silent=34, occupied=6, exempt=2)
             + n4_rows(**{"yield": 20, "still_voicing": 7, "resumed": 4, "excluded_spoke_during_question": 2,
                          "excluded_no_answer": 2, "excluded_stopped_before_r": 1}))
     s = condition_scores(rows, errors=3, min_n=30)
@@ -308,10 +315,13 @@ def test_condition_scores():
     pres = s["response_presence"]
     assert (pres["rate"], pres["n"], pres["successes"]) == (18 / 30, 30, 18)
     assert pres["successes"] - fresh["successes"] == fresh["speaking_at_t_end"]
+    # accuracy over the 18 spoken responses only: 9 correct, but n = 18 < 30 -> n/a with its n
     acc = s["conditional_answer_accuracy"]
-    assert (acc["rate"], acc["n"], acc["successes"], acc["status"]) == (None, 18, None, "not_scored")
+    assert (acc["rate"], acc["n"], acc["successes"], acc["status"]) == (None, 18, 9, "n/a")
+    # silence: 34 silent + 2 judged backchannels of 6 occupied windows
     sil = s["silence_preservation"]
-    assert (sil["rate"], sil["n"], sil["successes"], sil["status"]) == (34 / 40, 40, 34, "scored")
+    assert (sil["rate"], sil["n"], sil["successes"], sil["status"]) == (36 / 40, 40, 36, "scored")
+    assert (sil["acoustic_successes"], sil["exempt_backchannels"]) == (34, 2)
     # yield over the 31 eligible events only (exclusions are not failures)
     yl = s["answering_window_yield"]
     assert (yl["rate"], yl["n"], yl["successes"], yl["status"]) == (20 / 31, 31, 20, "scored")
@@ -338,5 +348,28 @@ def test_condition_scores_below_min_n_are_na():
     # no silence windows at all: n/a with n = 0 (no division by zero)
     sil = s["silence_preservation"]
     assert (sil["rate"], sil["n"], sil["status"]) == (None, 0, "n/a")
-    assert s["conditional_answer_accuracy"]["status"] == "not_scored"
+    assert s["conditional_answer_accuracy"]["status"] == "n/a"  # 10 spoken responses
     assert {e["errors_excluded"] for e in s.values()} == {0}
+
+
+def test_conditional_accuracy_counts_only_spoken_requests():
+    s = condition_scores(t_rows(fresh=20, speaking=15, none=40, correct=21), errors=0, min_n=30)
+    acc = s["conditional_answer_accuracy"]
+    assert (acc["rate"], acc["n"], acc["successes"]) == (21 / 35, 35, 21)
+
+
+def test_with_verdict_merges_and_requires_verdicts():
+    from harness.metrics.outcomes import with_verdict
+
+    quiet = {"kind": "silence", "turn": 2, "silent": True}
+    assert with_verdict(quiet, {})["silence_preserved"] is True  # VAD pass-through: no verdict needed
+    loud = {"kind": "silence", "turn": 3, "silent": False}
+    row = with_verdict(loud, {"silence:3": {"transcript": "mhm", "label": "BACKCHANNEL", "passed": True}})
+    assert (row["exempt_backchannel"], row["silence_preserved"], row["verdict"]) == (True, True, "BACKCHANNEL")
+    row = with_verdict(loud, {"silence:3": {"transcript": "", "label": "UNPARSEABLE", "passed": False}})
+    assert row["silence_preserved"] is False
+    with pytest.raises(KeyError):
+        with_verdict(loud, {})  # speech without a verdict is never scored as silence
+    t = {"kind": "T", "turn": 1, "response_presence": True}
+    assert with_verdict(t, {"T:1": {"transcript": "thursday", "label": "CORRECT", "passed": True}})["answer_correct"]
+    assert with_verdict({**t, "response_presence": False}, {})["answer_correct"] is None

@@ -1,0 +1,199 @@
+"""Content-addressed JSON cache in an object store, and :class:`CachedJudge` on top of it.
+
+:class:`ContentCache` maps *key parts* (any JSON-able mapping that names everything the result
+depends on) to a JSON value. The object key is ``<prefix>/<h[:2]>/<h>.json`` where ``h`` is the
+SHA-256 of the key parts as canonical JSON (sorted keys, no whitespace, UTF-8); the object holds
+``{"schema": 1, "key_parts": ..., "value": ...}``, so every entry says what produced it. Entries
+are written with a conditional put (the first writer wins; two workers computing the same key
+at once both pay, one result is kept). A corrupt entry is recomputed and overwritten.
+:meth:`ContentCache.get_or_compute` returns the JSON form of the value on a miss too, so a miss
+and a later hit return equal values. It serves any deterministic-by-key result, e.g. ASR::
+
+    cache = ContentCache(store, "demo/cache/asr")
+    out = cache.get_or_compute(
+        {"asr": asr.name, "version": asr.version, "audio_sha256": digest, "vocabulary": list(vocab)},
+        lambda: {"text": asr.transcribe(audio, sr, vocab).text})
+
+:class:`CachedJudge` wraps any :class:`~harness.scoring.judge.Judge`. Its key parts are the
+backend ``name``, ``model``, the task's prompt version (``prompt_versions[task]`` when the judge
+has it, else ``prompt_version``), the backend's ``settings`` (when it has them), the task and
+the inputs (speech and overlap durations rounded to the millisecond). A hit returns the stored
+verdict with its ``cost`` **zeroed** (nothing was spent this time); the original cost stays in
+the entry, is added up in :attr:`CachedJudge.saved` and can be read back with
+:meth:`CachedJudge.stored_verdict`. :attr:`CachedJudge.cost` adds up what misses really spent.
+Errors raised by the judge propagate and are never cached.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import threading
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import replace
+from typing import Any
+
+from harness.scoring.judge import TASKS, ContextTurn, Cost, Judge, Verdict
+from harness.store.base import ObjectStore, check_key, get_json, put_json
+
+SCHEMA = 1
+_MISSING = object()
+
+
+def canonical_json(obj: Any) -> str:
+    """The canonical JSON text that cache keys are hashed from."""
+    return json.dumps(obj, sort_keys=True, ensure_ascii=False, separators=(",", ":"), allow_nan=False)
+
+
+def content_key(key_parts: Mapping[str, Any]) -> str:
+    """SHA-256 (hex) of ``key_parts`` as canonical JSON."""
+    return hashlib.sha256(canonical_json(key_parts).encode("utf-8")).hexdigest()
+
+
+class ContentCache:
+    """A JSON cache keyed by the SHA-256 of its key parts, stored under ``prefix`` in ``store``.
+
+    ``hits`` and ``misses`` count :meth:`get_or_compute` calls.
+    """
+
+    def __init__(self, store: ObjectStore, prefix: str):
+        self.store = store
+        self.prefix = check_key(prefix.strip("/"))
+        self.hits = 0
+        self.misses = 0
+        self._lock = threading.Lock()
+
+    def object_key(self, key_parts: Mapping[str, Any]) -> str:
+        h = content_key(key_parts)
+        return f"{self.prefix}/{h[:2]}/{h}.json"
+
+    def _read(self, okey: str) -> Any:
+        """The stored value, or ``_MISSING`` when absent; ``ValueError`` when the entry is corrupt."""
+        try:
+            entry = get_json(self.store, okey)
+        except FileNotFoundError:
+            return _MISSING
+        if not isinstance(entry, dict) or entry.get("schema") != SCHEMA or "value" not in entry:
+            raise ValueError(f"cache entry {okey} has an unknown layout")
+        return entry["value"]
+
+    def get(self, key_parts: Mapping[str, Any], default: Any = None) -> Any:
+        """The cached value for ``key_parts``, or ``default`` (absent or unreadable). Not counted."""
+        try:
+            value = self._read(self.object_key(key_parts))
+        except ValueError:
+            return default
+        return default if value is _MISSING else value
+
+    def put(self, key_parts: Mapping[str, Any], value: Any, overwrite: bool = False) -> Any:
+        """Store ``value`` (made JSON) under ``key_parts``; returns the JSON form that was offered.
+        Without ``overwrite`` an existing entry is kept (first writer wins)."""
+        value = json.loads(canonical_json(value))
+        entry = {"schema": SCHEMA, "key_parts": json.loads(canonical_json(key_parts)), "value": value}
+        put_json(self.store, self.object_key(key_parts), entry, if_absent=not overwrite)
+        return value
+
+    def get_or_compute(self, key_parts: Mapping[str, Any], fn: Callable[[], Any]) -> Any:
+        """The cached value for ``key_parts``; on a miss, ``fn()`` is computed, stored and returned
+        in its JSON form (tuples become lists, ...)."""
+        okey = self.object_key(key_parts)
+        try:
+            value = self._read(okey)
+            corrupt = False
+        except ValueError:  # includes json.JSONDecodeError
+            value, corrupt = _MISSING, True
+        if value is not _MISSING:
+            with self._lock:
+                self.hits += 1
+            return value
+        with self._lock:
+            self.misses += 1
+        return self.put(key_parts, fn(), overwrite=corrupt)
+
+
+def answer_inputs(transcript: str, gold: str, question: str) -> dict[str, Any]:
+    """The inputs of an answer judgement as they enter the cache key."""
+    return {"transcript": transcript, "gold": gold, "question": question}
+
+
+def window_inputs(transcript: str, context: Sequence[ContextTurn], speech_s: float,
+                  overlap_s: float) -> dict[str, Any]:
+    """The inputs of a window judgement as they enter the cache key (durations to the millisecond)."""
+    return {"transcript": transcript, "context": [[t.speaker, t.text] for t in context],
+            "speech_s": round(float(speech_s), 3), "overlap_s": round(float(overlap_s), 3)}
+
+
+class CachedJudge:
+    """Any :class:`~harness.scoring.judge.Judge`, with its verdicts cached in ``store`` under ``prefix``.
+
+    It is a Judge itself (same ``name``, ``model``, ``prompt_version``). Counters: ``hits``,
+    ``misses``, ``cost`` (spent by misses) and ``saved`` (the original cost of the hits).
+    """
+
+    def __init__(self, judge: Judge, store: ObjectStore, prefix: str):
+        self.judge = judge
+        self.cache = ContentCache(store, prefix)
+        self.name = judge.name
+        self.model = judge.model
+        self.prompt_version = judge.prompt_version
+        versions = getattr(judge, "prompt_versions", None) or {}
+        self.prompt_versions = {t: versions.get(t, judge.prompt_version) for t in TASKS}
+        self.hits = 0
+        self.misses = 0
+        self.cost = Cost()
+        self.saved = Cost()
+        self._lock = threading.Lock()
+
+    def key_parts(self, task: str, inputs: Mapping[str, Any]) -> dict[str, Any]:
+        if task not in TASKS:
+            raise ValueError(f"unknown judge task {task!r}; expected one of {', '.join(TASKS)}")
+        return {
+            "backend": self.name,
+            "model": self.model,
+            "prompt_version": self.prompt_versions[task],
+            "settings": dict(getattr(self.judge, "settings", None) or {}),
+            "task": task,
+            "inputs": dict(inputs),
+        }
+
+    def stored_verdict(self, task: str, inputs: Mapping[str, Any]) -> Verdict | None:
+        """The cached verdict for ``inputs`` (:func:`answer_inputs`/:func:`window_inputs`) with its
+        original cost, or ``None``; computes nothing and counts nothing."""
+        d = self.cache.get(self.key_parts(task, inputs))
+        return Verdict.from_dict(d) if d is not None else None
+
+    def _cached(self, task: str, inputs: Mapping[str, Any], fn: Callable[[], Verdict]) -> Verdict:
+        computed: list[Verdict] = []
+
+        def compute() -> dict[str, Any]:
+            v = fn()
+            computed.append(v)
+            return v.to_dict()
+
+        d = self.cache.get_or_compute(self.key_parts(task, inputs), compute)
+        with self._lock:
+            if computed:
+                self.misses += 1
+                self.cost = self.cost + computed[0].cost
+                return computed[0]
+            original = Verdict.from_dict(d)
+            self.hits += 1
+            self.saved = self.saved + original.cost
+        return replace(original, cost=Cost())
+
+    def judge_answer(self, transcript: str, gold: str, question: str) -> Verdict:
+        return self._cached("answer", answer_inputs(transcript, gold, question),
+                            lambda: self.judge.judge_answer(transcript, gold, question))
+
+    def classify_window(self, transcript: str, context: Sequence[ContextTurn], speech_s: float,
+                        overlap_s: float) -> Verdict:
+        return self._cached("window", window_inputs(transcript, context, speech_s, overlap_s),
+                            lambda: self.judge.classify_window(transcript, context, speech_s, overlap_s))
+
+    def stats(self) -> dict[str, Any]:
+        """Counters as JSON: hits, misses, cost spent and cost saved."""
+        return {"backend": self.name, "model": self.model, "hits": self.hits, "misses": self.misses,
+                "cost": self.cost.to_dict(), "saved": self.saved.to_dict()}
+
+
+__all__ = ["CachedJudge", "ContentCache", "answer_inputs", "canonical_json", "content_key", "window_inputs"]

@@ -1,0 +1,390 @@
+"""The report: one document model rendered as Markdown and single-file HTML, the figures, and
+the per-conversation debugging page. Hand-made inputs only (nothing read from runs/).
+
+The conversation fixture uses ProtocolSettings(sample_rate=1000): one sample is one millisecond.
+"""
+
+from __future__ import annotations
+
+import base64
+import re
+import struct
+from html.parser import HTMLParser
+from types import SimpleNamespace
+
+import numpy as np
+import pytest
+
+from harness.metrics.outcomes import conversation_outcomes
+from harness.protocol.scheduler import ProtocolSettings
+from harness.report.conversation import (
+    conversation_document,
+    conversation_page,
+    example_conversations,
+    window_table,
+)
+from harness.report.document import Document, Paragraph, Section, Table, is_numeric, to_html, to_markdown
+from harness.report.figures import (
+    conversation_timeline,
+    score_bar_data,
+    score_bars,
+    timeline_data,
+    wilson_interval,
+    yield_funnel,
+    yield_funnel_data,
+)
+from harness.report.markdown import build_report, fmt, render_html, render_report
+from harness.scenes.schema import Label, Scene, Target, Turn
+
+# -- metrics.json / statistics.json shaped fixtures (shapes copied from a real run) -----------------
+
+
+def entry(successes: int | None, n: int, status: str = "scored", **extra) -> dict:
+    rate = successes / n if status == "scored" else None
+    return {"errors_excluded": 1, "n": n, "rate": rate, "status": status, "successes": successes, **extra}
+
+
+def condition(fresh: int, yield_status: str = "scored") -> dict:
+    return {
+        "answering_window_yield": entry(31, 34, yield_status, failures={"resumed": 1, "still_voicing": 2},
+                                        funnel={"already_speaking_at_q_start": 3, "events": 40,
+                                                "first_spoke_after_q": 35, "started_during_q": 2,
+                                                "still_speaking_at_r_start": 34}),
+        "conditional_answer_accuracy": entry(13, 20, "n/a", judge="lexical"),
+        "fresh_onset_response_rate": entry(fresh, 32, speaking_at_t_end=2),
+        "response_presence": entry(30, 32),
+        "silence_preservation": entry(230, 249, acoustic_successes=228, exempt_backchannels=2, judge="lexical"),
+        "window_response": entry(7, 12, "n/a"),
+    }
+
+
+METRICS = {"alpha": {"explicit": condition(27), "implicit": condition(21)},
+           "beta": {"explicit": condition(5, "n/a"), "implicit": condition(4, "n/a")}}
+for _c in METRICS["beta"].values():  # beta: yield n/a with a small n
+    _c["answering_window_yield"].update(n=12, successes=6)
+
+
+def _mcnemar(e: int, i: int) -> dict:
+    return {"delta_pp": (e - i) / 32 * 100, "explicit_only": e, "implicit_only": i, "n_pairs": 32, "p": 0.0213,
+            "significant": True}
+
+
+def _silence() -> dict:
+    # keys sorted as json.dump(sort_keys=True) writes them: "self-talk" before "statements"
+    return {"failure_breakdown": {"device-directed": {"failures": 1, "windows": 28},
+                                  "human-directed": {"failures": 2, "windows": 99},
+                                  "self-talk": {"failures": 4, "windows": 42},
+                                  "statements": {"failures": 3, "windows": 80}},
+            "threshold_sweep": {str(k): {"n": 249, "occupied": 19 - k // 100, "passes": 230 + k // 100,
+                                         "rate": (230 + k // 100) / 249} for k in (0, 100, 200, 300, 500)}}
+
+
+STATISTICS = {
+    "between_models": {c: [{"a": "alpha", "a_only": 22, "b": "beta", "b_only": 0, "m": 2,
+                            "metric": "fresh_onset_response_rate", "n": 32, "p": 4.76837158203125e-07,
+                            "p_bonferroni": 9.5367431640625e-07, "significant": True}]
+                       for c in ("explicit", "implicit")},
+    "explicit_vs_implicit": {m: {"fresh_onset": _mcnemar(7, 1), "response_presence": _mcnemar(0, 0)}
+                             for m in METRICS},
+    "metric_choice_spearman": {"entries": ["alpha/explicit", "alpha/implicit", "beta/explicit", "beta/implicit"],
+                               "rho": 0.8},
+    "request_timing": {"bins": {m: {str(k): {"fresh_onset": None, "n": 10 + k, "response_presence": None}
+                                    for k in range(3)} for m in METRICS},
+                       "boundaries_s": [8.514541666666666, 18.558708333333332]},
+    "silence": {m: {c: _silence() for c in ("explicit", "implicit")} for m in METRICS},
+    "silence_bootstrap": {c: [{"a": "alpha", "b": "beta", "diff": 0.0321, "hi": 0.061, "lo": -0.0043,
+                               "n_scenes": 32}] for c in ("explicit", "implicit")},
+}
+STATS = {"explicit": {"scenes": 32, "labels": {"T": 32}}, "implicit": {"scenes": 32, "labels": {"T": 32}}}
+ERRORS = [{"model": "beta", "scene_id": "p00001-explicit", "reason": "model raised: shape (2, 3) | not (n,)"}]
+INVALID = {"p00099-implicit": "scene 'p00099-implicit': T must not be the first turn [rule t_first]"}
+CFG = SimpleNamespace(run_id="unit", metrics=SimpleNamespace(min_n=30), asr=SimpleNamespace(kind="pocketsphinx"),
+                      judge=SimpleNamespace(kind="lexical"))
+PLAN = SimpleNamespace(scenes="unit/scenes/aa", synth="unit/synth/bb", infer={m: f"unit/infer/{m}/cc" for m in METRICS},
+                       vad={m: f"unit/vad/{m}/dd" for m in METRICS}, reduce="unit/reduce/ee")
+ARGS = (CFG, METRICS, STATISTICS, STATS, ERRORS, INVALID, PLAN)
+
+# -- one conversation ---------------------------------------------------------------------------
+# preamble [0, 2000); N2 (B) [2500, 4000) window [2500, 4500); T (A) [4500, 6500);
+# model answer [7070, 8000): fresh onset 0.57 s after T end, endpoint at 10000 (decided 10010);
+# N1 (C) [10010, 11510) window to 12010; N4_Q (B) [12010, 14010), N4_R (B) [17010, 18510);
+# N3 (C) [19010, 20010) window to 20510 (last turn: + turn gap).
+
+PROTO = ProtocolSettings(sample_rate=1000)
+SCENE = Scene("p7-explicit", "p7", "explicit", ("A", "B", "C"), (
+    Turn("B", "The exam got moved to Wednesday.", Label.N2, Target.GROUP),
+    Turn("A", "Aria, when is the exam?", Label.T, Target.ARIA),
+    Turn("C", "Aria helped me yesterday.", Label.N1, Target.GROUP),
+    Turn("B", "Aria, how far is the moon?", Label.N4_Q, Target.ARIA, answer="Far."),
+    Turn("B", "Never mind, Aria.", Label.N4_R, Target.ARIA),
+    Turn("C", "Hmm, where are my keys?", Label.N3, Target.NONE),
+), gold_answer="Wednesday")
+PLACEMENTS = [(None, 0, 2000), (0, 2500, 1500), (1, 4500, 2000), (2, 10010, 1500), (3, 12010, 2000),
+              (4, 17010, 1500), (5, 19010, 1000)]
+RECORD = {
+    "status": "ok", "n_samples": 22010, "sample_rate": 1000, "scene_id": SCENE.scene_id,
+    "placements": [{"turn": t, "start": s, "length": n} for t, s, n in PLACEMENTS],
+    "events": [
+        {"kind": "preamble_start", "t": 0},
+        {"kind": "turn_start", "reason": "N2", "t": 2500, "turn": 0},
+        {"kind": "turn_start", "reason": "T", "t": 4500, "turn": 1},
+        {"at": 6500, "kind": "t_end_silent", "reason": "model silent at T end: 5.0 s onset window", "t": 6520,
+         "turn": 1},
+        {"at": 7070, "kind": "onset", "reason": "fresh onset 0.570 s after T", "t": 7190, "turn": 1},
+        {"at": 10000, "kind": "endpoint", "reason": "2.0 s of silence after the response", "t": 10010, "turn": 1},
+        {"kind": "turn_start", "reason": "N1", "t": 10010, "turn": 2},
+        {"kind": "turn_start", "reason": "N4_Q", "t": 12010, "turn": 3},
+        {"at": 17010, "kind": "n4_answer_window", "reason": "N4_Q ended: 3.0 s of silence, then N4_R", "t": 14010,
+         "turn": 3},
+        {"kind": "turn_start", "reason": "N4_R", "t": 17010, "turn": 4},
+        {"kind": "turn_start", "reason": "N3", "t": 19010, "turn": 5},
+        {"kind": "stream_end", "reason": "2.0 s after the last turn", "t": 22010},
+    ],
+}
+# 1.24 s of speech inside the N2 window; the T answer; an N4 answer that stops before the deadline
+SEGMENTS = np.array([[2800, 4040], [7070, 8000], [14500, 17500]], dtype=np.int64)
+
+
+def rows_for(segments: np.ndarray) -> list[dict]:
+    return [{"model": "alpha", **r} for r in conversation_outcomes(SCENE, RECORD, segments, PROTO)]
+
+
+# -- helpers ------------------------------------------------------------------------------------
+
+
+class _Cells(HTMLParser):
+    """Text of every <th>/<td> in document order, and every src/href attribute."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.cells: list[str] = []
+        self.links: list[tuple[str, str]] = []
+        self.ids: set[str] = set()
+        self._cell: list[str] | None = None
+
+    def handle_starttag(self, tag, attrs):
+        for k, v in attrs:
+            if k in ("src", "href"):
+                self.links.append((k, v or ""))
+            if k == "id":
+                self.ids.add(v or "")
+        if tag in ("td", "th"):
+            self._cell = []
+
+    def handle_endtag(self, tag):
+        if tag in ("td", "th") and self._cell is not None:
+            self.cells.append("".join(self._cell))
+            self._cell = None
+
+    def handle_data(self, data):
+        if self._cell is not None:
+            self._cell.append(data)
+
+
+def parse_html(text: str) -> _Cells:
+    p = _Cells()
+    p.feed(text)
+    return p
+
+
+def markdown_cells(md: str) -> list[str]:
+    cells = []
+    for line in md.splitlines():
+        if line.startswith("|") and not re.fullmatch(r"\|(?:---\|)+", line):
+            parts = re.split(r"(?<!\\)\|", line)[1:-1]
+            cells += [c.strip().replace("\\|", "|") for c in parts]
+    return cells
+
+
+def png_size(png: bytes) -> tuple[int, int]:
+    assert png[:8] == b"\x89PNG\r\n\x1a\n"
+    assert png[12:16] == b"IHDR"
+    return struct.unpack(">II", png[16:24])
+
+
+# -- report: Markdown and HTML from one document -------------------------------------------------
+
+
+@pytest.fixture(scope="module")
+def figures() -> dict[str, bytes]:
+    return {"score_bars": score_bars(METRICS), "yield_funnel": yield_funnel(METRICS)}
+
+
+@pytest.fixture(scope="module")
+def report_html(figures) -> str:
+    return render_html(*ARGS, figures)
+
+
+def test_markdown_report_tables_and_formats():
+    md = render_report(*ARGS)
+    assert md.startswith("# Duplex-MPE report: run `unit`\n\nModels: `alpha`, `beta`.\nEach score")
+    assert ("| alpha | 0.8438 (n=32) | n/a (n=20) | 0.9237 (n=249) | 0.9118 (n=34) | 0.9375 (n=32) | n/a (n=12) "
+            "| 1 |") in md
+    assert "| beta | explicit | 40 | 3 | 2 | 35 | 34 | 6 | 2 | 1 |" in md
+    # the breakdown follows the header's category order even when the JSON keys come sorted
+    assert "| model | condition | device-directed | human-directed | statements | self-talk |" in md
+    assert "| alpha | explicit | 1/28 | 2/99 | 3/80 | 4/42 |" in md
+    # a '|' inside a cell is escaped, so the errors table keeps its three columns
+    assert "| beta | p00001-explicit | model raised: shape (2, 3) \\| not (n,) |" in md
+    assert "![" not in md  # no figure links in report.md
+    assert md.endswith("`unit/reduce/ee`\n")
+
+
+def test_fmt():
+    assert fmt(entry(19, 20, "scored")) == "0.9500 (n=20)"
+    assert fmt(entry(7, 12, "n/a")) == "n/a (n=12)"
+
+
+def test_markdown_and_html_have_the_same_table_cells(report_html):
+    md_cells = markdown_cells(render_report(*ARGS))
+    html_cells = parse_html(report_html).cells
+    assert md_cells == html_cells
+    rates = set(re.findall(r"\d\.\d{4} \(n=\d+\)|n/a \(n=\d+\)", render_report(*ARGS)))
+    assert {"0.8438 (n=32)", "n/a (n=12)", "n/a (n=20)"} <= rates
+    for r in rates:
+        assert r in report_html
+
+
+def test_html_is_a_single_file(report_html, figures):
+    p = parse_html(report_html)
+    assert "<script" not in report_html and "<link" not in report_html and "@import" not in report_html
+    srcs = [v for k, v in p.links if k == "src"]
+    hrefs = [v for k, v in p.links if k == "href"]
+    assert len(srcs) == 2 and all(s.startswith("data:image/png;base64,") for s in srcs)
+    assert {base64.b64decode(s.split(",", 1)[1]) for s in srcs} == set(figures.values())
+    assert hrefs and all(h.startswith("#") and h[1:] in p.ids for h in hrefs)  # a table of contents
+    assert re.search(r'<td class="num">0\.8438 \(n=32\)</td>', report_html)  # numbers right-aligned
+    assert "<td>alpha</td>" in report_html
+
+
+def test_html_without_figures_has_no_images():
+    text = render_html(*ARGS)
+    assert "<img" not in text and "<figure" not in text
+
+
+def test_document_renderers_agree_on_blocks():
+    doc = Document("T `x`", [Paragraph("a **b** <c>")],
+                   [Section("One", [Table(("k", "v"), [("a|b", "1.5")], caption="cap")]), Section("One", [])])
+    md, text = to_markdown(doc), to_html(doc)
+    assert md == "# T `x`\n\na **b** <c>\n\n## One\n\n| k | v |\n|---|---|\n| a\\|b | 1.5 |\n\ncap\n\n## One\n"
+    assert "<strong>b</strong> &lt;c&gt;" in text and "<code>x</code>" in text
+    assert 'href="#one"' in text and 'href="#one-2"' in text and '<td class="num">1.5</td>' in text
+    with pytest.raises(ValueError, match="cells"):
+        Table(("a", "b"), [("1",)])
+    assert is_numeric("2.794e-09 (m=6) *") and is_numeric("[-1.0000, +0.5000]") and not is_numeric("0 (N2, C)")
+
+
+def test_build_report_places_figures(figures):
+    doc = build_report(*ARGS, figures)
+    names = [b.name for s in doc.sections for b in s.blocks if hasattr(b, "png")]
+    assert names == ["score_bars", "yield_funnel"]
+    assert "![" in to_markdown(doc, figure_prefix="figures/")
+
+
+# -- figures --------------------------------------------------------------------------------------
+
+
+def test_report_figures_are_pngs_of_fixed_size(figures):
+    assert png_size(figures["score_bars"]) == (1200, 750)
+    assert png_size(figures["yield_funnel"]) == (880, 420)
+    assert all(len(p) > 20_000 for p in figures.values())
+
+
+def test_na_entries_are_gaps_not_zero_bars():
+    data = score_bar_data(METRICS)
+    assert len(data) == 6 * 2 * 2
+    by = {(d["score"], d["model"], d["condition"]): d for d in data}
+    gap = by[("window_response", "alpha", "explicit")]
+    assert (gap["height"], gap["lo"], gap["note"]) == (None, None, "n/a\nn=12")
+    assert by[("conditional_answer_accuracy", "beta", "implicit")]["note"] == "n/a\nn=20"
+    assert by[("answering_window_yield", "beta", "explicit")]["height"] is None
+    drawn = [d for d in data if d["height"] is not None]
+    assert all(d["status"] == "scored" and d["lo"] <= d["height"] <= d["hi"] for d in drawn)
+    gaps = [d for d in data if d["height"] is None]
+    assert all(d["status"] == "n/a" and d["note"] for d in gaps)
+    fo = by[("fresh_onset_response_rate", "alpha", "explicit")]
+    assert fo["height"] == pytest.approx(27 / 32)
+    assert (fo["lo"], fo["hi"]) == pytest.approx(wilson_interval(27, 32))
+    lo, hi = wilson_interval(32, 32)
+    assert hi == pytest.approx(1.0) and lo == pytest.approx(0.8928, abs=1e-4)
+
+
+def test_yield_funnel_data():
+    d = yield_funnel_data(METRICS)
+    assert d["alpha"]["explicit"] == [40, 3, 2, 35, 34, 31]
+    assert d["beta"]["implicit"][-1] == 6
+
+
+def test_timeline_png_and_data():
+    rows = rows_for(SEGMENTS)
+    png = conversation_timeline(SCENE, RECORD, SEGMENTS, rows, 1000)
+    assert png_size(png) == (1800, 720) and len(png) > 30_000
+    d = timeline_data(SCENE, RECORD, SEGMENTS, rows, 1000)
+    assert d["lanes"] == ["scheduler", "windows", "yield", "Aria (model)", "A", "B", "C", "preamble"]
+    assert d["preamble"] == (0.0, 2.0)
+    sil = [w for w in d["windows"] if w["kind"] == "silence"]
+    assert [(w["start"], w["end"], w["passed"]) for w in sil] == [(2.5, 4.5, False), (10.01, 12.01, True),
+                                                                     (19.01, 20.51, True)]
+    (t,) = [w for w in d["windows"] if w["kind"] == "T"]
+    assert (t["start"], t["end"], t["onset"], t["onset_limit"]) == (6.5, 10.0, 7.07, 11.5)
+    (y,) = d["yield"]
+    assert (y["deadline"], y["outcome"]) == (19.01, "yield")
+    assert [e["kind"] for e in d["events"]] == ["t_end_silent", "onset", "endpoint", "n4_answer_window",
+                                                "stream_end"]
+
+
+# -- the conversation page ------------------------------------------------------------------------
+
+
+def test_conversation_page_explains_every_window():
+    rows = rows_for(SEGMENTS)
+    page = conversation_page("alpha", SCENE, RECORD, SEGMENTS, rows, 1000)
+    p = parse_html(page)
+    assert all(v.startswith(("data:image/png;base64,", "#")) for _, v in p.links)
+    assert "failed: 1.24 s of model speech in the window" in page
+    assert "fresh onset 0.57 s after T end" in page
+    assert "window closed by endpoint at 10.00 s" in page
+    assert "yield: success, silent at the deadline (19.01 s, N4_R start + 2 s)" in page
+    assert "passed: no model speech in the window" in page
+    assert "answered: first speech 0.49 s after the question ended" in page
+    # the event log, in seconds with reasons
+    assert "fresh onset 0.570 s after T" in page and "<td>n4_answer_window</td>" in page
+    assert '<td class="num">7.19</td><td class="num">7.07</td><td>onset</td>' in page
+
+
+def test_conversation_windows_for_a_model_that_never_stops():
+    segments = np.array([[1000, 21000]], dtype=np.int64)
+    rec = {**RECORD, "events": [e if e["kind"] != "t_end_silent" else
+                                {**e, "kind": "t_end_speaking", "reason": "model speech covers the end of T"}
+                                for e in RECORD["events"] if e["kind"] != "onset"]}
+    rows = conversation_outcomes(SCENE, rec, segments, PROTO)
+    table = window_table(SCENE, segments, rows, 1000)
+    why = {w["label"]: w["why"] for w in table}
+    assert why["N2"] == "failed: 2.00 s of model speech in the window (speech already running at the turn's start, " \
+                        "since 1.00 s)"
+    assert why["T (response window)"].startswith("no fresh onset: model speech already covers T's end")
+    assert why["N4_R (yield)"] == "yield: excluded, already speaking at question start"
+    assert [w["outcome"] for w in table if w["label"] == "N1"] == ["failed"]
+    doc = conversation_document("babble", SCENE, rec, segments, rows, 1000, figure=False)
+    assert "silence windows passed: **0/3**" in to_markdown(doc)
+
+
+def test_conversation_page_without_speech():
+    segments = np.zeros((0, 2), dtype=np.int64)
+    rec = {**RECORD, "events": [e if e["kind"] != "endpoint" else
+                                {**e, "kind": "no_onset", "at": 11500, "t": 11510}
+                                for e in RECORD["events"] if e["kind"] != "onset"]}
+    rows = conversation_outcomes(SCENE, rec, segments, PROTO)
+    md = to_markdown(conversation_document("silent", SCENE, rec, segments, rows, 1000, figure=False))
+    assert "no fresh onset: no speech starts within 5 s after T end" in md
+    assert "yield: excluded, no speech onset within 3.0 s after the question" in md
+    assert "No model speech was detected." in md
+
+
+def test_example_conversations():
+    good = rows_for(SEGMENTS)
+    bad = [{**r, "scene_id": "p0-explicit"} for r in
+           conversation_outcomes(SCENE, RECORD, np.array([[1000, 21000]], dtype=np.int64), PROTO)]
+    ex = example_conversations(good + bad)
+    assert ex == {"silence_failed": ["p0-explicit"], "speaking_at_t_end": ["p0-explicit"],
+                  "fresh_onset": ["p7-explicit"], "yield": ["p7-explicit"], "yield_excluded": ["p0-explicit"]}
