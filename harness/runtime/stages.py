@@ -218,6 +218,7 @@ def vad_stage(cfg: RunConfig, store: ObjectStore) -> dict[str, str]:
 
 
 # -- score -----------------------------------------------------------------------------------
+ERROR_KEY = "error"  # in verdicts.json: the conversation could not be scored, and why
 def _outcomes(cfg: RunConfig, store: ObjectStore, plan: RunPlan, model: str, scene: Scene, shard: str,
               segments: list) -> list[dict[str, Any]]:
     lay = plan.layout
@@ -249,8 +250,11 @@ def score_conversations(cfg: RunConfig, model: str, items: list[tuple[str, str]]
             results[sid] = {}
             continue
         key = lay.conversation(lay.shard(plan.infer[model], shard), sid, "flac")
-        output = decode(store.get(key), expected_rate=cfg.protocol.sample_rate)[0]
-        results[sid] = scorer.score(scenes[sid], rows, output, np.asarray(segs[sid]["segments"]))
+        try:
+            output = decode(store.get(key), expected_rate=cfg.protocol.sample_rate)[0]
+            results[sid] = scorer.score(scenes[sid], rows, output, np.asarray(segs[sid]["segments"]))
+        except Exception as e:
+            results[sid] = {ERROR_KEY: f"scoring failed: {type(e).__name__}: {e}"}
     return {"results": results, "asr_calls": scorer.asr_calls, "judge_hits": judge.hits,
             "judge_misses": judge.misses, "usd": judge.cost.usd, "usd_saved": judge.saved.usd}
 
@@ -320,6 +324,8 @@ def reduce_stage(cfg: RunConfig, store: ObjectStore) -> str:
             entry = segs.get(sid, {})
             if reason is None and entry.get("status") != "ok":
                 reason = entry.get("reason", "unknown error")
+            if reason is None:
+                reason = verdicts.get(sid, {}).get(ERROR_KEY)
             if reason is None:
                 try:
                     conv = _outcomes(cfg, store, plan, m.name, scene, recs[sid]["shard"], entry["segments"])

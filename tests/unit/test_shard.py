@@ -6,12 +6,15 @@ import hashlib
 
 import numpy as np
 
-from harness.audio.io import encode
+from harness.audio.io import decode, encode
+from harness.runtime import stages
 from harness.runtime.config import RunConfig
 from harness.runtime.plan import RunPlan
 from harness.runtime.shard import ShardWorker
 from harness.runtime.stages import scenes_stage, synth_stage
-from harness.store.base import LocalStore, get_json
+from harness.scoring.flow import ConversationScorer
+from harness.store.base import LocalStore, get_json, put_json
+from harness.vad.silero import detect
 
 
 def test_corrupt_and_wrong_rate_clips_fail_their_conversations(tmp_path):
@@ -44,3 +47,26 @@ def test_corrupt_and_wrong_rate_clips_fail_their_conversations(tmp_path):
     # a completed shard is skipped on a second call
     again = worker.run("shard-00000", ids)
     assert again.skipped and (again.ok, again.error) == (summary.ok, summary.error)
+
+
+def test_scoring_failure_marks_the_conversation_error(tmp_path, monkeypatch):
+    """An ASR/judge failure on one conversation is recorded as that conversation's error."""
+    def boom(self, *a, **k):
+        raise RuntimeError("decoder crashed")
+
+    monkeypatch.setattr(ConversationScorer, "score", boom)
+    cfg = RunConfig.from_dict({"run_id": "sc", "scenes": {"n_pairs": 1, "seed": 3, "n4_share": 0.0},
+                               "model": {"babble": {"target": "babble"}}, "store": {"root": str(tmp_path)}})
+    store = LocalStore(tmp_path)
+    scenes_stage(cfg, store)
+    synth_stage(cfg, store)
+    plan = RunPlan.from_config(cfg)
+    ids = sorted(get_json(store, plan.layout.file(plan.synth, "index.json"))["conversations"])
+    ShardWorker(cfg, cfg.models[0], store).run("shard-00000", ids)
+    segs = {}
+    for sid in ids:
+        key = plan.layout.conversation(plan.layout.shard(plan.infer["babble"], "shard-00000"), sid, "flac")
+        segs[sid] = {"status": "ok", "segments": detect([decode(store.get(key))[0]], 24_000, cfg.vad)[0].tolist()}
+    put_json(store, plan.layout.file(plan.vad["babble"], "segments.json"), segs)
+    out = stages.score_conversations(cfg, "babble", [(sid, "shard-00000") for sid in ids])
+    assert all("decoder crashed" in out["results"][sid][stages.ERROR_KEY] for sid in ids)

@@ -248,7 +248,8 @@ class PocketsphinxASR:
             decoder.start_utt()
             decoder.process_raw(pcm, no_search=False, full_utt=True)
             decoder.end_utt()
-            segs = [(s.word, s.start_frame, s.end_frame) for s in decoder.seg()]
+            # no hypothesis at all (possible without the fwdflat pass): nothing recognised
+            segs = [(s.word, s.start_frame, s.end_frame) for s in decoder.seg() or ()]
         duration, shift = x.size / sample_rate, pad / DECODE_RATE
         out: list[tuple[str, float, float]] = []
         for word, start, end in segs:
