@@ -18,6 +18,8 @@ from harness.vad.silero import VadSettings
 GENERATOR_VERSION = "templates-v1"
 # bump when the reduce stage's outputs change for the same inputs (new scores, statistics)
 REDUCE_VERSION = "reduce-v4"
+# bump when the score stage's outputs change for the same settings (ASR/judge code, scoring flow)
+SCORE_VERSION = "score-v2"
 
 
 @dataclass(frozen=True)
@@ -44,7 +46,8 @@ class RunPlan:
             h_vad = settings_hash(_detector(cfg.vad), h_inf)
             vad[m.name] = lay.stage("vad", h_vad, m.name)
             score[m.name] = lay.stage("score", settings_hash({"asr": asdict(cfg.asr), "judge": asdict(cfg.judge),
-                                                              "preamble": cfg.tts.preamble_text}, h_vad), m.name)
+                                                              "preamble": cfg.tts.preamble_text,
+                                                              "version": SCORE_VERSION}, h_vad), m.name)
         h_reduce = settings_hash({"metrics": asdict(cfg.metrics), "score": sorted(score.items()),
                                   "version": REDUCE_VERSION}, h_synth)
         return cls(lay, lay.stage("scenes", h_scenes), lay.stage("synth", h_synth), infer, vad, score,

@@ -462,3 +462,16 @@ def test_errors_are_not_cached(tmp_path):
     with pytest.raises(ConnectionError):
         cache.get_or_compute({"k": 1}, boom)
     assert cache.get_or_compute({"k": 1}, lambda: 42) == 42
+
+
+def test_lexical_answer_needs_the_gold_words_together():
+    from harness.scoring.judge.lexical import LexicalJudge
+
+    j = LexicalJudge()
+    q = "Aria, when is the dentist appointment?"
+    assert j.judge_answer("um well it is on thursday at three i think", "Thursday at three", q).passed
+    # a long ramble that happens to contain the words far apart is not an answer
+    ramble = "on thursday there may be rain and the wind will calm down by the weekend at around three"
+    v = j.judge_answer(ramble, "Thursday at three", q)
+    assert not v.passed and "scattered" in v.raw
+    assert not j.judge_answer("three o'clock on thursday", "Thursday at three", q).passed  # order matters

@@ -283,6 +283,9 @@ def _segment(toks: list[str], units: dict[tuple[str, ...], str]) -> tuple[list[t
     return found, other
 
 
+SPAN_SLACK = 4  # extra words allowed between the required gold tokens of one answer
+
+
 class LexicalJudge:
     """Deterministic, offline stand-in judge (rules in the module docstring and ``docs/judge.md``).
 
@@ -313,7 +316,7 @@ class LexicalJudge:
         rules = {
             "fillers": FILLER_PHRASES, "stopwords": sorted(STOPWORDS), "currency": sorted(CURRENCY_WORDS),
             "neutral": NEUTRAL_ACKS, "affirmative": AFFIRMATIVE_ACKS, "max_ack_units": self.max_ack_units,
-            "fuzzy_ratio": self.fuzzy_ratio, "fuzzy_min_len": FUZZY_MIN_LEN,
+            "fuzzy_ratio": self.fuzzy_ratio, "fuzzy_min_len": FUZZY_MIN_LEN, "span_slack": SPAN_SLACK,
         }
         digest = hashlib.sha256(json.dumps(rules, sort_keys=True).encode()).hexdigest()[:10]
         self.prompt_version = f"{RULES_ID}@{digest}"
@@ -353,10 +356,25 @@ class LexicalJudge:
         required = self.required_tokens(gold, question)
         have = set(said)
         missing = [t for t in required if not self._matches(t, have)]
-        label = INCORRECT if missing else CORRECT
-        raw = (f"lexical: {label}; rule=all required gold tokens in transcript; required={required}; "
-               f"missing={missing}")
+        together = not missing and self._in_one_span(required, said)
+        label = CORRECT if together else INCORRECT
+        raw = (f"lexical: {label}; rule=required gold tokens in order within {SPAN_SLACK} extra words; "
+               f"required={required}; missing={missing}"
+               + ("; present but scattered" if not missing and not together else ""))
         return answer_verdict(label, raw)
+
+    def _in_one_span(self, required: list[str], said: list[str]) -> bool:
+        """The required tokens occur in order within ``len(required) + SPAN_SLACK`` consecutive
+        words: a long response that merely mentions the answer's words far apart is not an answer."""
+        width = len(required) + SPAN_SLACK
+        for i in range(len(said)):
+            k = 0
+            for t in said[i:i + width]:
+                if k < len(required) and self._matches(required[k], {t}):
+                    k += 1
+            if k == len(required):
+                return True
+        return not required
 
     # -- window classification -----------------------------------------------------------------
     def classify_window(self, transcript: str, context: Sequence[ContextTurn], speech_s: float,
