@@ -20,6 +20,14 @@ SCORES = (
     "response_presence",
     "window_response",
 )
+SCORE_TITLES = {
+    "fresh_onset_response_rate": "Fresh-onset response rate",
+    "conditional_answer_accuracy": "Conditional answer accuracy",
+    "silence_preservation": "Silence preservation",
+    "answering_window_yield": "Answering-window yield",
+    "response_presence": "Response presence (diag.)",
+    "window_response": "Window response (diag.)",
+}
 FUNNEL = ("events", "already_speaking_at_q_start", "started_during_q", "first_spoke_after_q",
           "still_speaking_at_r_start")
 YIELD_FAILURES = ("still_voicing", "resumed")

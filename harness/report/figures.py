@@ -26,18 +26,10 @@ from matplotlib.figure import Figure
 from matplotlib.lines import Line2D
 from matplotlib.patches import Patch, Rectangle
 
-from harness.metrics.scores import SCORES
+from harness.metrics.scores import SCORE_TITLES, SCORES
 from harness.scenes.schema import CONDITIONS, Label, Scene
 
 DPI = 100
-SCORE_TITLES = {
-    "fresh_onset_response_rate": "Fresh-onset response rate",
-    "conditional_answer_accuracy": "Conditional answer accuracy",
-    "silence_preservation": "Silence preservation",
-    "answering_window_yield": "Answering-window yield",
-    "response_presence": "Response presence (diag.)",
-    "window_response": "Window response (diag.)",
-}
 CONDITION_COLOURS = {"explicit": "#2b6cb0", "implicit": "#dd8452"}
 LABEL_COLOURS = {"T": "#2b6cb0", "N1": "#805ad5", "N2": "#718096", "N3": "#b7791f", "N4_Q": "#dd6b20",
                  "N4_R": "#2c7a7b"}

@@ -10,19 +10,10 @@ from __future__ import annotations
 import json
 from typing import Any
 
-from harness.metrics.scores import FUNNEL, SCORES, YIELD_FAILURES
+from harness.metrics.scores import FUNNEL, SCORE_TITLES, SCORES, YIELD_FAILURES
 from harness.metrics.stats import BREAKDOWN_CATEGORIES, SWEEP_THRESHOLDS_MS
 from harness.report.document import Bullets, Code, Document, Figure, Paragraph, Section, Table, to_html, to_markdown
 from harness.scenes.schema import CONDITIONS
-
-TITLES = {
-    "fresh_onset_response_rate": "Fresh-onset response rate",
-    "conditional_answer_accuracy": "Conditional answer accuracy",
-    "silence_preservation": "Silence preservation",
-    "answering_window_yield": "Answering-window yield",
-    "response_presence": "Response presence (diag.)",
-    "window_response": "Window response (diag.)",
-}
 
 FIGURE_CAPTIONS = {
     "score_bars": "Every score per model, explicit and implicit side by side, with 95 % Wilson intervals "
@@ -78,7 +69,7 @@ def build_report(cfg: Any, metrics: dict, statistics: dict, stats: dict, errors:
             e = metrics[m][cond]
             rows.append((m, *(fmt(e[s]) for s in SCORES), str(e[SCORES[0]]["errors_excluded"])))
         doc.sections.append(Section(f"{cond.capitalize()} addressing",
-                                    [Table(("model", *(TITLES[s] for s in SCORES), "errors"), rows)]))
+                                    [Table(("model", *(SCORE_TITLES[s] for s in SCORES), "errors"), rows)]))
     doc.sections[-1].blocks.append(Paragraph(
         f"Silence preservation: a window without model speech passes (VAD pass-through); a window with "
         f"speech is transcribed (ASR `{cfg.asr.kind}`) and passes only when the judge (`{cfg.judge.kind}`) "

@@ -63,6 +63,25 @@ class ASR(Protocol):
         ...
 
 
+def prepare_input(audio: np.ndarray, sample_rate: int, vocabulary: Sequence[str] | str,
+                  rate: int) -> tuple[np.ndarray | None, list[str]]:
+    """Validate and resample what every backend gets: ``(float32[n] at rate, vocabulary)``.
+
+    Returns ``None`` for audio under 100 ms (nothing to recognise). Raises ``ValueError`` for
+    non-mono / non-finite audio or a non-positive sample rate.
+    """
+    from harness.audio.io import check_waveform
+    from harness.audio.resample import resample
+
+    x = check_waveform(audio, "ASR input")
+    if sample_rate <= 0:
+        raise ValueError(f"sample_rate must be positive, got {sample_rate}")
+    vocab = [vocabulary] if isinstance(vocabulary, str) else list(vocabulary)
+    if x.size < sample_rate / 10:
+        return None, vocab
+    return resample(np.clip(x, -1.0, 1.0), sample_rate, rate), vocab
+
+
 def build_asr(kind: str, **params) -> ASR:
     """Build the ASR backend ``kind`` (one of :data:`KINDS`) with backend ``params``.
 

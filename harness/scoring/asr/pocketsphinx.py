@@ -43,9 +43,7 @@ from typing import Any
 
 import numpy as np
 
-from harness.audio.io import check_waveform
-from harness.audio.resample import resample
-from harness.scoring.asr import Transcript
+from harness.scoring.asr import Transcript, prepare_input
 from harness.scoring.asr.arpa import arpa_text
 from harness.scoring.asr.text import sentences, words
 
@@ -229,14 +227,10 @@ class PocketsphinxASR:
             ValueError: non-mono or non-finite audio, a non-positive sample rate, or a
                 vocabulary with no usable word while ``base_vocabulary`` is off.
         """
-        x = check_waveform(audio, "ASR input")
-        if sample_rate <= 0:
-            raise ValueError(f"sample_rate must be positive, got {sample_rate}")
-        if isinstance(vocabulary, str):
-            vocabulary = [vocabulary]
-        if x.size < sample_rate / 10:  # under 100 ms: nothing to recognise
+        y, vocabulary = prepare_input(audio, sample_rate, vocabulary, DECODE_RATE)
+        if y is None:  # under 100 ms: nothing to recognise
             return Transcript("")
-        y = resample(np.clip(x, -1.0, 1.0), sample_rate, DECODE_RATE)
+        duration = y.size / DECODE_RATE
         pad = round(self.pad_s * DECODE_RATE)
         y = np.pad(y.astype(np.float64), pad)
         if self.dither > 0:
@@ -250,7 +244,7 @@ class PocketsphinxASR:
             decoder.end_utt()
             # no hypothesis at all (possible without the fwdflat pass): nothing recognised
             segs = [(s.word, s.start_frame, s.end_frame) for s in decoder.seg() or ()]
-        duration, shift = x.size / sample_rate, pad / DECODE_RATE
+        shift = pad / DECODE_RATE
         out: list[tuple[str, float, float]] = []
         for word, start, end in segs:
             if word.startswith(("<", "[", "+")):

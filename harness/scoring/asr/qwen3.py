@@ -31,9 +31,7 @@ from typing import Any
 
 import numpy as np
 
-from harness.audio.io import check_waveform
-from harness.audio.resample import resample
-from harness.scoring.asr import Transcript
+from harness.scoring.asr import Transcript, prepare_input
 from harness.scoring.asr.text import normalize, words
 
 IMPL_VERSION = "1"
@@ -162,14 +160,9 @@ class Qwen3ASR:
 
     def transcribe(self, audio: np.ndarray, sample_rate: int, vocabulary: Sequence[str] = ()) -> Transcript:
         """Transcribe mono ``float32[n]`` audio; raises ValueError for non-mono / non-finite input."""
-        x = check_waveform(audio, "ASR input")
-        if sample_rate <= 0:
-            raise ValueError(f"sample_rate must be positive, got {sample_rate}")
-        if isinstance(vocabulary, str):
-            vocabulary = [vocabulary]
-        if x.size < sample_rate / 10:  # under 100 ms: nothing to recognise
+        y, vocabulary = prepare_input(audio, sample_rate, vocabulary, DECODE_RATE)
+        if y is None:  # under 100 ms: nothing to recognise
             return Transcript("")
-        y = resample(np.clip(x, -1.0, 1.0), sample_rate, DECODE_RATE)
         with self._lock:
             asr = self.load()
             res = asr.transcribe(
