@@ -30,7 +30,7 @@ from harness.audio.preamble import DUTY_TEXT
 from harness.audio.tts.espeak import EspeakTTS
 from harness.scenes.generator import generate_pairs
 from harness.scoring.asr import build_asr
-from harness.scoring.asr.text import normalize, sentences
+from harness.scoring.asr.text import edit_distance, normalize, sentences
 
 SR = 24_000
 EXTRA_SCENE = (
@@ -43,16 +43,6 @@ EXTRA_SCENE = (
 SHORT_REPLIES = ("thursday at three", "nine dollars", "yes of course", "okay", "mm hmm", "sure, go ahead")
 OFF_SCRIPT = ("friday at five", "twelve dollars", "it is on monday", "no, I don't know")
 
-
-def edit_distance(ref: list[str], hyp: list[str]) -> int:
-    """Word-level Levenshtein distance (substitutions + deletions + insertions)."""
-    prev = list(range(len(hyp) + 1))
-    for i, r in enumerate(ref, 1):
-        cur = [i] + [0] * len(hyp)
-        for j, h in enumerate(hyp, 1):
-            cur[j] = min(prev[j] + 1, cur[j - 1] + 1, prev[j - 1] + (r != h))
-        prev = cur
-    return prev[-1]
 
 
 def corpus(pairs: int, seed: int) -> tuple[list[str], list[tuple[str, list[str], bool]]]:

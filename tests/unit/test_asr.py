@@ -14,7 +14,7 @@ from harness.audio.io import AudioError
 from harness.audio.preamble import DUTY_TEXT
 from harness.scoring.asr import ASR, Transcript, build_asr
 from harness.scoring.asr.arpa import BOS, EOS, arpa_text, estimate, format_arpa
-from harness.scoring.asr.text import normalize, number_words, sentences, words
+from harness.scoring.asr.text import edit_distance, normalize, number_words, sentences, words
 
 SR = 24_000
 SCENE = (  # a small scene: what the scoring stage passes as `vocabulary`
@@ -33,15 +33,6 @@ ANSWERS = ("thursday at three", "nine dollars", "yes of course", "the dentist ap
 # with one scene's vocabulary); the bound leaves room for other espeak-ng builds.
 WER_BOUND = 0.25
 
-
-def edit_distance(ref: list[str], hyp: list[str]) -> int:
-    prev = list(range(len(hyp) + 1))
-    for i, r in enumerate(ref, 1):
-        cur = [i] + [0] * len(hyp)
-        for j, h in enumerate(hyp, 1):
-            cur[j] = min(prev[j] + 1, cur[j - 1] + 1, prev[j - 1] + (r != h))
-        prev = cur
-    return prev[-1]
 
 
 @pytest.fixture(scope="module")
@@ -200,3 +191,11 @@ def test_transcript_form_word_times_and_determinism(asr, tts):
     from harness.audio.resample import resample
 
     assert asr.transcribe(resample(x, SR, 16_000), 16_000, SCENE).text == t.text
+
+
+def test_edit_distance_counts_word_edits():
+    assert edit_distance([], []) == 0
+    assert edit_distance(["thursday", "at", "three"], ["thursday", "at", "three"]) == 0
+    assert edit_distance(["thursday", "at", "three"], ["thursday", "three"]) == 1  # one deletion
+    assert edit_distance(["thursday", "at", "three"], ["friday", "at", "three", "pm"]) == 2  # sub + insertion
+    assert edit_distance(["a", "b"], []) == 2 and edit_distance([], ["a"]) == 1

@@ -102,3 +102,14 @@ def sentences(texts: Iterable[str]) -> list[list[str]]:
 def normalize(text: str) -> str:
     """The canonical transcript form: :func:`words` joined by single spaces."""
     return " ".join(words(text))
+
+
+def edit_distance(ref: list[str], hyp: list[str]) -> int:
+    """Word-level Levenshtein distance (substitutions + deletions + insertions); WER's numerator."""
+    prev = list(range(len(hyp) + 1))
+    for i, r in enumerate(ref, 1):
+        cur = [i] + [0] * len(hyp)
+        for j, h in enumerate(hyp, 1):
+            cur[j] = min(prev[j] + 1, cur[j - 1] + 1, prev[j - 1] + (r != h))
+        prev = cur
+    return prev[-1]
