@@ -59,9 +59,6 @@ def _actor_class():
         def run(self, shard_id: str, scene_ids: list[str]) -> ShardSummary:
             return self.worker.run(shard_id, scene_ids)
 
-        def visible_devices(self) -> str | None:
-            return os.environ.get("CUDA_VISIBLE_DEVICES")
-
     return ShardRunner
 
 
