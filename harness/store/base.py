@@ -1,8 +1,11 @@
-"""The object-store contract and its local-filesystem implementation.
+"""The object-store contract, its local-filesystem implementation and :func:`open_store`.
 
 Keys are ``/``-separated relative paths such as ``demo/infer/oracle/3f2a.../shard-0000/x.flac``.
-Keys are validated: no empty parts, no ``.``/``..``, no absolute paths, no backslashes or
-control characters, so no key can escape the store's root.
+Keys are validated before any I/O or request: no empty parts, no ``.``/``..``, no absolute
+paths, no backslashes, no control characters (C0, DEL, C1) and valid UTF-8, so no key can
+escape the store's root or prefix. Every backend stores a key at the same place relative to
+its root (a directory for :class:`LocalStore`, ``s3://bucket/prefix`` for
+:class:`harness.store.s3.S3Store`), so a run can be copied between them unchanged.
 """
 
 from __future__ import annotations
@@ -10,21 +13,30 @@ from __future__ import annotations
 import json
 import os
 import tempfile
+import unicodedata
 from collections.abc import Iterator
 from pathlib import Path
-from typing import Any, Protocol
+from typing import TYPE_CHECKING, Any, Protocol
+
+if TYPE_CHECKING:
+    from harness.runtime.config import StoreSettings
 
 
 class InvalidKey(ValueError):
     """An object key is malformed or would escape its prefix."""
 
 
+class StoreError(OSError):
+    """A remote store operation failed for good (retries exhausted, access denied, no bucket, no
+    credentials). The message names the store (``describe()``) and the key, never a secret."""
+
+
 def check_key(key: str) -> str:
     """Return ``key`` when it is a safe relative key; raise :class:`InvalidKey` otherwise."""
     if not key or key.startswith("/") or "\\" in key:
         raise InvalidKey(f"invalid object key {key!r}: empty, absolute or with a backslash")
-    if any(ord(c) < 32 or ord(c) == 127 for c in key):
-        raise InvalidKey(f"invalid object key {key!r}: control character")
+    if any(unicodedata.category(c) in ("Cc", "Cs") for c in key):
+        raise InvalidKey(f"invalid object key {key!r}: control character or lone surrogate")
     for part in key.split("/"):
         if part in ("", ".", ".."):
             raise InvalidKey(f"invalid object key {key!r}: empty, '.' or '..' path part")
@@ -81,28 +93,40 @@ class LocalStore:
         return self._path(key).is_file()
 
     def list(self, prefix: str) -> Iterator[str]:
+        """Keys under the directory ``prefix`` (``""``: all), sorted as strings (S3's order)."""
         base = self._path(prefix.rstrip("/")) if prefix.strip("/") else self.root
         if not base.is_dir():
             return
-        for p in sorted(base.rglob("*")):
-            if p.is_file() and not p.name.startswith(".tmp-"):
-                yield p.relative_to(self.root).as_posix()
+        yield from sorted(p.relative_to(self.root).as_posix() for p in base.rglob("*")
+                          if p.is_file() and not p.name.startswith(".tmp-"))
 
     def describe(self) -> str:
         return f"local:{self.root}"
 
 
+def json_bytes(obj: Any) -> bytes:
+    """``obj`` as the indented, key-sorted JSON every stored JSON object uses."""
+    return json.dumps(obj, indent=1, sort_keys=True).encode()
+
+
 def put_json(store: ObjectStore, key: str, obj: Any, if_absent: bool = False) -> bool:
     """Write ``obj`` as indented JSON."""
-    return store.put(key, json.dumps(obj, indent=1, sort_keys=True).encode(), if_absent=if_absent)
+    return store.put(key, json_bytes(obj), if_absent=if_absent)
 
 
 def get_json(store: ObjectStore, key: str) -> Any:
     return json.loads(store.get(key))
 
 
-def open_store(kind: str, root: str) -> ObjectStore:
-    """Build the store named by config ``store.kind`` (``local``)."""
-    if kind == "local":
-        return LocalStore(root)
-    raise ValueError(f"unknown store kind {kind!r} (known: local)")
+def open_store(settings: StoreSettings) -> ObjectStore:
+    """Build the store that config ``store`` names: ``kind: local`` -> :class:`LocalStore` at
+    ``root``; ``kind: s3`` -> :class:`harness.store.s3.S3Store` (boto3 is imported only then).
+    ``StoreSettings`` has already validated the values (``ConfigError`` otherwise)."""
+    if settings.kind == "local":
+        return LocalStore(settings.root)
+    from harness.store.s3 import S3Store
+
+    return S3Store(settings.bucket, settings.prefix, endpoint_url=settings.endpoint_url, region=settings.region,
+                   addressing_style=settings.addressing_style, max_attempts=settings.max_attempts,
+                   multipart_threshold_mb=settings.multipart_threshold_mb,
+                   multipart_chunk_mb=settings.multipart_chunk_mb)

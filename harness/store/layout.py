@@ -2,14 +2,18 @@
 
 ::
 
-    <run>/run.json                                  run manifest (config, versions, seeds)
+    <run>/run.json                                  run manifest (config, versions, seeds), written once
+    <run>/invocations/<id>.json                     provenance of every invocation (resume, rerun)
     <run>/scenes/<h>/scenes.jsonl | stats.json | _SUCCESS.json
     <run>/synth/<h>/clips/<clip_id>.flac            one clip per distinct (voice, text, settings)
     <run>/synth/<h>/index.json | _SUCCESS.json      per conversation: clip ids and lengths
     <run>/infer/<model>/<h>/plan.json               shard plan, written once
-    <run>/infer/<model>/<h>/<shard>/<scene_id>.flac model output on the stream timeline
-    <run>/infer/<model>/<h>/<shard>/<scene_id>.json status, placements, scheduler events
-    <run>/infer/<model>/<h>/<shard>/_SUCCESS.json   shard marker, written last
+    <run>/infer/<model>/<h>/<shard>/_SUCCESS.json   shard marker: written last, once (conditional put);
+                                                    names the attempt and every output's checksum
+    <run>/infer/<model>/<h>/<shard>/attempts/<a>/<scene_id>.flac       model output on the stream timeline
+    <run>/infer/<model>/<h>/<shard>/attempts/<a>/<scene_id>.json       status, placements, scheduler events
+    <run>/infer/<model>/<h>/<shard>/attempts/<a>/<scene_id>.probs.npy  online Silero probabilities
+    <run>/infer/<model>/<h>/<shard>/failures/<a>.json                  an attempt that died: reason, spend
     <run>/vad/<model>/<h>/segments.json | _SUCCESS.json
     <run>/score/<model>/<h>/verdicts.json | _SUCCESS.json   ASR transcripts and judge verdicts
     <run>/reduce/<h>/metrics.json | statistics.json | events.parquet | report.md | _SUCCESS.json
@@ -26,10 +30,22 @@ import json
 from dataclasses import dataclass
 from typing import Any
 
-from harness.store.base import check_key
+from harness.store.base import InvalidKey, check_key
 
 MARKER = "_SUCCESS.json"
 CACHE_ROOT = "_cache"
+
+
+def check_id(value: str, what: str) -> str:
+    """Return ``value`` when it can name one key part (a run, model, shard, scene or clip id);
+    raise :class:`InvalidKey` otherwise: it must be a valid key without ``/`` and must not start
+    with ``_`` or ``.``, which are reserved for markers, caches and temporary files."""
+    if not isinstance(value, str) or "/" in value or value[:1] in ("_", "."):
+        raise InvalidKey(f"invalid {what} {value!r}: one key part, no '/', not starting with '_' or '.'")
+    try:
+        return check_key(value)
+    except InvalidKey as e:
+        raise InvalidKey(f"invalid {what} {value!r}: {e}") from None
 
 
 def cache_prefix(kind: str) -> str:
@@ -45,16 +61,14 @@ def settings_hash(settings: Any, upstream: str = "") -> str:
 
 @dataclass(frozen=True)
 class RunLayout:
-    """Keys of one run. ``run_id`` must be a single safe key part."""
+    """Keys of one run. Every id that goes into a key (run, model, shard, scene, clip) is checked
+    with :func:`check_id`, so none can escape its prefix or collide with a marker or the shared
+    caches (``_cache``); a bad one raises :class:`~harness.store.base.InvalidKey` (a ValueError)."""
 
     run_id: str
 
     def __post_init__(self) -> None:
-        check_key(self.run_id)
-        if self.run_id == CACHE_ROOT:
-            raise ValueError(f"run id {CACHE_ROOT!r} is reserved for the shared caches")
-        if "/" in self.run_id:
-            raise ValueError(f"run id {self.run_id!r} must not contain '/'")
+        check_id(self.run_id, "run id")
 
     def _k(self, *parts: str) -> str:
         return check_key("/".join((self.run_id, *parts)))
@@ -62,9 +76,12 @@ class RunLayout:
     def run_manifest(self) -> str:
         return self._k("run.json")
 
+    def invocation(self, invocation_id: str) -> str:
+        return self._k("invocations", f"{invocation_id}.json")
+
     def stage(self, stage: str, h: str, model: str | None = None) -> str:
         """Prefix of one stage's outputs (``model`` for per-model stages)."""
-        return self._k(stage, model, h) if model else self._k(stage, h)
+        return self._k(stage, check_id(model, "model name"), h) if model is not None else self._k(stage, h)
 
     def marker(self, prefix: str) -> str:
         return check_key(f"{prefix}/{MARKER}")
@@ -73,10 +90,17 @@ class RunLayout:
         return check_key(f"{prefix}/{name}")
 
     def clip(self, synth_prefix: str, clip_id: str) -> str:
-        return check_key(f"{synth_prefix}/clips/{clip_id}.flac")
+        return check_key(f"{synth_prefix}/clips/{check_id(clip_id, 'clip id')}.flac")
 
     def shard(self, infer_prefix: str, shard_id: str) -> str:
-        return check_key(f"{infer_prefix}/{shard_id}")
+        return check_key(f"{infer_prefix}/{check_id(shard_id, 'shard id')}")
 
-    def conversation(self, shard_prefix: str, scene_id: str, ext: str) -> str:
-        return check_key(f"{shard_prefix}/{scene_id}.{ext}")
+    def attempt(self, shard_prefix: str, attempt_id: str) -> str:
+        """Prefix of one attempt's outputs: a dead or duplicate attempt never shares keys with another."""
+        return check_key(f"{shard_prefix}/attempts/{attempt_id}")
+
+    def failure(self, shard_prefix: str, attempt_id: str) -> str:
+        return check_key(f"{shard_prefix}/failures/{attempt_id}.json")
+
+    def conversation(self, attempt_prefix: str, scene_id: str, ext: str) -> str:
+        return check_key(f"{attempt_prefix}/{check_id(scene_id, 'scene id')}.{ext}")

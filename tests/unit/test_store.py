@@ -1,51 +1,301 @@
-"""LocalStore semantics and key validation (no key can escape the store's root)."""
+"""The object-store contract, once, over LocalStore and S3Store (real HTTP against a local moto
+server, through a seeded fault-injecting proxy); S3 multipart, pagination, retries and secrets;
+key and id validation (no key can escape the store's root or prefix)."""
 
 from __future__ import annotations
 
+import logging
+import threading
+from pathlib import Path
+
 import pytest
+from omegaconf import OmegaConf
 
-from harness.store.base import InvalidKey, LocalStore, check_key
-from harness.store.layout import RunLayout, settings_hash
+from harness.runtime.config import ConfigError, RunConfig, StoreSettings
+from harness.store.base import InvalidKey, LocalStore, StoreError, check_key, open_store
+from harness.store.layout import RunLayout, check_id, settings_hash
+from harness.store.s3 import S3Store
+from tests.fixtures.s3 import S3Endpoint, aws_test_env, moto_url_fixture, s3_fixture  # noqa: F401
+
+CONF_S3 = Path(__file__).resolve().parents[2] / "conf" / "store" / "s3.yaml"
+SECRET = "SENTINEL-secret-7f3a9c"  # must never show up anywhere
+BAD_KEYS = ["", "/abs", "a/../b", "..", "a//b", "a/./b", "a\\b", "a\nb", "a\x00b", "a/", "a\x7fb", "a\x85b",
+            "a\ud800b"]
 
 
-def test_put_get_exists_list(tmp_path):
-    s = LocalStore(tmp_path)
-    assert s.put("r/a/x.json", b"1")
-    assert s.get("r/a/x.json") == b"1" and s.exists("r/a/x.json") and not s.exists("r/a/y.json")
-    s.put("r/b/y.bin", b"2")
-    assert list(s.list("r")) == ["r/a/x.json", "r/b/y.bin"]
-    assert list(s.list("r/a")) == ["r/a/x.json"]
-    assert list(s.list("nothing")) == []
+@pytest.fixture(params=["local", "s3"])
+def store(request, tmp_path):
+    """Each contract test runs on both backends; S3 under a prefix, to check it is applied."""
+    if request.param == "local":
+        return LocalStore(tmp_path / "store")
+    ep: S3Endpoint = request.getfixturevalue("s3")
+    return open_store(StoreSettings(**ep.store_settings(prefix="pre/fix")))
+
+
+# -- the contract, on both backends ---------------------------------------------------------------
+def test_put_get_exists_list(store):
+    assert store.put("r/a/x.json", b"1")
+    assert store.get("r/a/x.json") == b"1" and store.exists("r/a/x.json") and not store.exists("r/a/y.json")
+    store.put("r/b/y.bin", b"2")
+    store.put("r/ab/z", b"3")  # a sibling whose name extends "a": not under the directory r/a
+    assert list(store.list("r")) == ["r/a/x.json", "r/ab/z", "r/b/y.bin"]
+    assert list(store.list("r/a")) == list(store.list("r/a/")) == ["r/a/x.json"]
+    assert list(store.list("nothing")) == []
+    assert list(store.list("")) == ["r/a/x.json", "r/ab/z", "r/b/y.bin"]
+
+
+def test_missing_key_is_file_not_found(store):
     with pytest.raises(FileNotFoundError):
-        s.get("r/missing")
+        store.get("r/missing")
+    assert not store.exists("r/missing")
 
 
-def test_conditional_put_never_overwrites(tmp_path):
-    s = LocalStore(tmp_path)
-    assert s.put("k", b"first", if_absent=True) is True
-    assert s.put("k", b"second", if_absent=True) is False
-    assert s.get("k") == b"first"
-    s.put("k", b"third")
-    assert s.get("k") == b"third"
-    assert [p.name for p in tmp_path.iterdir()] == ["k"]  # no temp file left behind
+def test_list_is_sorted_as_strings(store):
+    # '-' (0x2d) sorts before '/' (0x2f): string order, which S3 uses, differs from path order here
+    for k in ("x/a/b", "x/a-c", "x/a.d/e", "x/A"):
+        store.put(k, b"")
+    assert list(store.list("x")) == sorted(["x/a/b", "x/a-c", "x/a.d/e", "x/A"]) == ["x/A", "x/a-c", "x/a.d/e", "x/a/b"]
 
 
-@pytest.mark.parametrize("key", ["", "/abs", "a/../b", "..", "a//b", "a/./b", "a\\b", "a\nb", "a\x00b", "a/"])
+def test_conditional_put_never_overwrites(store):
+    assert store.put("k", b"first", if_absent=True) is True
+    assert store.put("k", b"second", if_absent=True) is False
+    assert store.get("k") == b"first"
+    assert store.put("k", b"third") is True
+    assert store.get("k") == b"third"
+    assert list(store.list("")) == ["k"]  # no temp object left behind
+
+
+def test_conditional_put_race_has_one_winner(store):
+    for rnd in range(5):
+        barrier = threading.Barrier(4)
+        results: dict[int, bool] = {}
+
+        def put(i, rnd=rnd, barrier=barrier, results=results):
+            barrier.wait()
+            results[i] = store.put(f"race/{rnd}", f"writer {i}".encode(), if_absent=True)
+
+        threads = [threading.Thread(target=put, args=(i,)) for i in range(4)]
+        for t in threads:
+            t.start()
+        for t in threads:
+            t.join()
+        winners = [i for i, won in results.items() if won]
+        assert len(results) == 4 and len(winners) == 1
+        assert store.get(f"race/{rnd}") == f"writer {winners[0]}".encode()
+
+
+def test_escaping_key_rejected_before_any_io(store, request):
+    for key in BAD_KEYS:
+        for op in (lambda k=key: store.put(k, b"x"), lambda k=key: store.put(k, b"x", if_absent=True),
+                   lambda k=key: store.get(k), lambda k=key: store.exists(k), lambda k=key: list(store.list(f"{k}/x"))):
+            with pytest.raises(InvalidKey):
+                op()
+    if isinstance(store, S3Store):
+        assert request.getfixturevalue("s3").proxy.requests == []  # nothing was sent
+
+
+def test_same_key_layout_on_both_backends(tmp_path, s3):
+    """A run's keys land at the same relative place: <root>/<key> and s3://bucket/<prefix>/<key>."""
+    lay = RunLayout("demo")
+    keys = [lay.run_manifest(), lay.marker(lay.stage("scenes", "abc")),
+            lay.conversation(lay.shard(lay.stage("infer", "h1", "oracle"), "shard-00000"), "p1-explicit", "flac")]
+    local = LocalStore(tmp_path)
+    remote = open_store(StoreSettings(**s3.store_settings(prefix="team/runs")))
+    for k in keys:
+        local.put(k, k.encode())
+        remote.put(k, k.encode())
+    assert list(local.list("")) == list(remote.list("")) == sorted(keys)
+    assert sorted(p.relative_to(tmp_path).as_posix() for p in tmp_path.rglob("*") if p.is_file()) == sorted(keys)
+    listed = s3.client().list_objects_v2(Bucket=s3.bucket)["Contents"]
+    assert sorted(o["Key"] for o in listed) == sorted(f"team/runs/{k}" for k in keys)
+
+
+def test_describe(tmp_path, s3):
+    assert LocalStore(tmp_path).describe() == f"local:{tmp_path.resolve()}"
+    remote = open_store(StoreSettings(**s3.store_settings(prefix="/a/b/")))
+    assert remote.describe() == f"s3://{s3.bucket}/a/b ({s3.endpoint_url})"
+
+
+def test_local_store_leaves_nothing_outside_its_root(tmp_path):
+    with pytest.raises(InvalidKey):
+        LocalStore(tmp_path / "root").put("../outside", b"x")
+    assert not (tmp_path / "outside").exists()
+    s = LocalStore(tmp_path / "root")
+    s.put("k", b"1", if_absent=True)
+    s.put("k", b"2", if_absent=True)
+    assert [p.name for p in (tmp_path / "root").iterdir()] == ["k"]  # no temp file left behind
+
+
+# -- S3: multipart, pagination, key length ---------------------------------------------------
+def test_multipart_upload_and_ranged_download(s3):
+    store = open_store(StoreSettings(**s3.store_settings(multipart_threshold_mb=5, multipart_chunk_mb=5)))
+    data = bytes(range(256)) * (11 * 4096)  # 11 MiB: three parts of 5, 5 and 1 MiB
+    assert store.put("big/object.bin", data)
+    assert s3.client().head_object(Bucket=s3.bucket, Key="big/object.bin")["ETag"].endswith('-3"')
+    parts = [p for m, p, _ in s3.proxy.requests if m == "PUT" and "partNumber=" in p]
+    assert len(parts) == 3
+    n = len(s3.proxy.requests)
+    assert store.get("big/object.bin") == data
+    ranged = [p for m, p, status in s3.proxy.requests[n:] if m == "GET" and status == 206]
+    assert len(ranged) == 3  # parallel ranged GETs, one per part
+    small = open_store(StoreSettings(**s3.store_settings()))  # default threshold 8 MiB: one PUT
+    small.put("small.bin", data[: 1024 * 1024])
+    assert "-" not in s3.client().head_object(Bucket=s3.bucket, Key="small.bin")["ETag"]
+
+
+def test_list_paginates_past_1000_keys(s3):
+    keys = [f"pre/many/{i:05d}" for i in range(1001)] + ["pre/other/x", "elsewhere/y"]
+    s3.seed({k: b"" for k in keys})
+    store = open_store(StoreSettings(**s3.store_settings(prefix="pre")))
+    listed = list(store.list("many"))
+    assert listed == [f"many/{i:05d}" for i in range(1001)]
+    pages = [p for m, p, _ in s3.proxy.requests if m == "GET" and "list-type=2" in p]
+    assert len(pages) == 2 and "continuation-token=" in pages[1]
+    assert list(store.list("")) == [*listed, "other/x"]
+
+
+def test_key_over_s3_limit_rejected(s3):
+    store = open_store(StoreSettings(**s3.store_settings(prefix="p")))
+    store.put("k" * 1022, b"")  # "p/" + 1022 = 1024 bytes: the limit
+    with pytest.raises(InvalidKey, match="1024"):
+        store.put("k" * 1023, b"")
+
+
+# -- S3 faults: retries, clear errors, no secret -------------------------------------------------
+def test_every_operation_succeeds_through_30_percent_faults(s3):
+    store = open_store(StoreSettings(**s3.store_settings(max_attempts=10, multipart_threshold_mb=5,
+                                                         multipart_chunk_mb=5)))
+    s3.proxy.fail_rate = 0.3
+    blobs = {f"f/{i:02d}": bytes([i]) * (100 + i) for i in range(12)}
+    for k, v in blobs.items():
+        assert store.put(k, v)
+    big = bytes(range(256)) * (6 * 4096)  # 6 MiB: multipart under faults
+    assert store.put("f/big", big)
+    assert all(store.get(k) == v for k, v in blobs.items()) and store.get("f/big") == big
+    assert all(store.exists(k) for k in blobs) and not store.exists("f/none")
+    with pytest.raises(FileNotFoundError):
+        store.get("f/none")
+    assert list(store.list("f")) == sorted([*blobs, "f/big"])
+    assert store.put("f/plan.json", b"once", if_absent=True) is True
+    assert store.put("f/plan.json", b"twice", if_absent=True) is False
+    assert store.get("f/plan.json") == b"once"
+    assert s3.proxy.injected[500] > 0 and s3.proxy.injected[503] > 0  # faults really happened, all retried
+
+
+def test_concurrent_conditional_write_conflict_is_retried(s3):
+    """S3 answers 409 ConditionalRequestConflict while another conditional write is in flight;
+    botocore does not retry it, the store does."""
+    store = open_store(StoreSettings(**s3.store_settings()))
+    s3.proxy.statuses = (409,)
+    s3.proxy.fail_rate = 0.5
+    for i in range(5):
+        assert store.put(f"plan-{i}.json", b"1", if_absent=True) is True
+        assert store.put(f"plan-{i}.json", b"2", if_absent=True) is False
+    assert s3.proxy.injected[409] > 0
+    s3.proxy.fail_rate = 0
+    assert all(store.get(f"plan-{i}.json") == b"1" for i in range(5))
+
+
+def test_persistent_faults_fail_with_a_clear_error_and_no_secret(s3, caplog):
+    caplog.set_level(logging.DEBUG)  # everything, botocore's debug log included
+    with aws_test_env(secret=SECRET):
+        store = open_store(StoreSettings(**s3.store_settings(max_attempts=3)))
+        store.put("ok", b"1")
+        s3.proxy.fail_rate = 1.0
+        ops = {"put": lambda: store.put("run/x.json", b"1"), "get": lambda: store.get("run/x.json"),
+               "exists": lambda: store.exists("run/x.json"), "list": lambda: list(store.list("run/x.json")),
+               "put-if-absent": lambda: store.put("run/x.json", b"1", if_absent=True)}
+        messages = []
+        for op in ops.values():
+            with pytest.raises(StoreError) as err:
+                op()
+            messages.append(str(err.value))
+    for msg in messages:
+        assert f"s3://{s3.bucket}/" in msg and "'run/x.json'" in msg and "failed" in msg
+        assert SECRET not in msg and "testing" not in msg  # neither the secret nor the access key id
+    assert "after 3 of 3 attempts" in messages[0]
+    assert s3.proxy.injected.total() > 0
+    assert SECRET not in caplog.text and SECRET not in store.describe() and SECRET not in repr(vars(store))
+
+
+def test_no_credentials_is_a_clear_error(s3, monkeypatch):
+    monkeypatch.delenv("AWS_ACCESS_KEY_ID")
+    monkeypatch.delenv("AWS_SECRET_ACCESS_KEY")
+    store = open_store(StoreSettings(**s3.store_settings()))
+    with pytest.raises(StoreError, match=r"put 'k' failed: NoCredentialsError"):
+        store.put("k", b"1")
+    assert s3.proxy.requests == []
+
+
+def test_missing_bucket_names_it(s3):
+    store = open_store(StoreSettings(**s3.store_settings(bucket="no-such-bucket")))
+    with pytest.raises(StoreError, match=r"s3://no-such-bucket/ .*put 'k' failed: NoSuchBucket"):
+        store.put("k", b"1")
+
+
+# -- config ---------------------------------------------------------------------------------------
+def test_s3_config_file_builds_store_settings():
+    values = OmegaConf.to_container(OmegaConf.load(CONF_S3))
+    assert values["bucket"] == "???"  # required: the entry points refuse to run without it
+    settings = StoreSettings(**{**values, "bucket": "my-bucket"})
+    assert (settings.kind, settings.endpoint_url, settings.addressing_style) == ("s3", None, "auto")
+    assert not any(word in name for name in values for word in ("secret", "key_id", "token", "password"))
+
+
+def test_open_store_picks_the_backend(tmp_path, s3):
+    assert isinstance(open_store(StoreSettings(root=str(tmp_path))), LocalStore)
+    assert isinstance(open_store(StoreSettings(**s3.store_settings())), S3Store)
+
+
+@pytest.mark.parametrize(("values", "match"), [
+    ({"kind": "gcs"}, "kind 'gcs'"),
+    ({"kind": "s3"}, "needs a bucket"),
+    ({"kind": "s3", "bucket": "b", "addressing_style": "dns"}, "addressing_style"),
+    ({"kind": "s3", "bucket": "b", "max_attempts": 0}, "max_attempts"),
+    ({"kind": "s3", "bucket": "b", "multipart_chunk_mb": 0}, "multipart"),
+    ({"kind": "s3", "bucket": "b", "prefix": "a/../b"}, "invalid object key"),
+    ({"kind": "s3", "bucket": "b", "endpoint_url": "minio:9000"}, "http:// or https://"),
+])
+def test_bad_store_settings_rejected(values, match):
+    with pytest.raises(ConfigError, match=match):
+        RunConfig.from_dict({"model": {"silent": {"target": "silent"}}, "store": values})
+
+
+def test_credentials_cannot_enter_the_config():
+    base = {"kind": "s3", "bucket": "b"}
+    with pytest.raises(ConfigError, match="unknown keys") as err:
+        RunConfig.from_dict({"model": {"silent": {"target": "silent"}},
+                             "store": {**base, "aws_secret_access_key": SECRET}})
+    assert SECRET not in str(err.value)
+    with pytest.raises(ConfigError, match="must not hold credentials") as err:
+        RunConfig.from_dict({"model": {"silent": {"target": "silent"}},
+                             "store": {**base, "endpoint_url": f"https://user:{SECRET}@minio:9000"}})
+    assert SECRET not in str(err.value)
+
+
+# -- keys and ids -------------------------------------------------------------------------------
+@pytest.mark.parametrize("key", BAD_KEYS)
 def test_bad_keys_rejected(key):
     with pytest.raises(InvalidKey):
         check_key(key)
 
 
-def test_store_rejects_escaping_key(tmp_path):
-    with pytest.raises(InvalidKey):
-        LocalStore(tmp_path / "root").put("../outside", b"x")
-    assert not (tmp_path / "outside").exists()
-
-
-@pytest.mark.parametrize("run_id", ["..", "a/b", "", "x\ty"])
+@pytest.mark.parametrize("run_id", ["..", "a/b", "", "x\ty", "_cache", "_x", ".hidden", "a\x85b", "../x"])
 def test_bad_run_id(run_id):
-    with pytest.raises(ValueError):
+    with pytest.raises(InvalidKey):
         RunLayout(run_id)
+
+
+@pytest.mark.parametrize("bad", ["..", "../x", "a/b", "/abs", "_SUCCESS", ".tmp-x", "x\ny", "", "a\\b"])
+def test_ids_cannot_escape_their_prefix(bad):
+    lay = RunLayout("demo")
+    prefix = lay.stage("infer", "h1", "oracle")
+    for build in (lambda: lay.conversation(prefix, bad, "json"), lambda: lay.shard(prefix, bad),
+                  lambda: lay.stage("infer", "h1", bad), lambda: lay.clip(prefix, bad)):
+        with pytest.raises(InvalidKey, match=r"invalid (scene|shard|clip) id|invalid model name"):
+            build()
+    assert check_id("p001-explicit", "scene id") == "p001-explicit"
 
 
 def test_settings_hash_chains_upstream():
