@@ -1,0 +1,216 @@
+"""Render the KubeRay RayJob of one model for one run, with real kustomize.
+
+    python k8s/render.py --model moshi --run-id r1 --bucket my-bucket [--out rayjob.yaml]
+    make k8s-render MODEL=moshi RUN=r1 BUCKET=my-bucket          # the same, from make variables
+
+The overlay ``k8s/overlays/<model>`` fixes the image family and the model; this script writes a
+throw-away kustomization on top of it that sets what differs per run: the Hydra overrides of the
+entry point (``run_id``, ``store.*`` and any extra ``key=value``), the registry and tag of the
+images, the RayJob's name suffix and run label, the number of workers, their node selector and
+tolerations, the service account, the credentials Secret and the model-cache volume. kustomize
+(a standalone ``kustomize`` or ``kubectl kustomize``) does every transformation; docs/cluster.md
+says why and what each parameter means.
+
+Errors (unknown model, a run id or value that cannot travel through the entry point's shells,
+a name too long for KubeRay, no kustomize) exit with status 2 and one line on stderr.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import re
+import shlex
+import shutil
+import subprocess
+import sys
+import tempfile
+from pathlib import Path
+
+import yaml
+
+K8S = Path(__file__).resolve().parent
+OVERLAYS = K8S / "overlays"
+# KubeRay names the cluster `<rayjob>-<5 chars>` and its head Service `<cluster>-head-svc`,
+# which must stay a 63-character DNS label.
+MAX_NAME = 47
+# Values travel through the submitter's shell and Ray's entry-point shell unquoted: no spaces,
+# quotes, `$`, `;`, `|`, `&`, backquotes, globs other than Hydra's list brackets.
+SAFE_VALUE = re.compile(r"^[A-Za-z0-9_.,:/@+\-\[\]]*$")
+SAFE_RUN_ID = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_.\-]*$")
+WORKERS = "/spec/rayClusterSpec/workerGroupSpecs/0"
+POD_PATHS = ("/spec/submitterPodTemplate/spec", "/spec/rayClusterSpec/headGroupSpec/template/spec",
+             f"{WORKERS}/template/spec")
+
+
+class RenderError(Exception):
+    """A parameter that cannot produce a valid manifest; the message says which and why."""
+
+
+def models() -> list[str]:
+    """The overlays there are, i.e. the values ``--model`` accepts."""
+    return sorted(p.name for p in OVERLAYS.iterdir() if (p / "kustomization.yaml").is_file())
+
+
+def kustomize_command(given: str | None) -> list[str]:
+    """``given`` split like a shell would, else ``kustomize`` when on PATH, else ``kubectl kustomize``."""
+    if given:
+        return shlex.split(given)
+    if shutil.which("kustomize"):
+        return ["kustomize", "build"]
+    if shutil.which("kubectl"):
+        return ["kubectl", "kustomize"]
+    raise RenderError("no kustomize: install kubectl (it embeds kustomize) or a kustomize binary, "
+                      "or pass --kustomize 'CMD'")
+
+
+def build(kustomize: list[str], directory: Path) -> str:
+    """Run kustomize on ``directory`` and return the YAML it prints."""
+    proc = subprocess.run([*kustomize, str(directory)], capture_output=True, text=True, check=False)
+    if proc.returncode != 0:
+        raise RenderError(f"{' '.join(kustomize)} {directory} failed: {proc.stderr.strip()}")
+    return proc.stdout
+
+
+def merge_overrides(entrypoint: str, overrides: list[str]) -> str:
+    """The entry point with each Hydra ``key=value`` of ``overrides`` replacing the same key, or appended."""
+    tokens = shlex.split(entrypoint)
+    for override in overrides:
+        key, sep, value = override.partition("=")
+        if not sep or not key or not SAFE_VALUE.match(key) or not SAFE_VALUE.match(value):
+            raise RenderError(f"override {override!r} is not key=value of letters, digits and _.,:/@+-[]")
+        same = [i for i, t in enumerate(tokens) if t.partition("=")[0] == key and "=" in t]
+        if same:
+            tokens[same[0]] = override
+        else:
+            tokens.append(override)
+    return " ".join(tokens)
+
+
+def parse_tolerations(spec: str) -> list[dict]:
+    """``key[=value]:Effect,...`` -> tolerations (``Exists`` without a value, ``Equal`` with one)."""
+    out = []
+    for item in filter(None, (s.strip() for s in spec.split(","))):
+        kv, sep, effect = item.rpartition(":")
+        if not sep or effect not in ("NoSchedule", "PreferNoSchedule", "NoExecute") or not kv:
+            raise RenderError(f"toleration {item!r} is not key[=value]:NoSchedule|PreferNoSchedule|NoExecute")
+        key, eq, value = kv.partition("=")
+        out.append({"key": key, "operator": "Equal", "value": value, "effect": effect} if eq
+                   else {"key": key, "operator": "Exists", "effect": effect})
+    return out
+
+
+def parse_labels(spec: str) -> dict[str, str]:
+    """``k=v,k2=v2`` -> a node selector."""
+    pairs = [s.strip() for s in spec.split(",") if s.strip()]
+    if any("=" not in p or not p.partition("=")[0] for p in pairs):
+        raise RenderError(f"node selector {spec!r} is not k=v[,k=v...]")
+    return dict(p.partition("=")[::2] for p in pairs)
+
+
+def resource_name(run_id: str, base_name: str) -> tuple[str, str]:
+    """(name suffix, label value) for ``run_id``: lower-case DNS-label characters only."""
+    if not SAFE_RUN_ID.match(run_id):
+        raise RenderError(f"run id {run_id!r}: use letters, digits, '_', '.', '-' (starting with a letter or digit)")
+    label = re.sub(r"[^a-z0-9-]+", "-", run_id.lower()).strip("-")
+    if len(base_name) + 1 + len(label) > MAX_NAME:
+        raise RenderError(f"RayJob name {base_name}-{label} is longer than {MAX_NAME} characters "
+                          "(KubeRay derives Service names from it): use a shorter run id")
+    return f"-{label}", label
+
+
+def render(args: argparse.Namespace) -> str:
+    """The rendered manifests (YAML) for ``args`` (see :func:`parser`)."""
+    if args.model not in models():
+        raise RenderError(f"unknown model {args.model!r}: one of {', '.join(models())}")
+    if args.workers < 1:
+        raise RenderError(f"workers must be at least 1, not {args.workers}")
+    kustomize = kustomize_command(args.kustomize)
+    overlay = OVERLAYS / args.model
+    docs = [d for d in yaml.safe_load_all(build(kustomize, overlay)) if d]
+    job = next(d for d in docs if d.get("kind") == "RayJob")
+    worker = job["spec"]["rayClusterSpec"]["workerGroupSpecs"][0]["template"]["spec"]
+    suffix, label = resource_name(args.run_id, job["metadata"]["name"])
+
+    overrides = [f"run_id={args.run_id}", f"store.bucket={args.bucket}", f"store.prefix={args.prefix}",
+                 f"store.endpoint_url={args.endpoint_url or 'null'}", f"store.region={args.region or 'null'}",
+                 *shlex.split(args.args or "")]
+    ops: list[dict] = [{"op": "replace", "path": "/spec/entrypoint",
+                        "value": merge_overrides(job["spec"]["entrypoint"], overrides)}]
+    ops += [{"op": "replace", "path": f"{WORKERS}/{k}", "value": args.workers}
+            for k in ("replicas", "minReplicas", "maxReplicas")]
+    ops += [{"op": "add", "path": f"{p}/serviceAccountName", "value": args.service_account} for p in POD_PATHS]
+    ops += [{"op": "replace", "path": f"{p}/containers/0/envFrom/0/secretRef/name", "value": args.secret}
+            for p in POD_PATHS[1:]]
+    if args.node_selector:
+        ops.append({"op": "add", "path": f"{WORKERS}/template/spec/nodeSelector",
+                    "value": parse_labels(args.node_selector)})
+    if args.tolerations:
+        ops.append({"op": "add", "path": f"{WORKERS}/template/spec/tolerations",
+                    "value": worker.get("tolerations", []) + parse_tolerations(args.tolerations)})
+    if args.model_cache_pvc:
+        index = next(i for i, v in enumerate(worker["volumes"]) if v["name"] == "models")
+        ops.append({"op": "replace", "path": f"{WORKERS}/template/spec/volumes/{index}",
+                    "value": {"name": "models", "persistentVolumeClaim": {"claimName": args.model_cache_pvc}}})
+
+    images = sorted({c["image"] for p in (job["spec"]["submitterPodTemplate"]["spec"],
+                                           job["spec"]["rayClusterSpec"]["headGroupSpec"]["template"]["spec"], worker)
+                     for c in p["containers"]})
+    registry = args.registry.rstrip("/")
+    kustomization = {
+        "apiVersion": "kustomize.config.k8s.io/v1beta1",
+        "kind": "Kustomization",
+        "resources": [],  # the overlay, relative to the temporary directory (kustomize refuses absolute roots)
+        "nameSuffix": suffix,
+        "labels": [{"pairs": {"duplex-mpe/run-id": label}, "includeSelectors": False}],
+        "images": [{"name": i, "newName": f"{registry}/{i}" if registry else i, "newTag": args.tag} for i in images],
+        "patches": [{"target": {"group": "ray.io", "kind": "RayJob"}, "patch": json.dumps(ops)}],
+    }
+    with tempfile.TemporaryDirectory(prefix="duplex-mpe-render-") as tmp:
+        kustomization["resources"] = [os.path.relpath(overlay, tmp)]
+        Path(tmp, "kustomization.yaml").write_text(json.dumps(kustomization, indent=1))
+        return build(kustomize, Path(tmp))
+
+
+def parser() -> argparse.ArgumentParser:
+    p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0],
+                                formatter_class=argparse.ArgumentDefaultsHelpFormatter)
+    p.add_argument("--model", required=True, help="overlay under k8s/overlays/")
+    p.add_argument("--run-id", required=True, help="the harness run id (run_id=...)")
+    p.add_argument("--bucket", default="duplex-mpe", help="store.bucket")
+    p.add_argument("--prefix", default="runs", help="store.prefix: runs live under <prefix>/<run_id>/")
+    p.add_argument("--endpoint-url", default="", help="store.endpoint_url (MinIO, Ceph, GCS); empty: AWS S3")
+    p.add_argument("--region", default="", help="store.region; empty: boto3's chain (AWS_REGION, role)")
+    p.add_argument("--args", default="", help="more Hydra overrides, space-separated key=value")
+    p.add_argument("--registry", default="", help="image registry, e.g. ghcr.io/org (empty: local names)")
+    p.add_argument("--tag", default="latest", help="image tag (make passes IMAGE_TAG)")
+    p.add_argument("--workers", type=int, default=1, help="worker pods (one GPU each for model overlays)")
+    p.add_argument("--node-selector", default="", help="worker node selector, k=v[,k=v]")
+    p.add_argument("--tolerations", default="", help="extra worker tolerations, key[=value]:Effect[,...]")
+    p.add_argument("--service-account", default="duplex-mpe", help="pods' service account (IRSA role)")
+    p.add_argument("--secret", default="duplex-mpe-s3", help="Secret with S3 keys, read by envFrom (optional)")
+    p.add_argument("--model-cache-pvc", default="", help="PersistentVolumeClaim for HF_HOME (empty: emptyDir)")
+    p.add_argument("--kustomize", default="",
+                   help="kustomize command (default: `kustomize build`, else `kubectl kustomize`)")
+    p.add_argument("--out", default="", help="write here instead of stdout")
+    return p
+
+
+def main(argv: list[str] | None = None) -> int:
+    args = parser().parse_args(argv)
+    try:
+        text = render(args)
+    except RenderError as e:
+        print(f"k8s-render: {e}", file=sys.stderr)
+        return 2
+    if args.out:
+        Path(args.out).write_text(text)
+        print(f"k8s-render: wrote {args.out}", file=sys.stderr)
+    else:
+        sys.stdout.write(text)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

