@@ -179,10 +179,18 @@ class LLMJudge:
                 self._client = self._build_client()
             return self._client
 
+    def complete(self, prompt: str) -> tuple[str, Cost]:
+        """Send any ``prompt`` through this backend's SDK call; return the reply text verbatim and
+        its :class:`Cost`. The judge tasks use it, and so does the text reference
+        (:mod:`harness.reference.llm`), so both share one SDK path, key handling and price table.
+        API errors (after the SDK's retries) propagate."""
+        text, tin, tout = self._complete(prompt)
+        return text, cost_of(tin, tout, self.price_per_mtok)
+
     # -- tasks ---------------------------------------------------------------------------------
     def _ask(self, prompt: str, labels: Sequence[str]) -> tuple[str, str, Cost]:
-        text, tin, tout = self._complete(prompt)
-        return parse_label(text, labels), text, cost_of(tin, tout, self.price_per_mtok)
+        text, cost = self.complete(prompt)
+        return parse_label(text, labels), text, cost
 
     def answer_prompt_text(self, transcript: str, gold: str, question: str) -> str:
         return self.answer_prompt.render(question=_data(question), gold=_data(gold), transcript=_data(transcript))
