@@ -1,0 +1,53 @@
+"""The human validation kit (spec section 6; docs/review.md), with the run's overrides:
+
+    python -m jobs.review run_id=demo review.action=export
+    python -m jobs.review run_id=demo review.action=import review.csv=[a.csv,b.csv] [review.adjudication=c.csv]
+
+The export writes a self-contained review page and the CSV to fill in; the import validates
+two reviewers' CSVs, stores the results and adds them to the run's report.
+"""
+
+import sys
+
+import hydra
+from omegaconf import DictConfig, OmegaConf, open_dict
+
+from harness.review.forms import ReviewFormError
+from harness.review.kit import ReviewError, export_review, import_reviews
+from harness.review.results import load_results, update_report
+from harness.runtime.plan import RunPlan
+from jobs._entry import CONF_DIR, setup
+
+
+def _where(run, key: str) -> str:
+    return f"{run.store.root}/{key}" if run.store.kind == "local" else key
+
+
+@hydra.main(version_base="1.3", config_path=CONF_DIR, config_name="review")
+def main(cfg: DictConfig) -> None:
+    with open_dict(cfg):
+        review = OmegaConf.to_container(cfg.pop("review"), resolve=True)
+    run, store = setup(cfg)
+    try:
+        if review["action"] == "export":
+            keys = export_review(run, store)
+            print(f"\nreview page: {_where(run, keys['page'])}\nCSV to fill in (a copy per reviewer): "
+                  f"{_where(run, keys['csv'])}")
+        elif review["action"] == "import":
+            csvs = review["csv"] if isinstance(review["csv"], list) else [review["csv"]]
+            results = import_reviews(run, store, [c for c in csvs if c], review["adjudication"])
+            keys = results["keys"]
+            print(f"\nresults: {_where(run, keys['markdown'])}\n{len(results['disagreements'])} disagreement(s), "
+                  f"{results['open_disagreements']} open: {_where(run, keys['disagreements'])}")
+            plan = RunPlan.from_config(run)
+            # the stored results, so that the section is exactly what reduce renders from them
+            report = update_report(store, plan.reduce, load_results(store, plan.review), run.run_id)
+            print(f"report: {_where(run, report[0])}")
+        else:
+            sys.exit(f"config error: review.action must be export or import, got {review['action']!r}")
+    except (ReviewError, ReviewFormError, ValueError) as e:
+        sys.exit(f"review: {e}")
+
+
+if __name__ == "__main__":
+    main()
