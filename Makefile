@@ -3,13 +3,14 @@ SHELL := /bin/bash
 PY    := .venv/bin/python
 PIP   := .venv/bin/pip
 RUN   ?= demo
+ARGS  ?=
 STAMP := .venv/.setup-stamp
 APT_PKGS := espeak-ng sox
 
-.PHONY: help setup demo test test-fast lint bench status clean-runs
+.PHONY: help setup demo test test-fast lint bench status rerun-failed review-export review-import clean-runs images k8s-render
 
 help:  ## list targets
-	@grep -E '^[a-z-]+:.*##' $(MAKEFILE_LIST) | awk -F':.*## ' '{printf "  make %-12s %s\n", $$1, $$2}'
+	@grep -E '^[a-z0-9-]+:.*##' $(MAKEFILE_LIST) | awk -F':.*## ' '{printf "  make %-12s %s\n", $$1, $$2}'
 
 # apt packages when missing, then a venv with the pinned requirements. Idempotent: the
 # stamp is newer than the requirement files when nothing changed, so a second run is instant.
@@ -28,7 +29,7 @@ $(STAMP): requirements.txt requirements-dev.txt pyproject.toml
 setup: $(STAMP)  ## install apt packages and the virtualenv (fast when done)
 
 demo: setup  ## run the whole pipeline on the embedded default (RUN=demo)
-	RAY_AUTH_MODE=disabled $(PY) -m jobs.pipeline run_id=$(RUN)
+	RAY_AUTH_MODE=disabled $(PY) -m jobs.pipeline run_id=$(RUN) $(ARGS)
 
 test: setup  ## run the test suite
 	$(PY) -m pytest -q -p no:cacheprovider
@@ -42,9 +43,51 @@ lint: setup  ## ruff
 bench: setup  ## benchmarks (figures, not assertions)
 	$(PY) bench/vad_throughput.py
 	$(PY) bench/reduce.py
+	$(PY) bench/cluster_sim.py
 
-status: setup  ## stage completion of a run (RUN=...)
-	$(PY) -m jobs.status run_id=$(RUN)
+status: setup  ## shards complete/failed/missing, spend and cost to finish (RUN=..., ARGS="store=s3 ...")
+	$(PY) -m jobs.status run_id=$(RUN) $(ARGS)
+
+rerun-failed: setup  ## finish a run: only incomplete shards and later stages (RUN=..., ARGS=...)
+	RAY_AUTH_MODE=disabled $(PY) -m jobs.rerun_failed run_id=$(RUN) $(ARGS)
+
+# Human validation kit (docs/review.md). ARGS: the run's other overrides (e.g. ARGS="scenes=tiny").
+review-export: setup  ## review page + CSV to fill in for a run (RUN=..., ARGS=...)
+	$(PY) -m jobs.review run_id=$(RUN) review.action=export $(ARGS)
+
+review-import: setup  ## import two filled CSVs (RUN=..., REVIEWS=a.csv,b.csv, ADJUDICATION=c.csv optional)
+	$(PY) -m jobs.review run_id=$(RUN) review.action=import review.csv=[$(REVIEWS)] \
+	  $(if $(ADJUDICATION),review.adjudication=$(ADJUDICATION)) $(ARGS)
+
+# Container images and KubeRay manifests (docs/cluster.md). IMAGE_TAG defaults to the commit.
+REGISTRY  ?=
+IMAGE_TAG ?= $(shell git rev-parse --short=12 HEAD 2>/dev/null || echo dev)
+IMAGE_FAMILIES := moshi personaplex minicpm-o flm-audio freeze-omni voila qwen-asr
+image = $(if $(REGISTRY),$(REGISTRY)/)duplex-mpe-$(1):$(IMAGE_TAG)
+
+images:  ## build the images where a Docker engine runs (REGISTRY=..., IMAGE_TAG=..., PUSH=1 to push)
+	@docker info >/dev/null 2>&1 || { echo "make images: no Docker engine here ('docker info' failed): nothing built; the tests lint the Dockerfiles instead" >&2; exit 1; }
+	DOCKER_BUILDKIT=1 docker build -f images/base/Dockerfile --build-arg GIT_COMMIT=$$(git rev-parse HEAD) \
+	  --build-arg IMAGE_REF=$(call image,base) -t $(call image,base) .
+	@set -e; for f in $(IMAGE_FAMILIES); do \
+	  echo "docker build images/$$f -> $(call image,$$f)"; \
+	  DOCKER_BUILDKIT=1 docker build --build-arg BASE_IMAGE=$(call image,base) --build-arg IMAGE_REF=$(call image,$$f) \
+	    -t $(call image,$$f) images/$$f; \
+	done
+	@if [ -n "$(PUSH)" ]; then set -e; for f in base $(IMAGE_FAMILIES); do docker push $(call image,$$f); done; fi
+
+MODEL ?=
+BUCKET ?= duplex-mpe
+PREFIX ?= runs
+ENDPOINT_URL ?=
+REGION ?=
+WORKERS ?= 1
+k8s-render: setup  ## render the RayJob of MODEL for RUN (BUCKET PREFIX ENDPOINT_URL REGION REGISTRY WORKERS ...; OUT=file)
+	@$(PY) k8s/render.py --model "$(MODEL)" --run-id "$(RUN)" --bucket "$(BUCKET)" --prefix "$(PREFIX)" \
+	  --endpoint-url "$(ENDPOINT_URL)" --region "$(REGION)" --registry "$(REGISTRY)" --tag "$(IMAGE_TAG)" \
+	  --workers "$(WORKERS)" --node-selector "$(NODE_SELECTOR)" --tolerations "$(TOLERATIONS)" \
+	  --service-account "$(or $(SERVICE_ACCOUNT),duplex-mpe)" --secret "$(or $(S3_SECRET),duplex-mpe-s3)" \
+	  --model-cache-pvc "$(MODEL_CACHE_PVC)" --args "$(ARGS)" --out "$(OUT)" $(if $(KUSTOMIZE),--kustomize "$(KUSTOMIZE)")
 
 clean-runs:  ## delete every local run under runs/
 	rm -rf runs

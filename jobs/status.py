@@ -1,16 +1,20 @@
-"""Print a run's progress: ``python -m jobs.status run_id=demo`` (same overrides as the run)."""
+"""Print a run's progress: ``python -m jobs.status run_id=demo [store=... overrides]``.
+
+The run's own config comes from its manifest (``run.json``), so only ``run_id``, the store
+and (for the cost columns) ``budget.usd_per_gpu_hour`` need to be given.
+"""
 
 import hydra
 from omegaconf import DictConfig
 
 from harness.runtime.status import run_status
-from jobs._entry import CONF_DIR, setup
+from jobs._entry import CONF_DIR, existing_run, setup
 
 
 @hydra.main(version_base="1.3", config_path=CONF_DIR, config_name="config")
 def main(cfg: DictConfig) -> None:
     run, store = setup(cfg)
-    print(run_status(run, store))
+    print(run_status(existing_run(run, store), store))
 
 
 if __name__ == "__main__":

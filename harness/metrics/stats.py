@@ -68,7 +68,9 @@ def mcnemar_exact(n_a_only: int, n_b_only: int) -> float:
         n_b_only: pairs where only B succeeded (``int >= 0``).
 
     Returns:
-        the p-value, a float in ``(0, 1]``.
+        the p-value, a float in ``[0, 1]``: mathematically positive, but it underflows to 0.0
+        in double precision beyond about 1,070 discordant pairs all on one side (e.g.
+        ``mcnemar_exact(2000, 0)``, whose exact value is 2**-1999); reports print it as < 1e-300.
 
     Raises:
         ValueError: a negative count. TypeError: a count that is not an integer.

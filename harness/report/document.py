@@ -269,3 +269,14 @@ def to_html(doc: Document, toc: bool = True) -> str:
         parts.append("</section>")
     parts += ["</main>", "</body>", "</html>", ""]
     return "\n".join(parts)
+
+
+def num(x: float | None, spec: str = ".4f") -> str:
+    """``format(x, spec)``, or ``n/a`` for None."""
+    return "n/a" if x is None else format(x, spec)
+
+
+def p_value(p: float, significant: bool = False) -> str:
+    """A p-value for a table: 4 significant digits, ``< 1e-300`` where it underflowed to 0.0,
+    `` *`` when significant."""
+    return ("< 1e-300" if p == 0 else f"{p:.4g}") + (" *" if significant else "")

@@ -12,7 +12,21 @@ from typing import Any
 
 from harness.metrics.scores import FUNNEL, SCORE_TITLES, SCORES, YIELD_FAILURES
 from harness.metrics.stats import BREAKDOWN_CATEGORIES, SWEEP_THRESHOLDS_MS
-from harness.report.document import Bullets, Code, Document, Figure, Paragraph, Section, Table, to_html, to_markdown
+from harness.reference.report import reference_section, score_rows
+from harness.report.document import (
+    Bullets,
+    Code,
+    Document,
+    Figure,
+    Paragraph,
+    Section,
+    Table,
+    num,
+    p_value,
+    to_html,
+    to_markdown,
+)
+from harness.review.results import summary_section
 from harness.scenes.schema import CONDITIONS
 
 FIGURE_CAPTIONS = {
@@ -25,26 +39,26 @@ FIGURE_CAPTIONS = {
 
 
 def fmt(entry: dict[str, Any]) -> str:
-    """``0.9500 (n=2000)`` or ``n/a (n=12)``."""
+    """``0.9500 (n=2000)``, ``n/a (n=12)`` or, for an entry with another status, ``not scored (n=40)``."""
     if entry["rate"] is None:
-        return f"n/a (n={entry['n']})"
+        return f"{entry.get('status', 'n/a')} (n={entry['n']})"
     return f"{entry['rate']:.4f} (n={entry['n']})"
 
 
 def render_report(cfg: Any, metrics: dict, statistics: dict, stats: dict, errors: list[dict], invalid: dict,
-                  plan: Any) -> str:
-    """The whole report as Markdown."""
-    return to_markdown(build_report(cfg, metrics, statistics, stats, errors, invalid, plan))
+                  plan: Any, reference: dict | None = None) -> str:
+    """The whole report as Markdown (``reference``: the content of ``reference.json``, if any)."""
+    return to_markdown(build_report(cfg, metrics, statistics, stats, errors, invalid, plan, reference=reference))
 
 
 def render_html(cfg: Any, metrics: dict, statistics: dict, stats: dict, errors: list[dict], invalid: dict,
-                plan: Any, figures: dict[str, bytes] | None = None) -> str:
+                plan: Any, figures: dict[str, bytes] | None = None, reference: dict | None = None) -> str:
     """The same report as one self-contained HTML page.
 
     ``figures`` maps ``"score_bars"`` / ``"yield_funnel"`` to PNG bytes (see
     :func:`harness.report.figures.report_figures`); missing ones are simply left out.
     """
-    return to_html(build_report(cfg, metrics, statistics, stats, errors, invalid, plan, figures))
+    return to_html(build_report(cfg, metrics, statistics, stats, errors, invalid, plan, figures, reference))
 
 
 def _figure(figures: dict[str, bytes] | None, name: str) -> list[Figure]:
@@ -54,8 +68,9 @@ def _figure(figures: dict[str, bytes] | None, name: str) -> list[Figure]:
 
 
 def build_report(cfg: Any, metrics: dict, statistics: dict, stats: dict, errors: list[dict], invalid: dict,
-                 plan: Any, figures: dict[str, bytes] | None = None) -> Document:
-    """The report's document (both renderers lay out exactly these blocks)."""
+                 plan: Any, figures: dict[str, bytes] | None = None, reference: dict | None = None) -> Document:
+    """The report's document (both renderers lay out exactly these blocks). ``reference`` (the
+    content of ``reference.json``) adds the text reference's rows and section."""
     models = list(metrics)
     doc = Document(f"Duplex-MPE report: run `{cfg.run_id}`")
     doc.intro.append(Paragraph(
@@ -65,8 +80,7 @@ def build_report(cfg: Any, metrics: dict, statistics: dict, stats: dict, errors:
         "Conversations that failed are excluded from every denominator and counted below."))
     for cond in CONDITIONS:
         rows = []
-        for m in models:
-            e = metrics[m][cond]
+        for m, e in [(m, metrics[m][cond]) for m in models] + (score_rows(reference, cond) if reference else []):
             rows.append((m, *(fmt(e[s]) for s in SCORES), str(e[SCORES[0]]["errors_excluded"])))
         doc.sections.append(Section(f"{cond.capitalize()} addressing",
                                     [Table(("model", *(SCORE_TITLES[s] for s in SCORES), "errors"), rows)]))
@@ -109,7 +123,10 @@ def build_report(cfg: Any, metrics: dict, statistics: dict, stats: dict, errors:
         Paragraph("Response presence minus fresh onset is exactly the share of T turns whose end already "
                   "contains model speech.")]))
 
+    if reference:
+        doc.sections.append(reference_section(reference))
     doc.sections += _statistics(statistics, models)
+    doc.sections.append(summary_section(statistics.get("human_validation"), cfg.run_id))  # harness/review
 
     if not errors and not invalid:
         err_blocks: list = [Paragraph("No conversation failed.")]
@@ -127,30 +144,26 @@ def build_report(cfg: Any, metrics: dict, statistics: dict, stats: dict, errors:
     return doc
 
 
-def _num(x: float | None, spec: str = ".4f") -> str:
-    return "n/a" if x is None else format(x, spec)
-
-
 def _statistics(st: dict, models: list[str]) -> list[Section]:
     out = []
     rows = []
     for m in models:
         for metric, r in st["explicit_vs_implicit"][m].items():
             rows.append((m, metric, str(r["n_pairs"]), str(r["explicit_only"]), str(r["implicit_only"]),
-                         _num(r["delta_pp"], "+.2f"), f"{r['p']:.4g}{' *' if r['significant'] else ''}"))
+                         num(r["delta_pp"], "+.2f"), p_value(r["p"], r["significant"])))
     out.append(Section("Explicit vs implicit (paired scenes, exact McNemar)", [
         Table(("model", "metric", "pairs", "explicit only", "implicit only", "Δ (pp)", "p"), rows),
         Paragraph("Δ = (explicit only − implicit only) / pairs × 100; * = p < 0.05. Pairs differ in more than "
                   "the name (spec section 2): the comparison is between whole paired scenes.")]))
 
-    rows = [(cond, t["a"], t["b"], str(t["n"]), str(t["a_only"]), str(t["b_only"]), f"{t['p']:.4g}",
-             f"{t['p_bonferroni']:.4g} (m={t['m']}){' *' if t['significant'] else ''}")
+    rows = [(cond, t["a"], t["b"], str(t["n"]), str(t["a_only"]), str(t["b_only"]), p_value(t["p"]),
+             f"{p_value(t['p_bonferroni'])} (m={t['m']}){' *' if t['significant'] else ''}")
             for cond, tests in st["between_models"].items() for t in tests]
     out.append(Section("Between models (fresh onset, exact McNemar, Bonferroni)", [
         Table(("condition", "a", "b", "n", "a only", "b only", "p", "p (Bonferroni, m)"), rows)]))
 
-    rows = [(cond, r["a"], r["b"], str(r["n_scenes"]), _num(r["diff"], "+.4f"),
-             f"[{_num(r['lo'], '+.4f')}, {_num(r['hi'], '+.4f')}]")
+    rows = [(cond, r["a"], r["b"], str(r["n_scenes"]), num(r["diff"], "+.4f"),
+             f"[{num(r['lo'], '+.4f')}, {num(r['hi'], '+.4f')}]")
             for cond, rs in st["silence_bootstrap"].items() for r in rs]
     out.append(Section("Silence preservation differences (scene bootstrap, 10,000 replicates, 95 % CI)", [
         Table(("condition", "a", "b", "scenes", "a − b", "95 % CI"), rows)]))
@@ -158,7 +171,7 @@ def _statistics(st: dict, models: list[str]) -> list[Section]:
     sp = st["metric_choice_spearman"]
     out.append(Section("Metric choice", [Paragraph(
         f"Spearman correlation between the rankings by fresh onset and by response presence over "
-        f"{len(sp['entries'])} (model, condition) entries: **{_num(sp['rho'], '.3f')}**"
+        f"{len(sp['entries'])} (model, condition) entries: **{num(sp['rho'], '.3f')}**"
         + (f" ({sp['reason']})" if sp.get("reason") else "") + ".")]))
 
     rt = st["request_timing"]
@@ -167,7 +180,7 @@ def _statistics(st: dict, models: list[str]) -> list[Section]:
         sec.blocks.append(Paragraph(rt["reason"]))
     else:
         b = rt["boundaries_s"]
-        rows = [(m, k, str(v["n"]), _num(v["fresh_onset"]), _num(v["response_presence"]))
+        rows = [(m, k, str(v["n"]), num(v["fresh_onset"]), num(v["response_presence"]))
                 for m, bins in rt["bins"].items() for k, v in bins.items()]
         sec.blocks += [Paragraph(f"Time from the first human turn to T start; boundaries {b[0]:.3f} s and "
                                  f"{b[1]:.3f} s."),
@@ -178,7 +191,7 @@ def _statistics(st: dict, models: list[str]) -> list[Section]:
     for m in models:
         for cond, sw in st["silence"][m].items():
             sweep = sw["threshold_sweep"]
-            rows.append((m, cond, *(f"{_num(sweep[str(k)]['rate'])} ({sweep[str(k)]['occupied']} occupied)"
+            rows.append((m, cond, *(f"{num(sweep[str(k)]['rate'])} ({sweep[str(k)]['occupied']} occupied)"
                                     for k in SWEEP_THRESHOLDS_MS)))
     out.append(Section("Acoustic silence preservation by speech threshold", [
         Table(("model", "condition", *(f"> {k} ms" for k in SWEEP_THRESHOLDS_MS)), rows),

@@ -10,9 +10,11 @@ import dataclasses
 import hashlib
 from dataclasses import dataclass, field
 from typing import Any
+from urllib.parse import urlsplit
 
 from harness.audio.preamble import DUTY_TEXT
 from harness.protocol.scheduler import ProtocolSettings
+from harness.store.base import check_key
 from harness.vad.segments import SegmentRules
 from harness.vad.silero import VadSettings
 
@@ -55,7 +57,7 @@ class ModelSettings:
 class InferSettings:
     shard_size: int = 32
     max_duration_s: float = 1800.0
-    actors_per_model: int = 1
+    actors_per_model: int | None = 1  # None: one actor per GPU (or CPU slot) the cluster has
     torch_threads: int = 1
 
 
@@ -65,12 +67,67 @@ class ClusterSettings:
     num_gpus: int = 0
     ray_tmp: str = "/tmp/duplex-mpe-ray"
     address: str | None = None  # connect to an existing cluster (KubeRay) instead of starting one
+    max_restarts: int = 2  # Ray restarts of a dead ShardRunner actor
+    max_task_retries: int = 2  # Ray retries of a shard whose actor died (on the restarted actor)
+    shard_attempts: int = 3  # driver-level attempts per shard after Ray gave up (a fresh actor each)
+
+
+@dataclass(frozen=True)
+class BudgetSettings:
+    """Spend limits checked before each shard starts (docs/cluster.md).
+
+    Spend is measured wall time of every shard attempt times the GPUs its actor holds (a CPU
+    actor counts as one device), in device-hours. ``None``: no limit.
+    """
+
+    gpu_hours: float | None = None
+    usd: float | None = None
+    usd_per_gpu_hour: float = 0.0
+
+    def __post_init__(self) -> None:
+        for name in ("gpu_hours", "usd"):
+            v = getattr(self, name)
+            if v is not None and v < 0:
+                raise ValueError(f"budget.{name} must be >= 0 or null")
+        if self.usd is not None and self.usd_per_gpu_hour <= 0:
+            raise ValueError("budget.usd needs budget.usd_per_gpu_hour > 0")
 
 
 @dataclass(frozen=True)
 class StoreSettings:
-    kind: str = "local"
-    root: str = "runs"
+    """Where a run's objects live (docs/storage.md). There is no credentials field on purpose:
+    S3 credentials come only from boto3's standard chain (environment, profile, role)."""
+
+    kind: str = "local"  # local | s3
+    root: str = "runs"  # local: the store's directory; every kind: where Hydra writes its logs
+    bucket: str | None = None  # s3 only, required
+    prefix: str = ""  # s3: key prefix inside the bucket ("" = bucket root)
+    endpoint_url: str | None = None  # s3: None = AWS; e.g. http://minio:9000, https://storage.googleapis.com
+    region: str | None = None  # s3: None = boto3's chain (AWS_REGION, profile)
+    addressing_style: str = "auto"  # s3: auto | path | virtual
+    max_attempts: int = 8  # s3: botocore standard retry mode, total attempts per request
+    multipart_threshold_mb: float = 8  # s3: objects from this size (MiB) use multipart transfers
+    multipart_chunk_mb: float = 8  # s3: part size (MiB; S3's minimum is 5, boto3 raises smaller ones)
+
+    def __post_init__(self) -> None:
+        if self.kind not in ("local", "s3"):
+            raise ValueError(f"kind {self.kind!r} is not one of: local, s3")
+        if self.kind == "s3" and not self.bucket:
+            raise ValueError("kind s3 needs a bucket")
+        if self.prefix.strip("/"):
+            check_key(self.prefix.strip("/"))
+        if self.addressing_style not in ("auto", "path", "virtual"):
+            raise ValueError(f"addressing_style {self.addressing_style!r} is not one of: auto, path, virtual")
+        if self.max_attempts < 1:
+            raise ValueError("max_attempts must be >= 1")
+        if not (self.multipart_threshold_mb > 0 and self.multipart_chunk_mb > 0):
+            raise ValueError("multipart_threshold_mb and multipart_chunk_mb must be > 0")
+        if self.endpoint_url is not None:
+            url = urlsplit(self.endpoint_url)
+            if url.scheme not in ("http", "https") or not url.hostname:
+                raise ValueError("endpoint_url must be an http:// or https:// URL with a host")
+            if url.username is not None or url.password is not None:  # the URL itself is never echoed
+                raise ValueError("endpoint_url must not hold credentials; use boto3's credential chain")
 
 
 @dataclass(frozen=True)
@@ -83,6 +140,22 @@ class AsrSettings:
 class JudgeSettings:
     kind: str = "lexical"  # harness.scoring.judge.build_judge
     params: dict[str, Any] = field(default_factory=dict)
+
+
+@dataclass(frozen=True)
+class ReferenceSettings:
+    """The text-conditioned reference (spec section 7; docs/reference.md)."""
+
+    kind: str = "rule"  # harness.reference.build_reference: rule (offline stand-in) | anthropic | gemini
+    params: dict[str, Any] = field(default_factory=dict)
+    runs: int = 2  # independent passes (the pass index is part of the cache key); agreement needs 2
+    workers: int = 8  # concurrent backend calls; changes speed, not results
+
+    def __post_init__(self) -> None:
+        if self.runs < 2:
+            raise ValueError("reference.runs must be >= 2 (agreement between passes)")
+        if self.workers < 1:
+            raise ValueError("reference.workers must be >= 1")
 
 
 @dataclass(frozen=True)
@@ -112,16 +185,25 @@ class RunConfig:
     models: tuple[ModelSettings, ...] = ()
     infer: InferSettings = field(default_factory=InferSettings)
     cluster: ClusterSettings = field(default_factory=ClusterSettings)
+    budget: BudgetSettings = field(default_factory=BudgetSettings)
     store: StoreSettings = field(default_factory=StoreSettings)
     metrics: MetricsSettings = field(default_factory=MetricsSettings)
     asr: AsrSettings = field(default_factory=AsrSettings)
     judge: JudgeSettings = field(default_factory=JudgeSettings)
+    reference: ReferenceSettings = field(default_factory=ReferenceSettings)
     score: ScoreSettings = field(default_factory=ScoreSettings)
 
     def conversation_seed(self, scene_id: str) -> int:
         """Per-conversation seed derived from (run seed, conversation id)."""
         h = hashlib.sha256(f"{self.seed}:{scene_id}".encode()).digest()
         return int.from_bytes(h[:4], "little")
+
+    def to_dict(self) -> dict[str, Any]:
+        """The plain-dict form :meth:`from_dict` reads (JSON-able): ``from_dict(to_dict())`` equals self."""
+        d = dataclasses.asdict(self)
+        d["model"] = {m.pop("name"): m for m in d.pop("models")}
+        d["protocol"]["detector"] = d.pop("detector")
+        return d
 
     @classmethod
     def from_dict(cls, d: dict[str, Any]) -> RunConfig:
@@ -137,8 +219,9 @@ class RunConfig:
             "models": tuple(_build(ModelSettings, {"name": k, **v}, f"model.{k}") for k, v in models.items()),
         }
         sub = {"scenes": ScenesSettings, "tts": TtsSettings, "infer": InferSettings,
-               "cluster": ClusterSettings, "store": StoreSettings, "metrics": MetricsSettings,
-               "asr": AsrSettings, "judge": JudgeSettings, "score": ScoreSettings}
+               "cluster": ClusterSettings, "budget": BudgetSettings, "store": StoreSettings, "metrics": MetricsSettings,
+               "asr": AsrSettings, "judge": JudgeSettings, "score": ScoreSettings,
+               "reference": ReferenceSettings}
         for key, typ in sub.items():
             if key in d:
                 kw[key] = _build(typ, d.pop(key) or {}, key)

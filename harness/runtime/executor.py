@@ -1,23 +1,44 @@
-"""Ray execution of the ``infer`` stage: one :class:`ShardRunner` actor per GPU (or CPU slot).
+"""Ray execution of the ``infer`` stage: :class:`ShardRunner` actors pulling shards from a queue.
 
-The driver writes the shard plan once, then keeps every actor busy with one shard at a time
-until none remain. Each actor loads its model once. Ray-level failures (a dead actor) are
-retried by Ray (``max_restarts``/``max_task_retries``); a shard that still fails is reported
-with its reason and left without a marker, so a rerun picks it up. Ray is imported only here.
+One actor per GPU (``model.num_gpus`` each; Ray sets the actor's ``CUDA_VISIBLE_DEVICES``),
+or per CPU slot on a CPU machine; each actor loads its model once and runs one shard at a
+time until none remain for its model, then is killed to free its slot. Failures:
+
+* Ray-level (actor died, node lost, preemption): Ray restarts the actor and re-runs the
+  shard on it (``cluster.max_restarts`` / ``cluster.max_task_retries``); when Ray gives up,
+  the driver records the failed attempt (reason, measured spend) under the shard's
+  ``failures/`` prefix and re-queues the shard on a fresh actor, up to
+  ``cluster.shard_attempts`` attempts in all. A shard that still fails has no marker, so
+  ``make rerun-failed`` picks it up.
+* An error inside one conversation is recorded on that conversation by the worker and never
+  fails the shard.
+
+The budget (``budget.*``) is checked before each shard starts: spent (this and earlier
+invocations) + the estimate of every running shard + the next shard's estimate must stay
+within it, else no new shard starts, running ones finish, and the report says why.
+Ray is imported only here.
 """
 
 from __future__ import annotations
 
+import logging
 import os
-from collections.abc import Iterator
+import time
+from collections.abc import Callable, Iterator
 from contextlib import contextmanager
-from dataclasses import dataclass
+from dataclasses import dataclass, field, replace
+from statistics import fmean
 
 from tqdm import tqdm
 
-from harness.runtime.config import ModelSettings, RunConfig
-from harness.runtime.shard import ShardSummary, ShardWorker
+from harness.runtime.config import BudgetSettings, ModelSettings, RunConfig
+from harness.runtime.plan import RunPlan
+from harness.runtime.shard import InferWorker, ShardSummary, ShardWorker, device_hours, new_attempt_id
 from harness.store.base import ObjectStore, get_json, open_store, put_json
+
+log = logging.getLogger("duplex_mpe.executor")
+
+WorkerFactory = Callable[[RunConfig, ModelSettings, ObjectStore], ShardWorker]
 
 
 @contextmanager
@@ -49,74 +70,196 @@ def _actor_class():
     class ShardRunner:
         """Ray actor holding one loaded model; ``run`` processes one shard."""
 
-        def __init__(self, cfg: RunConfig, model: ModelSettings):
-            import torch
-
-            torch.set_num_threads(cfg.infer.torch_threads)
-            device = "cuda" if model.num_gpus and torch.cuda.is_available() else "cpu"
-            self.worker = ShardWorker(cfg, model, open_store(cfg.store.kind, cfg.store.root), device)
+        def __init__(self, cfg: RunConfig, model: ModelSettings, factory: WorkerFactory):
+            self.worker = factory(cfg, model, open_store(cfg.store))
+            self.actor_id = ray.get_runtime_context().get_actor_id()
 
         def run(self, shard_id: str, scene_ids: list[str]) -> ShardSummary:
-            return self.worker.run(shard_id, scene_ids)
+            return replace(self.worker.run(shard_id, scene_ids), actor=self.actor_id)
 
     return ShardRunner
 
 
 def shard_plan(store: ObjectStore, key: str, scene_ids: list[str], shard_size: int) -> dict[str, list[str]]:
-    """The shard plan at ``key``; written once (conditional put), then read as frozen."""
+    """The shard plan at ``key``; written once (conditional put), then read as frozen.
+
+    Later invocations read the stored plan whatever their ``shard_size`` or actor count, so
+    changing the number of GPUs or actors never invalidates completed shards.
+    """
     plan = {f"shard-{i // shard_size:05d}": scene_ids[i:i + shard_size] for i in range(0, len(scene_ids), shard_size)}
     put_json(store, key, plan, if_absent=True)
     return get_json(store, key)
 
 
+class BudgetExceeded(RuntimeError):
+    """The budget stopped the stage before every shard ran (completed shards are intact)."""
+
+
+@dataclass
+class Budget:
+    """Spend so far against ``settings``; :meth:`refusal` says why a shard may not start."""
+
+    settings: BudgetSettings
+    spent_hours: float = 0.0
+
+    def refusal(self, projected_extra_hours: float) -> str | None:
+        total = self.spent_hours + projected_extra_hours
+        s = self.settings
+        if s.gpu_hours is not None and total > s.gpu_hours:
+            return (f"budget.gpu_hours {s.gpu_hours:g}: {self.spent_hours:.4f} device-hours spent, "
+                    f"{total:.4f} projected with the next shard")
+        if s.usd is not None and total * s.usd_per_gpu_hour > s.usd:
+            return (f"budget.usd {s.usd:g}: ${self.spent_hours * s.usd_per_gpu_hour:.2f} spent, "
+                    f"${total * s.usd_per_gpu_hour:.2f} projected with the next shard")
+        return None
+
+
 @dataclass
 class InferReport:
-    done: list[ShardSummary]
-    failed: dict[tuple[str, str], str]  # (model, shard) -> reason
+    done: list[ShardSummary] = field(default_factory=list)
+    failed: dict[tuple[str, str], str] = field(default_factory=dict)  # (model, shard) -> last reason
+    not_started: list[tuple[str, str]] = field(default_factory=list)  # left by the budget
+    budget_stop: str | None = None
+    spent_hours: float = 0.0  # by this invocation
 
 
-def run_shards(cfg: RunConfig, work: dict[str, dict[str, list[str]]]) -> InferReport:
-    """Run ``{model: {shard_id: scene_ids}}`` on Ray actors; return summaries and failures."""
+
+
+def _actors_wanted(cfg: RunConfig, m: ModelSettings, n_shards: int) -> int:
+    """``infer.actors_per_model``, or (null) one per GPU / CPU slot of the Ray cluster."""
+    import ray
+
+    n = cfg.infer.actors_per_model
+    if n is None:
+        res = ray.cluster_resources()
+        n = int(res.get("GPU", 0) // m.num_gpus) if m.num_gpus else int(res.get("CPU", 1) // max(m.num_cpus, 1e-9))
+    return max(1, min(n, n_shards))
+
+
+def _reason(e: Exception) -> str:
+    """One line naming what went wrong (a worker's exception, not Ray's wrapper around it)."""
+    cause = getattr(e, "cause", None)  # RayTaskError carries the worker's exception
+    err = cause if isinstance(cause, BaseException) else e
+    text = str(err).strip()
+    return f"{type(err).__name__}: {text.splitlines()[0][:300] if text else '(no message)'}"
+
+
+def run_shards(cfg: RunConfig, store: ObjectStore, work: dict[str, dict[str, list[str]]],
+               spent_hours: float = 0.0, shard_estimates: dict[str, float] | None = None,
+               factory: WorkerFactory = InferWorker) -> InferReport:
+    """Run ``{model: {shard_id: scene_ids}}`` on Ray actors until done, failed or out of budget.
+
+    Args:
+        store: where failed attempts are recorded.
+        spent_hours: device-hours earlier invocations of this run spent (counts against the budget).
+        shard_estimates: device-hours of one shard per model, from earlier completed shards;
+            replaced by the running mean as shards complete. A model with no estimate yet
+            borrows the mean of the others, else 0 (its first shard calibrates it).
+        factory: builds the worker inside each actor (tests and ``bench/cluster_sim.py`` pass
+            a worker that does not stream).
+    """
     import ray
 
     runner = _actor_class()
     models = {m.name: m for m in cfg.models}
+    plan = RunPlan.from_config(cfg)
+    lay = plan.layout
     queue = [(m, s, ids) for m, shards in work.items() for s, ids in shards.items()]
-    report = InferReport([], {})
-    if not queue:
-        return report
+    report = InferReport()
+    budget = Budget(cfg.budget, spent_hours)
+    done_hours: dict[str, list[float]] = {m: [] for m in work}
+    estimates = dict(shard_estimates or {})
+    attempts: dict[tuple[str, str], int] = {}
+    actors: dict[str, list] = {m: [] for m in work}
     idle: list[tuple[str, object]] = []
-    for name in work:
+    inflight: dict[object, tuple[str, str, list[str], object, float, float]] = {}
+
+    def estimate(model: str) -> float:
+        if done_hours[model]:
+            return fmean(done_hours[model])
+        if model in estimates:
+            return estimates[model]
+        known = [fmean(v) for v in done_hours.values() if v] or list(estimates.values())
+        return fmean(known) if known else 0.0
+
+    def dispatch(name: str, actor: object) -> bool:
+        job = next((q for q in queue if q[0] == name), None)
+        if job is None:
+            return False
+        extra = sum(e for *_, e, _t in inflight.values()) + estimate(name)
+        why = budget.refusal(extra)
+        if why:
+            report.budget_stop = why
+            return False
+        queue.remove(job)
+        attempts[job[:2]] = attempts.get(job[:2], 0) + 1
+        inflight[actor.run.remote(job[1], job[2])] = (name, job[1], job[2], actor, estimate(name),
+                                                      time.perf_counter())
+        return True
+
+    def new_actor(name: str) -> object:
         m = models[name]
-        n = min(cfg.infer.actors_per_model, len(work[name]))
-        for _ in range(n):
-            actor = runner.options(num_gpus=m.num_gpus, num_cpus=m.num_cpus, max_restarts=2,
-                                   max_task_retries=2).remote(cfg, m)
-            idle.append((name, actor))
-    inflight: dict[object, tuple[str, str, object]] = {}
+        a = runner.options(num_gpus=m.num_gpus, num_cpus=m.num_cpus, max_restarts=cfg.cluster.max_restarts,
+                           max_task_retries=cfg.cluster.max_task_retries).remote(cfg, m, factory)
+        actors[name].append(a)
+        return a
+
+    for name, shards in work.items():
+        for _ in range(_actors_wanted(cfg, models[name], len(shards))):
+            idle.append((name, new_actor(name)))
     bar = tqdm(total=len(queue), desc="infer shards", unit="shard")
-    while queue or inflight:
-        for name, actor in list(idle):
-            job = next((q for q in queue if q[0] == name), None)
-            if job is None:
-                continue
-            queue.remove(job)
-            idle.remove((name, actor))
-            inflight[actor.run.remote(job[1], job[2])] = (name, job[1], actor)
+    n_ok = n_err = 0
+    while True:
+        if report.budget_stop is None:
+            for name, actor in list(idle):
+                if dispatch(name, actor):
+                    idle.remove((name, actor))
         if not inflight:
             break
         [ref], _ = ray.wait(list(inflight), num_returns=1)
-        name, shard, actor = inflight.pop(ref)
+        name, shard, ids, actor, _est, t0 = inflight.pop(ref)
         try:
             s = ray.get(ref)
             report.done.append(s)
-            bar.set_postfix_str(f"{name} {shard}: {s.ok} ok, {s.error} error")
-        except Exception as e:
-            report.failed[(name, shard)] = f"{type(e).__name__}: {str(e).splitlines()[0][:300]}"
-        if any(q[0] == name for q in queue):
-            idle.append((name, actor))
-        else:  # nothing left for this model: free its CPU/GPU for the actors still waiting
-            ray.kill(actor)
-        bar.update(1)
+            report.spent_hours += s.device_hours
+            budget.spent_hours += s.device_hours
+            if not s.skipped:
+                done_hours[name].append(s.device_hours)
+            n_ok, n_err = n_ok + s.ok, n_err + s.error
+            bar.update(1)
+            reusable = True
+        except Exception as e:  # Ray gave up on this attempt (actor died, node lost) or the worker raised
+            reason = _reason(e)
+            wall = time.perf_counter() - t0
+            spend = device_hours(wall, models[name].num_gpus)
+            report.spent_hours += spend
+            budget.spent_hours += spend
+            record = new_attempt_id()  # the worker's own attempt id died with it
+            put_json(store, lay.failure(lay.shard(plan.infer[name], shard), record),
+                     {"attempt": record, "reason": reason, "wall_s": round(wall, 3), "device_hours": spend})
+            reusable = not isinstance(e, ray.exceptions.RayActorError)
+            if attempts[(name, shard)] < cfg.cluster.shard_attempts:
+                log.warning("infer %s %s attempt %d failed (%s); retrying", name, shard, attempts[(name, shard)],
+                            reason)
+                queue.append((name, shard, ids))
+            else:
+                report.failed[(name, shard)] = reason
+                bar.update(1)
+        bar.set_postfix(conversations=f"{n_ok} ok/{n_err} error", failed=len(report.failed),
+                        spent=f"{budget.spent_hours:.3f} dev-h")
+        if not reusable:
+            ray.kill(actor, no_restart=True)
+            actors[name].remove(actor)
+            if any(q[0] == name for q in queue):
+                actor = new_actor(name)
+                reusable = True
+        if reusable:
+            if any(q[0] == name for q in queue):
+                idle.append((name, actor))
+            else:  # nothing left for this model: free its CPU/GPU for the actors still waiting
+                ray.kill(actor)
     bar.close()
+    for _name, actor in idle:
+        ray.kill(actor)
+    report.not_started = [(m, s) for m, s, _ in queue]
     return report

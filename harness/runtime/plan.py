@@ -16,10 +16,14 @@ from harness.store.layout import RunLayout, settings_hash
 from harness.vad.silero import VadSettings
 
 GENERATOR_VERSION = "templates-v1"
+# bump when the infer stage's output layout changes (v2: attempts, checksummed markers, stored probabilities)
+INFER_VERSION = "infer-v2"
 # bump when the reduce stage's outputs change for the same inputs (new scores, statistics)
 REDUCE_VERSION = "reduce-v4"
 # bump when the score stage's outputs change for the same settings (ASR/judge code, scoring flow)
 SCORE_VERSION = "score-v2"
+# bump when the reference stage's outputs change for the same settings (reference code, its scores)
+REFERENCE_VERSION = "reference-v1"
 
 
 @dataclass(frozen=True)
@@ -31,6 +35,8 @@ class RunPlan:
     vad: dict[str, str]
     score: dict[str, str]
     reduce: str
+    reference: str
+    review: str  # the human validation kit of this reduce output (harness/review)
 
     @classmethod
     def from_config(cls, cfg: RunConfig) -> RunPlan:
@@ -41,17 +47,22 @@ class RunPlan:
         for m in cfg.models:
             h_inf = settings_hash({"protocol": asdict(cfg.protocol), "detector": _detector(cfg.detector),
                                    "target": m.target, "params": m.params, "seed": cfg.seed,
-                                   "max_duration_s": cfg.infer.max_duration_s}, h_synth)
+                                   "max_duration_s": cfg.infer.max_duration_s, "version": INFER_VERSION}, h_synth)
             infer[m.name] = lay.stage("infer", h_inf, m.name)
             h_vad = settings_hash(_detector(cfg.vad), h_inf)
             vad[m.name] = lay.stage("vad", h_vad, m.name)
             score[m.name] = lay.stage("score", settings_hash({"asr": asdict(cfg.asr), "judge": asdict(cfg.judge),
                                                               "preamble": cfg.tts.preamble_text,
                                                               "version": SCORE_VERSION}, h_vad), m.name)
+        reference = lay.stage("reference", settings_hash({
+            "reference": {k: v for k, v in asdict(cfg.reference).items() if k != "workers"},
+            "judge": asdict(cfg.judge), "duty": cfg.tts.preamble_text, "min_n": cfg.metrics.min_n,
+            "version": REFERENCE_VERSION}, h_scenes))
         h_reduce = settings_hash({"metrics": asdict(cfg.metrics), "score": sorted(score.items()),
-                                  "version": REDUCE_VERSION}, h_synth)
+                                  "reference": reference, "version": REDUCE_VERSION}, h_synth)
         return cls(lay, lay.stage("scenes", h_scenes), lay.stage("synth", h_synth), infer, vad, score,
-                   lay.stage("reduce", h_reduce))
+                   lay.stage("reduce", h_reduce), reference,
+                   lay.stage("review", h_reduce))
 
 
 def _detector(vad: VadSettings) -> dict:

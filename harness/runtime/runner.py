@@ -50,6 +50,7 @@ class ConversationResult:
     status: str  # "ok" | "error"
     reason: str = ""
     output: np.ndarray | None = None
+    speech_probs: np.ndarray | None = None  # float32[k]: online Silero probabilities (complete_frames)
     placements: list[Placement] = field(default_factory=list)
     events: list[Event] = field(default_factory=list)
     wall_s: float = 0.0
@@ -168,4 +169,5 @@ def run_batch(model: DuplexModel, convs: Sequence[ConversationInput], protocol: 
         r.wall_s = wall / n
         if r.status == "ok":
             r.output = np.concatenate(outputs[b])[: s.end] if outputs[b] else np.zeros(0, np.float32)
+            r.speech_probs = det.probabilities(b, det.probs.complete_frames(len(r.output)))
     return results

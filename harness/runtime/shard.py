@@ -1,18 +1,29 @@
-"""One shard of the ``infer`` stage: load its conversations, stream them, write outputs, mark it done.
+"""One shard of the ``infer`` stage: the attempt/marker protocol and the worker that streams.
 
-:class:`ShardWorker` holds one loaded model; :meth:`ShardWorker.run` processes a shard and
-is what the Ray actor (:mod:`harness.runtime.executor`) calls. A conversation whose input
-cannot be loaded or that fails while streaming is written with ``status: error`` and its
-reason; the shard still completes. The shard marker is written last and lists every
-conversation with its status and the checksum of each object written, so a shard without
-its marker is never read as complete.
+A shard is a fixed list of conversations from the run's shard plan. Each time a shard is run
+is an **attempt** with its own id; the attempt writes every object under its own prefix
+(``<shard>/attempts/<attempt>/``) and then commits the shard marker (``<shard>/_SUCCESS.json``)
+with a conditional put: the marker names the attempt and the SHA-256 of every object it
+wrote, and the first attempt to commit wins. So a dead attempt (actor killed half-way) or a
+duplicate one (a retry racing the original) can never be read as complete: readers locate
+outputs only through the marker, and :func:`read_output` checks the checksum.
+
+:class:`ShardWorker` holds that protocol; :class:`InferWorker` loads one model and streams
+conversations through it. A conversation whose input cannot be loaded or that fails while
+streaming is written with ``status: error`` and its reason; the shard still completes.
 """
 
 from __future__ import annotations
 
 import hashlib
+import io
+import os
 import time
+import uuid
 from dataclasses import dataclass
+from typing import Any
+
+import numpy as np
 
 from harness.audio.io import AudioError, decode, encode
 from harness.models.registry import build_model
@@ -20,32 +31,147 @@ from harness.runtime.config import ModelSettings, RunConfig
 from harness.runtime.plan import RunPlan
 from harness.runtime.runner import ConversationInput, ConversationResult, run_batch
 from harness.scenes.schema import Scene, read_manifest
-from harness.store.base import ObjectStore, get_json, put_json
+from harness.store.base import ObjectStore, get_json, json_bytes, put_json
+from harness.store.layout import RunLayout
+
+
+class CorruptOutput(ValueError):
+    """A stored output does not match the checksum its shard marker recorded."""
+
+
+def new_attempt_id() -> str:
+    """A unique, time-ordered attempt id (``20261130T021500Z-1a2b3c4d``)."""
+    return f"{time.strftime('%Y%m%dT%H%M%SZ', time.gmtime())}-{uuid.uuid4().hex[:8]}"
+
+
+def device_hours(wall_s: float, num_gpus: float) -> float:
+    """Spend of ``wall_s`` seconds on an actor holding ``num_gpus`` GPUs (a CPU actor counts as one)."""
+    return wall_s / 3600.0 * max(num_gpus, 1.0)
+
+
+def npy_bytes(a: np.ndarray) -> bytes:
+    buf = io.BytesIO()
+    np.save(buf, a, allow_pickle=False)
+    return buf.getvalue()
+
+
+def read_output(store: ObjectStore, entry: dict[str, Any], kind: str) -> bytes:
+    """The bytes of output ``kind`` (``json``, ``flac``, ``probs.npy``) of one conversation.
+
+    ``entry`` is the conversation's entry in its shard marker (see :func:`infer_records`
+    in :mod:`harness.runtime.stages`). Raises ``KeyError`` when the attempt wrote no such
+    object and :class:`CorruptOutput` when the bytes do not match the recorded checksum.
+    """
+    obj = entry["objects"][kind]
+    data = store.get(obj["key"])
+    if hashlib.sha256(data).hexdigest() != obj["sha256"]:
+        raise CorruptOutput(f"{obj['key']}: checksum differs from the shard marker's")
+    return data
 
 
 @dataclass
 class ShardSummary:
+    """What one attempt did. ``committed`` is False when another attempt had already committed
+    the shard (this one's outputs are then never read); ``skipped`` when the marker existed before."""
+
+    model: str
     shard_id: str
+    attempt: str
     ok: int
     error: int
     wall_s: float
     audio_s: float
+    device_hours: float
+    devices: str  # CUDA_VISIBLE_DEVICES the attempt ran with ("" on CPU)
     skipped: bool = False
+    committed: bool = True
+    actor: str = ""  # the Ray actor that ran it (set by the executor)
+    started: float = 0.0  # Unix time the attempt started
+
+
+class ShardAttempt:
+    """One attempt's writes: every object under the attempt's own prefix, checksummed."""
+
+    def __init__(self, store: ObjectStore, layout: RunLayout, shard_prefix: str):
+        self.store, self.layout, self.shard_prefix = store, layout, shard_prefix
+        self.id = new_attempt_id()
+        self.prefix = layout.attempt(shard_prefix, self.id)
+        self.objects: dict[str, dict[str, dict[str, str]]] = {}  # scene -> kind -> {key, sha256}
+
+    def put(self, scene_id: str, kind: str, data: bytes) -> None:
+        key = self.layout.conversation(self.prefix, scene_id, kind)
+        self.store.put(key, data)
+        self.objects.setdefault(scene_id, {})[kind] = {"key": key, "sha256": hashlib.sha256(data).hexdigest()}
+
+    def commit(self, marker: dict[str, Any]) -> bool:
+        """Write the shard marker unless another attempt already did; True when this one won."""
+        return put_json(self.store, self.layout.marker(self.shard_prefix), {**marker, "attempt": self.id},
+                        if_absent=True)
 
 
 class ShardWorker:
-    """Runs shards of one model; loads the model once.
+    """Runs shards of one model with the attempt/marker protocol; subclasses do the work.
 
     Args:
         cfg: the run config.
         model: which of ``cfg.models`` this worker runs.
         store: where inputs are read and outputs written.
-        device: ``"cpu"`` or ``"cuda"``.
     """
 
-    def __init__(self, cfg: RunConfig, model: ModelSettings, store: ObjectStore, device: str = "cpu"):
+    def __init__(self, cfg: RunConfig, model: ModelSettings, store: ObjectStore):
         self.cfg, self.msettings, self.store = cfg, model, store
         self.plan = RunPlan.from_config(cfg)
+
+    def process(self, scene_ids: list[str], attempt: ShardAttempt) -> tuple[dict[str, tuple[str, str]], float]:
+        """Write each conversation's outputs through ``attempt``.
+
+        Returns ``({scene_id: (status, reason)}, seconds of model audio written)``.
+        """
+        raise NotImplementedError
+
+    def run(self, shard_id: str, scene_ids: list[str]) -> ShardSummary:
+        """Process one shard (skipped when its marker exists). Returns its summary."""
+        lay = self.plan.layout
+        shard_prefix = lay.shard(self.plan.infer[self.msettings.name], shard_id)
+        marker_key = lay.marker(shard_prefix)
+        devices = os.environ.get("CUDA_VISIBLE_DEVICES", "")
+        if self.store.exists(marker_key):
+            m = get_json(self.store, marker_key)
+            return ShardSummary(self.msettings.name, shard_id, m["attempt"], m["ok"], m["error"], 0.0, 0.0, 0.0,
+                                devices, skipped=True)
+        started, t0 = time.time(), time.perf_counter()
+        attempt = ShardAttempt(self.store, lay, shard_prefix)
+        statuses, audio_s = self.process(scene_ids, attempt)
+        wall = time.perf_counter() - t0
+        spend = device_hours(wall, self.msettings.num_gpus)
+        entries = {sid: {"status": st, "reason": why, "objects": attempt.objects.get(sid, {})}
+                   for sid, (st, why) in statuses.items()}
+        n_ok = sum(e["status"] == "ok" for e in entries.values())
+        committed = attempt.commit({"shard": shard_id, "model": self.msettings.name, "ok": n_ok,
+                                    "error": len(entries) - n_ok, "wall_s": round(wall, 3),
+                                    "device_hours": spend, "devices": devices, "audio_s": round(audio_s, 3),
+                                    "conversations": entries})
+        return ShardSummary(self.msettings.name, shard_id, attempt.id, n_ok, len(entries) - n_ok, wall, audio_s,
+                            spend, devices, committed=committed, started=started)
+
+
+class InferWorker(ShardWorker):
+    """Streams conversations through one model, loaded once on ``device`` (``"cpu"``, ``"cuda"``;
+    default: CUDA when the model asks for GPUs and one is visible, else CPU).
+
+    Per conversation it writes ``json`` (status, placements, scheduler events), and when the
+    stream completed ``flac`` (16-bit output on the timeline) and ``probs.npy`` (the online
+    Silero probabilities, ``float32[k]``, which the ``vad`` stage reuses when its detector is
+    the online one).
+    """
+
+    def __init__(self, cfg: RunConfig, model: ModelSettings, store: ObjectStore, device: str | None = None):
+        import torch
+
+        super().__init__(cfg, model, store)
+        torch.set_num_threads(cfg.infer.torch_threads)
+        if device is None:
+            device = "cuda" if model.num_gpus and torch.cuda.is_available() else "cpu"
         self.model = build_model(model.target, model.params)
         self.model.load(device)
         self._scenes: dict[str, Scene] | None = None
@@ -74,15 +200,7 @@ class ShardWorker:
         return ConversationInput(scenes[scene_id], clips, self._clip(index["preamble"]["clip"]),
                                  self.cfg.conversation_seed(scene_id), self.cfg.tts.preamble_text)
 
-    def run(self, shard_id: str, scene_ids: list[str]) -> ShardSummary:
-        """Process one shard (skipped when its marker exists). Returns its summary."""
-        lay, prefix = self.plan.layout, self.plan.infer[self.msettings.name]
-        shard_prefix = lay.shard(prefix, shard_id)
-        marker_key = lay.marker(shard_prefix)
-        if self.store.exists(marker_key):
-            m = get_json(self.store, marker_key)
-            return ShardSummary(shard_id, m["ok"], m["error"], 0.0, 0.0, skipped=True)
-        t0 = time.perf_counter()
+    def process(self, scene_ids: list[str], attempt: ShardAttempt) -> tuple[dict[str, tuple[str, str]], float]:
         scenes, index = self._inputs()
         results: list[ConversationResult] = []
         ready: list[ConversationInput] = []
@@ -96,22 +214,11 @@ class ShardWorker:
             results += run_batch(self.model, ready[i:i + bs], self.cfg.protocol, self.cfg.detector,
                                  self.cfg.infer.max_duration_s)
         sr = self.cfg.protocol.sample_rate
-        entries, audio_s = {}, 0.0
+        audio_s = 0.0
         for r in results:
-            objs = {}
             if r.status == "ok":
-                data = encode(r.output, sr)
-                key = lay.conversation(shard_prefix, r.scene_id, "flac")
-                self.store.put(key, data)
-                objs[key] = hashlib.sha256(data).hexdigest()
+                attempt.put(r.scene_id, "flac", encode(r.output, sr))
+                attempt.put(r.scene_id, "probs.npy", npy_bytes(r.speech_probs))
                 audio_s += len(r.output) / sr
-            rec_key = lay.conversation(shard_prefix, r.scene_id, "json")
-            put_json(self.store, rec_key, r.record(sr))
-            objs[rec_key] = hashlib.sha256(self.store.get(rec_key)).hexdigest()
-            entries[r.scene_id] = {"status": r.status, "reason": r.reason, "objects": objs}
-        wall = time.perf_counter() - t0
-        n_ok = sum(e["status"] == "ok" for e in entries.values())
-        put_json(self.store, marker_key, {"shard": shard_id, "model": self.msettings.name, "ok": n_ok,
-                                          "error": len(entries) - n_ok, "wall_s": round(wall, 3),
-                                          "audio_s": round(audio_s, 3), "conversations": entries})
-        return ShardSummary(shard_id, n_ok, len(entries) - n_ok, wall, audio_s)
+            attempt.put(r.scene_id, "json", json_bytes(r.record(sr)))
+        return {r.scene_id: (r.status, r.reason) for r in results}, audio_s

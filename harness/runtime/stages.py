@@ -1,7 +1,7 @@
 """The pipeline's stages. Each reads its inputs by key, writes under its own prefix, and
 writes its completion marker last; a stage whose marker exists is skipped.
 
-    scenes -> synth -> infer (Ray actors) -> vad -> score (ASR + judge) -> reduce
+    scenes -> reference (text) -> synth -> infer (Ray actors) -> vad -> score (ASR + judge) -> reduce
 """
 
 from __future__ import annotations
@@ -10,7 +10,6 @@ import io
 import json
 import logging
 from collections import defaultdict
-from dataclasses import asdict
 from typing import Any
 
 import numpy as np
@@ -25,14 +24,19 @@ from harness.protocol.scheduler import Scheduler
 from harness.report.conversation import conversation_page, example_conversations
 from harness.report.figures import report_figures
 from harness.report.markdown import render_html, render_report
+from harness.review.results import load_results
 from harness.runtime.config import RunConfig
-from harness.runtime.executor import ray_session, run_shards, shard_plan
+from harness.runtime.executor import BudgetExceeded, ray_session, run_shards, shard_plan
+from harness.runtime.ledger import read_ledger
+from harness.runtime.manifest import write_run_manifest
 from harness.runtime.plan import RunPlan
+from harness.runtime.shard import read_output
 from harness.scenes.generator import corpus_stats, generate_pairs
 from harness.scenes.schema import CONDITIONS, Scene, SceneError, iter_manifest, write_manifest
 from harness.store.base import ObjectStore, get_json, open_store, put_json
 from harness.store.layout import cache_prefix
-from harness.vad.silero import detect
+from harness.vad.segments import segments_from_probs
+from harness.vad.silero import detect, frame_samples
 
 log = logging.getLogger("duplex_mpe")
 
@@ -90,6 +94,34 @@ def scenes_stage(cfg: RunConfig, store: ObjectStore) -> str:
     return plan.scenes
 
 
+# -- reference -------------------------------------------------------------------------------
+def reference_stage(cfg: RunConfig, store: ObjectStore) -> str:
+    """The text-conditioned reference (spec section 7): ``reference.runs`` passes over every turn
+    of every scene, its scores and the agreement between passes, in ``reference.json``."""
+    from harness.reference import build_reference
+    from harness.reference.evaluate import run_reference
+    from harness.scoring.cache import CachedJudge
+    from harness.scoring.judge import build_judge
+
+    plan = RunPlan.from_config(cfg)
+    _require(store, plan, plan.scenes, "scenes")
+    if _done(store, plan, plan.reference, "reference"):
+        return plan.reference
+    rc = cfg.reference
+    reference = build_reference(rc.kind, store=store, cache_prefix=cache_prefix("reference"), **rc.params)
+    judge = CachedJudge(build_judge(cfg.judge.kind, **cfg.judge.params), store, cache_prefix("judge"))
+    out = run_reference(load_scenes(store, plan), reference, judge, cfg.tts.preamble_text, rc.runs,
+                        cfg.metrics.min_n, rc.workers)
+    lay = plan.layout
+    put_json(store, lay.file(plan.reference, "reference.json"), out)
+    put_json(store, lay.marker(plan.reference), {"kind": rc.kind, "turns": len(out["turns"]),
+                                                 "errors": len(out["errors"]), "cost": out["cost"]})
+    ref_cost = out["cost"]["reference"]
+    log.info("reference %s: %d decisions, %d errors, %d calls / %d cache hits, $%.4f", rc.kind, len(out["turns"]),
+             len(out["errors"]), ref_cost["misses"], ref_cost["hits"], ref_cost["cost"]["usd"])
+    return plan.reference
+
+
 # -- synth -----------------------------------------------------------------------------------
 def synth_stage(cfg: RunConfig, store: ObjectStore) -> str:
     """Speak every distinct (voice, text) once (content-addressed clips) and index each conversation."""
@@ -133,57 +165,100 @@ def synth_stage(cfg: RunConfig, store: ObjectStore) -> str:
 
 
 # -- infer -----------------------------------------------------------------------------------
+class InferIncomplete(RuntimeError):
+    """Some infer shards have no marker after the stage ran (failed, or left by the budget)."""
+
+
 def infer_stage(cfg: RunConfig, store: ObjectStore) -> dict[str, str]:
-    """Stream every conversation through every selected model on Ray actors."""
+    """Stream every conversation through every selected model on Ray actors.
+
+    Completed shards (marker present) are skipped and cost nothing. Raises
+    :class:`~harness.runtime.executor.BudgetExceeded` when the budget stopped the stage and
+    :class:`InferIncomplete` when shards failed, so that no later stage ever reads a partial
+    set of outputs as complete; completed shards stay and ``make rerun-failed`` runs the rest.
+    """
     plan = RunPlan.from_config(cfg)
     _require(store, plan, plan.synth, "synth")
     lay = plan.layout
     index = get_json(store, lay.file(plan.synth, "index.json"))
     ids = sorted(index["conversations"])
     work: dict[str, dict[str, list[str]]] = {}
+    spent, estimates = 0.0, {}
     for m in cfg.models:
-        prefix = plan.infer[m.name]
-        shards = shard_plan(store, lay.file(prefix, "plan.json"), ids, cfg.infer.shard_size)
-        pending = {s: v for s, v in shards.items() if not store.exists(lay.marker(lay.shard(prefix, s)))}
-        log.info("infer %s: %d shards, %d to run", m.name, len(shards), len(pending))
-        if pending:
-            work[m.name] = pending
-    if work:
-        with ray_session(cfg):
-            report = run_shards(cfg, work)
-        for (model, shard), reason in sorted(report.failed.items()):
-            log.error("infer %s %s failed: %s", model, shard, reason)
+        shards = shard_plan(store, lay.file(plan.infer[m.name], "plan.json"), ids, cfg.infer.shard_size)
+        led = read_ledger(store, plan, m.name)
+        spent += led.spent_hours
+        if led.mean_shard_hours is not None:
+            estimates[m.name] = led.mean_shard_hours
+        log.info("infer %s: %d shards, %d complete, %d to run", m.name, len(shards), len(led.markers),
+                 len(led.missing))
+        if led.missing:
+            work[m.name] = {s: shards[s] for s in led.missing}
+    if not work:
+        return dict(plan.infer)
+    with ray_session(cfg):
+        report = run_shards(cfg, store, work, spent, estimates)
+    for (model, shard), reason in sorted(report.failed.items()):
+        log.error("infer %s %s failed: %s", model, shard, reason)
+    if report.budget_stop:
+        raise BudgetExceeded(f"stopped before {len(report.not_started)} shard(s): {report.budget_stop}. "
+                             "Completed shards are kept; raise the budget and run `make rerun-failed`.")
+    if report.failed:
+        raise InferIncomplete(f"{len(report.failed)} shard(s) failed after {cfg.cluster.shard_attempts} attempts "
+                              "(see `make status`); completed shards are kept: run `make rerun-failed`.")
     return dict(plan.infer)
 
 
 def infer_records(store: ObjectStore, plan: RunPlan, model: str) -> dict[str, dict[str, Any]]:
-    """``{scene_id: marker entry + shard}`` for every conversation in the model's completed shards."""
-    lay, prefix = plan.layout, plan.infer[model]
-    shards = get_json(store, lay.file(prefix, "plan.json"))
-    out = {}
-    for shard, ids in shards.items():
-        mk = lay.marker(lay.shard(prefix, shard))
-        if not store.exists(mk):
-            for sid in ids:
-                out[sid] = {"status": "error", "reason": f"{shard} has no completed output", "shard": shard}
-            continue
-        for sid, entry in get_json(store, mk)["conversations"].items():
-            out[sid] = {**entry, "shard": shard}
-    return out
+    """``{scene_id: marker entry + shard}`` for every conversation of the model's shard plan.
+
+    An entry has ``status``, ``reason`` and ``objects`` (``kind -> {key, sha256}``, read with
+    :func:`~harness.runtime.shard.read_output`). Raises :class:`InferIncomplete` when a shard
+    has no marker: a partial ``infer`` is never read as complete.
+    """
+    led = read_ledger(store, plan, model)
+    if led.missing:
+        raise InferIncomplete(f"infer {model}: {len(led.missing)} of {len(led.shards)} shards incomplete "
+                              f"({', '.join(led.missing[:5])}{'...' if len(led.missing) > 5 else ''}): "
+                              "run `make rerun-failed` first")
+    return {sid: {**entry, "shard": shard} for shard, mk in led.markers.items()
+            for sid, entry in mk["conversations"].items()}
 
 
 # -- vad -------------------------------------------------------------------------------------
-def detect_outputs(cfg: RunConfig, keys: list[str]) -> list[list[list[int]]]:
-    """Offline Silero + post-processor over the stored outputs at ``keys`` (one batch)."""
-    store = open_store(cfg.store.kind, cfg.store.root)
+def reuses_online_detector(cfg: RunConfig) -> bool:
+    """True when the scored detector computes the same Silero probabilities as the online one
+    (same model and resampling; the post-processing rules may differ), so the ``vad`` stage
+    post-processes the probabilities ``infer`` stored instead of re-running Silero."""
+    return (cfg.vad.model, cfg.vad.resample_block_s) == (cfg.detector.model, cfg.detector.resample_block_s)
+
+
+def detect_outputs(cfg: RunConfig, entries: list[dict[str, Any]]) -> list[list[list[int]]]:
+    """Offline Silero + post-processor over the stored outputs of ``entries`` (one batch)."""
+    store = open_store(cfg.store)
     sr = cfg.protocol.sample_rate
-    waves = [decode(store.get(k), expected_rate=sr)[0] for k in keys]
+    waves = [decode(read_output(store, e, "flac"), expected_rate=sr)[0] for e in entries]
     return [segs.tolist() for segs in detect(waves, sr, cfg.vad)]
 
 
+def segment_stored_probs(cfg: RunConfig, store: ObjectStore, entries: list[dict[str, Any]]) -> list[list[list[int]]]:
+    """The post-processor (``vad.rules``) over the online probabilities ``infer`` stored."""
+    probs = [np.load(io.BytesIO(read_output(store, e, "probs.npy")), allow_pickle=False) for e in entries]
+    padded = np.zeros((len(probs), max((len(p) for p in probs), default=0)), np.float32)
+    for i, p in enumerate(probs):
+        padded[i, : len(p)] = p
+    sr = cfg.protocol.sample_rate
+    segs = segments_from_probs(padded, np.array([len(p) for p in probs]), frame_samples(sr), cfg.vad.rules, sr)
+    return [s.tolist() for s in segs]
+
+
 def vad_stage(cfg: RunConfig, store: ObjectStore) -> dict[str, str]:
-    """Detect speech in every stored output: batches of ``vad.batch`` conversations run as
-    parallel Ray tasks (one CPU each), each batched across its conversations in Silero."""
+    """Find the model's speech in every stored output.
+
+    When :func:`reuses_online_detector`, the post-processor runs over the stored online
+    probabilities (seconds); otherwise Silero runs again over the stored audio in batches of
+    ``vad.batch`` conversations as parallel Ray tasks (one CPU each).
+    """
     plan = RunPlan.from_config(cfg)
     lay = plan.layout
     todo = {}
@@ -193,74 +268,96 @@ def vad_stage(cfg: RunConfig, store: ObjectStore) -> dict[str, str]:
             todo[m.name] = infer_records(store, plan, m.name)
     if not todo:
         return dict(plan.vad)
-    with ray_session(cfg):
-        import ray
+    results = {name: {s: {"status": "error", "reason": r["reason"]} for s, r in recs.items() if r["status"] != "ok"}
+               for name, recs in todo.items()}
+    batches = [(name, ids[i:i + cfg.vad.batch]) for name, recs in todo.items()
+               for ids in [sorted(s for s, r in recs.items() if r["status"] == "ok")]
+               for i in range(0, len(ids), cfg.vad.batch)]
 
-        task = ray.remote(num_cpus=1)(detect_outputs)
-        jobs = []
-        for name, recs in todo.items():
-            ok = sorted(s for s, r in recs.items() if r["status"] == "ok")
-            for i in range(0, len(ok), cfg.vad.batch):
-                ids = ok[i:i + cfg.vad.batch]
-                keys = [lay.conversation(lay.shard(plan.infer[name], recs[s]["shard"]), s, "flac") for s in ids]
-                jobs.append((name, ids, task.remote(cfg, keys)))
-        results = {name: {s: {"status": "error", "reason": r["reason"]} for s, r in recs.items()
-                          if r["status"] != "ok"} for name, recs in todo.items()}
-        for name, ids, ref in tqdm(jobs, desc="vad batches", unit="batch"):
-            for sid, segs in zip(ids, ray.get(ref), strict=True):
-                results[name][sid] = {"status": "ok", "segments": segs}
+    def store_batch(name: str, ids: list[str], segs: list[list[list[int]]]) -> None:
+        for sid, s in zip(ids, segs, strict=True):
+            results[name][sid] = {"status": "ok", "segments": s}
+
+    if reuses_online_detector(cfg):
+        for name, ids in tqdm(batches, desc="vad (stored probabilities)", unit="batch"):
+            store_batch(name, ids, segment_stored_probs(cfg, store, [todo[name][s] for s in ids]))
+    else:
+        with ray_session(cfg):
+            import ray
+
+            task = ray.remote(num_cpus=1)(detect_outputs)
+            refs = [task.remote(cfg, [todo[name][s] for s in ids]) for name, ids in batches]
+            for (name, ids), ref in tqdm(list(zip(batches, refs, strict=True)), desc="vad batches", unit="batch"):
+                store_batch(name, ids, ray.get(ref))
     for name, result in results.items():
         prefix = plan.vad[name]
         put_json(store, lay.file(prefix, "segments.json"), result)
         put_json(store, lay.marker(prefix), {"conversations": len(result),
-                                             "ok": sum(r["status"] == "ok" for r in result.values())})
+                                             "ok": sum(r["status"] == "ok" for r in result.values()),
+                                             "source": "online probabilities" if reuses_online_detector(cfg)
+                                             else "offline Silero"})
     return dict(plan.vad)
 
 
 # -- score -----------------------------------------------------------------------------------
 ERROR_KEY = "error"  # in verdicts.json: the conversation could not be scored, and why
-def _outcomes(cfg: RunConfig, store: ObjectStore, plan: RunPlan, model: str, scene: Scene, shard: str,
+
+
+def _outcomes(cfg: RunConfig, store: ObjectStore, scene: Scene, entry: dict[str, Any],
               segments: list) -> list[dict[str, Any]]:
-    lay = plan.layout
-    rec = get_json(store, lay.conversation(lay.shard(plan.infer[model], shard), scene.scene_id, "json"))
+    rec = json.loads(read_output(store, entry, "json"))
     return conversation_outcomes(scene, rec, np.asarray(segments), cfg.protocol, cfg.metrics.yield_deadline_s)
 
 
-def score_conversations(cfg: RunConfig, model: str, items: list[tuple[str, str]]) -> dict[str, Any]:
-    """ASR + judge for the windows of ``items`` (scene id, shard) that need them (one Ray task)."""
-    from harness.scoring.asr import build_asr
-    from harness.scoring.cache import CachedJudge, ContentCache
-    from harness.scoring.flow import ConversationScorer
-    from harness.scoring.judge import build_judge
+class ConversationScoring:
+    """ASR + judge for the windows that need them; built once per Ray actor (the ASR and judge
+    load once), then :meth:`score` runs batches of one model's conversations."""
 
-    store = open_store(cfg.store.kind, cfg.store.root)
-    plan = RunPlan.from_config(cfg)
-    lay = plan.layout
-    judge = CachedJudge(build_judge(cfg.judge.kind, **cfg.judge.params), store, cache_prefix("judge"))
-    scorer = ConversationScorer(build_asr(cfg.asr.kind, **cfg.asr.params), judge,
-                                ContentCache(store, cache_prefix("asr")), cfg.protocol.sample_rate,
-                                cfg.tts.preamble_text)
-    scenes = {s.scene_id: s for s in load_scenes(store, plan)}
-    segs = get_json(store, lay.file(plan.vad[model], "segments.json"))
-    results: dict[str, Any] = {}
-    for sid, shard in items:
-        rows = _outcomes(cfg, store, plan, model, scenes[sid], shard, segs[sid]["segments"])
-        if not any((r["kind"] == "T" and r["response_presence"]) or (r["kind"] == "silence" and not r["silent"])
-                   for r in rows):
-            results[sid] = {}
-            continue
-        key = lay.conversation(lay.shard(plan.infer[model], shard), sid, "flac")
-        try:
-            output = decode(store.get(key), expected_rate=cfg.protocol.sample_rate)[0]
-            results[sid] = scorer.score(scenes[sid], rows, output, np.asarray(segs[sid]["segments"]))
-        except Exception as e:
-            results[sid] = {ERROR_KEY: f"scoring failed: {type(e).__name__}: {e}"}
-    return {"results": results, "asr_calls": scorer.asr_calls, "judge_hits": judge.hits,
-            "judge_misses": judge.misses, "usd": judge.cost.usd, "usd_saved": judge.saved.usd}
+    def __init__(self, cfg: RunConfig):
+        from harness.scoring.asr import build_asr
+        from harness.scoring.cache import CachedJudge, ContentCache
+        from harness.scoring.flow import ConversationScorer
+        from harness.scoring.judge import build_judge
+
+        self.cfg = cfg
+        self.store = open_store(cfg.store)
+        self.plan = RunPlan.from_config(cfg)
+        self.judge = CachedJudge(build_judge(cfg.judge.kind, **cfg.judge.params), self.store, cache_prefix("judge"))
+        self.scorer = ConversationScorer(build_asr(cfg.asr.kind, **cfg.asr.params), self.judge,
+                                         ContentCache(self.store, cache_prefix("asr")), cfg.protocol.sample_rate,
+                                         cfg.tts.preamble_text)
+        self.scenes = {s.scene_id: s for s in load_scenes(self.store, self.plan)}
+        self._segments: dict[str, dict[str, Any]] = {}
+
+    def score(self, model: str, items: list[tuple[str, dict[str, Any]]]) -> dict[str, Any]:
+        """``items``: (scene id, infer record). Returns verdicts per scene and this batch's counts."""
+        cfg, store = self.cfg, self.store
+        if model not in self._segments:
+            self._segments[model] = get_json(store, self.plan.layout.file(self.plan.vad[model], "segments.json"))
+        segs = self._segments[model]
+        before = (self.scorer.asr_calls, self.judge.hits, self.judge.misses, self.judge.cost.usd,
+                  self.judge.saved.usd)
+        results: dict[str, Any] = {}
+        for sid, entry in items:
+            try:
+                rows = _outcomes(cfg, store, self.scenes[sid], entry, segs[sid]["segments"])
+                if not any((r["kind"] == "T" and r["response_presence"]) or
+                           (r["kind"] == "silence" and not r["silent"]) for r in rows):
+                    results[sid] = {}
+                    continue
+                output = decode(read_output(store, entry, "flac"), expected_rate=cfg.protocol.sample_rate)[0]
+                results[sid] = self.scorer.score(self.scenes[sid], rows, output, np.asarray(segs[sid]["segments"]))
+            except Exception as e:
+                results[sid] = {ERROR_KEY: f"scoring failed: {type(e).__name__}: {e}"}
+        after = (self.scorer.asr_calls, self.judge.hits, self.judge.misses, self.judge.cost.usd, self.judge.saved.usd)
+        counts = dict(zip(("asr_calls", "judge_hits", "judge_misses", "usd", "usd_saved"),
+                          (a - b for a, b in zip(after, before, strict=True)), strict=True))
+        return {"model": model, "results": results, **counts}
 
 
 def score_stage(cfg: RunConfig, store: ObjectStore) -> dict[str, str]:
-    """Transcribe and judge every window with model speech (spec section 5) as parallel Ray tasks."""
+    """Transcribe and judge every window with model speech (spec section 5) on a pool of Ray
+    actors (one CPU each, as many as the cluster has CPUs), batches of ``score.batch``."""
     plan = RunPlan.from_config(cfg)
     lay = plan.layout
     todo = {}
@@ -269,20 +366,23 @@ def score_stage(cfg: RunConfig, store: ObjectStore) -> dict[str, str]:
         if not _done(store, plan, plan.score[m.name], f"score {m.name}"):
             segs = get_json(store, lay.file(plan.vad[m.name], "segments.json"))
             recs = infer_records(store, plan, m.name)
-            todo[m.name] = sorted((s, recs[s]["shard"]) for s, v in segs.items() if v["status"] == "ok")
+            todo[m.name] = sorted((s, recs[s]) for s, v in segs.items() if v["status"] == "ok")
     if not todo:
         return dict(plan.score)
+    batches = [(name, items[i:i + cfg.score.batch]) for name, items in todo.items()
+               for i in range(0, len(items), cfg.score.batch)]
+    merged = {name: {"results": {}, "asr_calls": 0, "judge_hits": 0, "judge_misses": 0, "usd": 0.0,
+                     "usd_saved": 0.0} for name in todo}
     with ray_session(cfg):
         import ray
+        from ray.util import ActorPool
 
-        task = ray.remote(num_cpus=1)(score_conversations)
-        jobs = [(name, task.remote(cfg, name, items[i:i + cfg.score.batch]))
-                for name, items in todo.items() for i in range(0, len(items), cfg.score.batch)]
-        merged = {name: {"results": {}, "asr_calls": 0, "judge_hits": 0, "judge_misses": 0, "usd": 0.0,
-                         "usd_saved": 0.0} for name in todo}
-        for name, ref in tqdm(jobs, desc="score batches", unit="batch"):
-            part = ray.get(ref)
-            acc = merged[name]
+        n_actors = max(1, min(len(batches), int(ray.cluster_resources().get("CPU", 1))))
+        actor = ray.remote(num_cpus=1)(ConversationScoring)
+        pool = ActorPool([actor.remote(cfg) for _ in range(n_actors)])
+        parts = pool.map_unordered(lambda a, b: a.score.remote(*b), batches)
+        for part in tqdm(parts, total=len(batches), desc="score batches", unit="batch"):
+            acc = merged[part.pop("model")]
             acc["results"].update(part.pop("results"))
             for k, v in part.items():
                 acc[k] += v
@@ -307,6 +407,8 @@ def reduce_stage(cfg: RunConfig, store: ObjectStore) -> str:
     index = get_json(store, lay.file(plan.synth, "index.json"))
     synth_errors = index["errors"]
     invalid = get_json(store, lay.file(plan.scenes, "invalid.json"))
+    _require(store, plan, plan.reference, "reference")
+    reference = get_json(store, lay.file(plan.reference, "reference.json"))
     rows_by_model: dict[str, list[dict[str, Any]]] = {}
     errors: dict[str, dict[str, int]] = {}
     error_list: list[dict[str, str]] = []
@@ -328,10 +430,10 @@ def reduce_stage(cfg: RunConfig, store: ObjectStore) -> str:
                 reason = verdicts.get(sid, {}).get(ERROR_KEY)
             if reason is None:
                 try:
-                    conv = _outcomes(cfg, store, plan, m.name, scene, recs[sid]["shard"], entry["segments"])
+                    conv = _outcomes(cfg, store, scene, recs[sid], entry["segments"])
                     rows += [{"model": m.name, **with_verdict(r, verdicts.get(sid, {}))} for r in conv]
                     continue
-                except (ValueError, KeyError) as e:
+                except (ValueError, KeyError, FileNotFoundError) as e:
                     reason = f"cannot score: {type(e).__name__}: {e}"
             errs[scene.condition] += 1
             error_list.append({"model": m.name, "scene_id": sid, "reason": reason})
@@ -344,12 +446,14 @@ def reduce_stage(cfg: RunConfig, store: ObjectStore) -> str:
     all_rows = [r for rows in rows_by_model.values() for r in rows]
     put_json(store, lay.file(plan.reduce, "metrics.json"), metrics)
     put_json(store, lay.file(plan.reduce, "statistics.json"), statistics)
+    statistics["human_validation"] = load_results(store, plan.review)  # shown, not stored: harness/review
     store.put(lay.file(plan.reduce, "events.parquet"), _parquet(all_rows))
     put_json(store, lay.file(plan.reduce, "errors.json"), {"conversations": error_list, "invalid_scenes": invalid})
     stats = get_json(store, lay.file(plan.scenes, "stats.json"))
-    report = render_report(cfg, metrics, statistics, stats, error_list, invalid, plan)
+    report = render_report(cfg, metrics, statistics, stats, error_list, invalid, plan, reference=reference)
     store.put(lay.file(plan.reduce, "report.md"), report.encode())
-    html = render_html(cfg, metrics, statistics, stats, error_list, invalid, plan, report_figures(metrics))
+    html = render_html(cfg, metrics, statistics, stats, error_list, invalid, plan, report_figures(metrics),
+                       reference=reference)
     store.put(lay.file(plan.reduce, "report.html"), html.encode())
     _conversation_pages(cfg, store, plan, scenes, rows_by_model)
     put_json(store, lay.marker(plan.reduce), {"models": [m.name for m in cfg.models], "rows": len(all_rows)})
@@ -366,7 +470,7 @@ def _conversation_pages(cfg: RunConfig, store: ObjectStore, plan: RunPlan, scene
         recs = infer_records(store, plan, m.name)
         for sids in example_conversations(rows).values():
             for sid in sids:
-                rec = get_json(store, lay.conversation(lay.shard(plan.infer[m.name], recs[sid]["shard"]), sid, "json"))
+                rec = json.loads(read_output(store, recs[sid], "json"))
                 page = conversation_page(m.name, scenes[sid], rec, np.asarray(segs[sid]["segments"]).reshape(-1, 2),
                                          [r for r in rows if r["scene_id"] == sid], cfg.protocol.sample_rate,
                                          cfg.protocol.fresh_onset_window_s)
@@ -401,20 +505,13 @@ def _parquet(rows: list[dict[str, Any]]) -> bytes:
 
 
 # -- all -------------------------------------------------------------------------------------
-STAGES = ("scenes", "synth", "infer", "vad", "score", "reduce")
+STAGES = ("scenes", "reference", "synth", "infer", "vad", "score", "reduce")
 
 
 def run_stage(name: str, cfg: RunConfig, store: ObjectStore) -> Any:
-    fn = {"scenes": scenes_stage, "synth": synth_stage, "infer": infer_stage, "vad": vad_stage,
-          "score": score_stage, "reduce": reduce_stage}[name]
+    fn = {"scenes": scenes_stage, "reference": reference_stage, "synth": synth_stage, "infer": infer_stage,
+          "vad": vad_stage, "score": score_stage, "reduce": reduce_stage}[name]
     return fn(cfg, store)
-
-
-def write_run_manifest(cfg: RunConfig, store: ObjectStore) -> None:
-    """The run's resolved config (first write wins; later runs with the same id reuse it)."""
-    plan = RunPlan.from_config(cfg)
-    put_json(store, plan.layout.run_manifest(), {"config": json.loads(json.dumps(asdict(cfg), default=str))},
-             if_absent=True)
 
 
 def run_pipeline(cfg: RunConfig, store: ObjectStore) -> str:

@@ -1,14 +1,38 @@
-"""What a run has done so far: stage markers and, per model, shards complete / missing."""
+"""What a run has done so far: every stage's marker and, per model, infer shards complete /
+failed (with reasons) / missing, device-hours spent and the projected cost to finish.
+
+It reads the store only and changes nothing (``make status RUN=...``).
+"""
 
 from __future__ import annotations
 
 from harness.runtime.config import RunConfig
+from harness.runtime.ledger import ModelLedger, read_ledger
 from harness.runtime.plan import RunPlan
-from harness.store.base import ObjectStore, get_json
+from harness.store.base import ObjectStore
+
+
+def _money(hours: float, cfg: RunConfig) -> str:
+    price = cfg.budget.usd_per_gpu_hour
+    return f"{hours:.3f} device-h" + (f" (${hours * price:,.2f})" if price else "")
+
+
+def _infer_line(led: ModelLedger, cfg: RunConfig) -> list[str]:
+    if not led.shards:
+        return [f"  infer   {led.model:10} not started"]
+    failed = led.failed
+    missing = len(led.missing) - len(failed)
+    projected = led.projected_hours()
+    lines = [f"  infer   {led.model:10} {len(led.markers)}/{len(led.shards)} shards complete, {len(failed)} failed, "
+             f"{missing} missing; {led.conversation_errors} conversation errors; spent {_money(led.spent_hours, cfg)}"
+             + ("" if not led.missing else
+                f"; to finish ~{_money(projected, cfg)}" if projected is not None else "; to finish: no rate yet")]
+    lines += [f"          {led.model:10}   {shard} failed: {reason}" for shard, reason in sorted(failed.items())]
+    return lines
 
 
 def run_status(cfg: RunConfig, store: ObjectStore) -> str:
-    """A plain-text table of the run's progress (reads markers only; changes nothing)."""
+    """A plain-text table of the run's progress."""
     plan = RunPlan.from_config(cfg)
     lay = plan.layout
 
@@ -16,19 +40,24 @@ def run_status(cfg: RunConfig, store: ObjectStore) -> str:
         return "complete" if store.exists(lay.marker(prefix)) else "missing"
 
     lines = [f"run {cfg.run_id} in {store.describe()}",
-             f"  scenes  {mark(plan.scenes):9} {plan.scenes}",
-             f"  synth   {mark(plan.synth):9} {plan.synth}"]
-    for m in cfg.models:
-        prefix = plan.infer[m.name]
-        plan_key = lay.file(prefix, "plan.json")
-        if store.exists(plan_key):
-            shards = get_json(store, plan_key)
-            done = [s for s in shards if store.exists(lay.marker(lay.shard(prefix, s)))]
-            errs = sum(get_json(store, lay.marker(lay.shard(prefix, s)))["error"] for s in done)
-            infer = f"{len(done)}/{len(shards)} shards, {errs} conversation errors"
-        else:
-            infer = "not started"
-        lines.append(f"  infer   {m.name:9} {infer}")
-        lines.append(f"  vad     {m.name:9} {mark(plan.vad[m.name])}")
-    lines.append(f"  reduce  {mark(plan.reduce):9} {plan.reduce}")
+             f"  scenes    {mark(plan.scenes):9} {plan.scenes}",
+             f"  reference {mark(plan.reference):9} {plan.reference}",
+             f"  synth     {mark(plan.synth):9} {plan.synth}"]
+    ledgers = [read_ledger(store, plan, m.name) for m in cfg.models]
+    for led in ledgers:
+        lines += _infer_line(led, cfg)
+    for stage in ("vad", "score"):
+        for m in cfg.models:
+            lines.append(f"  {stage:7} {m.name:10} {mark(getattr(plan, stage)[m.name])}")
+    lines.append(f"  reduce    {mark(plan.reduce):9} {plan.reduce}")
+    spent = sum(led.spent_hours for led in ledgers)
+    rates = [led.projected_hours() for led in ledgers if led.missing]
+    budget = cfg.budget
+    total = f"total spent {_money(spent, cfg)}"
+    if rates and all(r is not None for r in rates):
+        total += f"; projected to finish {_money(sum(rates), cfg)}"
+    if budget.gpu_hours is not None or budget.usd is not None:
+        total += f"; budget {budget.gpu_hours if budget.gpu_hours is not None else '-'} device-h / " \
+                 f"${budget.usd if budget.usd is not None else '-'}"
+    lines.append(total)
     return "\n".join(lines)

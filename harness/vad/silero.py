@@ -38,6 +38,17 @@ class VadSettings:
 
 
 
+def frame_samples(sample_rate: int) -> int:
+    """Timeline samples per Silero window (512 samples at 16 kHz): 768 at 24 kHz.
+
+    Raises ValueError when a window is not a whole number of samples at ``sample_rate``.
+    """
+    frame = SILERO_WINDOW * sample_rate / SILERO_RATE
+    if frame != int(frame):
+        raise ValueError(f"a Silero window is not a whole number of samples at {sample_rate} Hz")
+    return int(frame)
+
+
 @cache
 def _silero_jit():
     import silero_vad  # sets torch threads to 1 on import: callers set threads afterwards
@@ -62,15 +73,17 @@ class SileroProbs:
         self.n_streams = n_streams
         self.sample_rate = sample_rate
         self.settings = settings
-        frame = SILERO_WINDOW * sample_rate / SILERO_RATE
-        if frame != int(frame):
-            raise ValueError(f"a Silero window is not a whole number of samples at {sample_rate} Hz")
-        self.frame = int(frame)
-        self._block_in, _ = block_sizes(sample_rate, SILERO_RATE, settings.resample_block_s)
+        self.frame = frame_samples(sample_rate)
+        self._block_in, self._block_16k = block_sizes(sample_rate, SILERO_RATE, settings.resample_block_s)
         self._pending_in = np.zeros((n_streams, 0), np.float32)  # timeline samples not yet resampled
         self._pending_16k = np.zeros((n_streams, 0), np.float32)  # 16 kHz samples not yet windowed
         self._model = _silero_jit()
         self._model.reset_states()
+
+    def complete_frames(self, n_samples: int) -> int:
+        """Windows of a stream of ``n_samples`` timeline samples that lie in its whole resampling
+        blocks: the ones whose probability does not depend on what follows the stream's end."""
+        return n_samples // self._block_in * self._block_16k // SILERO_WINDOW
 
     def push(self, audio: np.ndarray) -> np.ndarray:
         if audio.ndim != 2 or audio.shape[0] != self.n_streams:
@@ -100,12 +113,21 @@ class StreamingDetector:
     def __init__(self, n_streams: int, sample_rate: int, settings: VadSettings):
         self.probs = SileroProbs(n_streams, sample_rate, settings)
         self.tracker = SpeechTracker(n_streams, self.probs.frame, settings.rules, sample_rate)
+        self._chunks: list[np.ndarray] = []
 
     def push(self, audio: np.ndarray) -> None:
         """Feed the next ``float32[B, n]`` output samples of every stream."""
         p = self.probs.push(audio)
         if p.shape[1]:
             self.tracker.push(p)
+            self._chunks.append(p)
+
+    def probabilities(self, b: int, n_frames: int) -> np.ndarray:
+        """Stream ``b``'s speech probabilities so far, at most ``n_frames``: ``float32[k]``, one per
+        :attr:`SileroProbs.frame` timeline samples, what the scheduler acted on. Causal, so equal to
+        what :func:`detect` computes from the stored output (the ``vad`` stage reuses them)."""
+        p = np.concatenate([c[b] for c in self._chunks]) if self._chunks else np.zeros(0, np.float32)
+        return p[:n_frames].copy()
 
     def finish(self) -> None:
         """End of every stream: close open segments (a partial last window is not scored)."""
@@ -125,7 +147,8 @@ def detect(waveforms: list[np.ndarray], sample_rate: int, settings: VadSettings)
         waveforms: mono ``float32[n_i]`` outputs on the timeline at ``sample_rate``.
     Returns:
         per waveform an ``int64[k, 2]`` array of ``[start, end)`` speech segments in samples
-        (only whole Silero windows are scored; the padding of shorter rows is ignored).
+        (only windows in whole resampling blocks, :meth:`SileroProbs.complete_frames`; the padding
+        of shorter rows is ignored).
     """
     if not waveforms:
         return []
@@ -134,5 +157,5 @@ def detect(waveforms: list[np.ndarray], sample_rate: int, settings: VadSettings)
         batch[i, : len(w)] = w
     sp = SileroProbs(len(waveforms), sample_rate, settings)
     probs = sp.push(batch)
-    lengths = np.minimum([len(w) // sp.frame for w in waveforms], probs.shape[1])
+    lengths = np.array([sp.complete_frames(len(w)) for w in waveforms])
     return segments_from_probs(probs, lengths, sp.frame, settings.rules, sample_rate)

@@ -1,0 +1,76 @@
+"""The ``infer`` stage's books, read from the store alone: which shards are complete, which
+failed and why, which are missing, and what was spent (device-hours from measured wall time).
+
+``make status`` prints it; the ``infer`` stage reads it before starting so that completed
+shards are skipped and cost nothing, and so the budget counts what earlier invocations of
+the same run already spent (including attempts that died).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from statistics import fmean
+from typing import Any
+
+from harness.runtime.plan import RunPlan
+from harness.store.base import ObjectStore, get_json
+
+
+@dataclass
+class ModelLedger:
+    """One model's shards in one run (empty ``shards`` when its plan is not written yet)."""
+
+    model: str
+    prefix: str
+    shards: dict[str, list[str]] = field(default_factory=dict)
+    markers: dict[str, dict[str, Any]] = field(default_factory=dict)  # complete shard -> marker
+    failures: dict[str, list[dict[str, Any]]] = field(default_factory=dict)  # shard -> failed attempts, oldest first
+
+    @property
+    def missing(self) -> list[str]:
+        """Shards without a marker (never run, failed, or running now)."""
+        return [s for s in self.shards if s not in self.markers]
+
+    @property
+    def failed(self) -> dict[str, str]:
+        """Missing shards with at least one failed attempt -> the last failure's reason."""
+        return {s: self.failures[s][-1]["reason"] for s in self.missing if self.failures.get(s)}
+
+    @property
+    def spent_hours(self) -> float:
+        """Device-hours of every attempt recorded so far: committed ones and failed ones."""
+        return (sum(m.get("device_hours", 0.0) for m in self.markers.values())
+                + sum(f.get("device_hours", 0.0) for fs in self.failures.values() for f in fs))
+
+    @property
+    def mean_shard_hours(self) -> float | None:
+        """Mean device-hours of a completed shard (None before the first one completes)."""
+        return fmean(m.get("device_hours", 0.0) for m in self.markers.values()) if self.markers else None
+
+    @property
+    def conversation_errors(self) -> int:
+        return sum(m["error"] for m in self.markers.values())
+
+    def projected_hours(self) -> float | None:
+        """Device-hours to finish the missing shards at the mean rate so far (None: no rate yet)."""
+        mean = self.mean_shard_hours
+        return None if mean is None else mean * len(self.missing)
+
+
+def read_ledger(store: ObjectStore, plan: RunPlan, model: str) -> ModelLedger:
+    """Read one model's shard plan, markers and failure records (changes nothing)."""
+    lay = plan.layout
+    prefix = plan.infer[model]
+    led = ModelLedger(model, prefix)
+    plan_key = lay.file(prefix, "plan.json")
+    if not store.exists(plan_key):
+        return led
+    led.shards = get_json(store, plan_key)
+    for shard in led.shards:
+        mk = lay.marker(lay.shard(prefix, shard))
+        if store.exists(mk):
+            led.markers[shard] = get_json(store, mk)
+        fails = [get_json(store, k) for k in store.list(f"{lay.shard(prefix, shard)}/failures")]
+        if fails:
+            led.failures[shard] = sorted(fails, key=lambda f: f["attempt"])
+    return led

@@ -1,0 +1,112 @@
+"""The run manifest: everything needed to reproduce a run (docs/reproducibility.md).
+
+``<run>/run.json`` is written by the first invocation of a run id (conditional put) and never
+changed: the resolved config, git commit, package versions, image reference and digest,
+model weights and revisions, and every seed. Each later invocation (a resume, ``make
+rerun-failed``) adds ``<run>/invocations/<id>.json`` with its own provenance, so a run that
+was finished by a different image or commit says so.
+
+Seeds: the scene generator (``scenes.seed``), the run (``seed``; each conversation's seed is
+``sha256(f"{seed}:{scene_id}")[:4]`` little-endian, :meth:`RunConfig.conversation_seed`, so a
+rerun of one shard reproduces its outputs), and the bootstrap (spec section 6).
+"""
+
+from __future__ import annotations
+
+import logging
+import os
+import platform
+import subprocess
+import time
+from importlib import metadata
+from pathlib import Path
+from typing import Any
+
+from harness.metrics.stats import BOOTSTRAP_SEED
+from harness.runtime.config import RunConfig
+from harness.runtime.shard import new_attempt_id
+from harness.store.base import ObjectStore, get_json, put_json
+from harness.store.layout import RunLayout
+
+log = logging.getLogger("duplex_mpe.manifest")
+
+#: distributions whose versions can change results; absent ones are recorded as null
+PACKAGES = ("duplex-mpe-harness", "torch", "torchaudio", "numpy", "scipy", "silero-vad", "soundfile", "numba",
+            "ray", "hydra-core", "omegaconf", "boto3", "pocketsphinx", "anthropic", "google-genai", "pyarrow",
+            "moshi", "transformers", "qwen-asr")
+#: environment variables the images set (images/base/Dockerfile): what the code cannot see itself
+IMAGE_ENV = {"reference": "DUPLEX_MPE_IMAGE", "digest": "DUPLEX_MPE_IMAGE_DIGEST"}
+GIT_ENV = "DUPLEX_MPE_GIT_COMMIT"  # baked into images, which carry no .git
+REPO = Path(__file__).resolve().parents[2]
+
+
+def git_commit() -> dict[str, Any]:
+    """``{"commit": sha or None, "dirty": bool or None}`` of the harness checkout (or the image's build arg)."""
+    try:
+        sha = subprocess.run(["git", "-C", str(REPO), "rev-parse", "HEAD"], capture_output=True, text=True,
+                             timeout=10, check=True).stdout.strip()
+        dirty = subprocess.run(["git", "-C", str(REPO), "status", "--porcelain", "--untracked-files=no"],
+                               capture_output=True, text=True, timeout=10, check=True).stdout.strip() != ""
+        return {"commit": sha, "dirty": dirty}
+    except (OSError, subprocess.SubprocessError):
+        return {"commit": os.environ.get(GIT_ENV), "dirty": None}
+
+
+def package_versions() -> dict[str, str | None]:
+    out: dict[str, str | None] = {}
+    for name in PACKAGES:
+        try:
+            out[name] = metadata.version(name)
+        except metadata.PackageNotFoundError:
+            out[name] = None
+    return out
+
+
+def provenance() -> dict[str, Any]:
+    """Where and with what this invocation runs (no config, no secrets)."""
+    return {"created": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()), "git": git_commit(),
+            "python": platform.python_version(), "platform": platform.platform(), "packages": package_versions(),
+            "image": {k: os.environ.get(v) for k, v in IMAGE_ENV.items()}}
+
+
+def build_manifest(cfg: RunConfig) -> dict[str, Any]:
+    """The manifest of a run started now with ``cfg``."""
+    return {
+        "run_id": cfg.run_id,
+        **provenance(),
+        "config": cfg.to_dict(),
+        "models": {m.name: {"target": m.target, "image": m.image, "weights": m.params.get("weights"),
+                            "revision": m.params.get("revision")} for m in cfg.models},
+        "seeds": {"run": cfg.seed, "scenes": cfg.scenes.seed, "bootstrap": BOOTSTRAP_SEED,
+                  "conversation": "int.from_bytes(sha256(f'{run}:{scene_id}')[:4], 'little')"},
+    }
+
+
+def write_run_manifest(cfg: RunConfig, store: ObjectStore) -> dict[str, Any]:
+    """Write ``run.json`` if this is the run's first invocation, and this invocation's record.
+
+    Returns the stored manifest (the first invocation's). Logs a warning when this
+    invocation's config differs from it (stage prefixes keep the outputs apart either way).
+    """
+    lay = RunLayout(cfg.run_id)
+    mine = build_manifest(cfg)
+    put_json(store, lay.run_manifest(), mine, if_absent=True)
+    stored = get_json(store, lay.run_manifest())
+    put_json(store, lay.invocation(new_attempt_id()), {**provenance(), "config": cfg.to_dict()})
+    if stored.get("config") != mine["config"]:
+        log.warning("run %s: this invocation's config differs from run.json's (kept as the run's); "
+                    "see %s", cfg.run_id, lay.invocation("*"))
+    return stored
+
+
+def load_run_config(store: ObjectStore, current: RunConfig) -> RunConfig:
+    """The config of run ``current.run_id`` from its manifest, with this invocation's
+    ``store``, ``cluster`` and ``budget`` (where and how it runs, not what it computes).
+
+    Raises FileNotFoundError when the run has no manifest.
+    """
+    manifest = get_json(store, RunLayout(current.run_id).run_manifest())
+    d = manifest["config"]
+    here = current.to_dict()
+    d.update(store=here["store"], cluster=here["cluster"], budget=here["budget"])
+    return RunConfig.from_dict(d)

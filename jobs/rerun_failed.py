@@ -1,0 +1,26 @@
+"""Finish a run: re-run only what is incomplete (failed or never-started shards, then the
+stages after them). ``python -m jobs.rerun_failed run_id=ID [store=...] [budget.gpu_hours=...]``
+
+The run's config comes from its manifest, so the rerun computes exactly what the first
+invocation would have; only where and how it runs (``store``, ``cluster``, ``budget``) is
+taken from this command line. Completed shards are skipped and cost nothing.
+"""
+
+import hydra
+from omegaconf import DictConfig
+
+from harness.runtime.stages import run_pipeline
+from jobs._entry import CONF_DIR, existing_run, run_until_stopped, setup
+from jobs.pipeline import report_location
+
+
+@hydra.main(version_base="1.3", config_path=CONF_DIR, config_name="config")
+def main(cfg: DictConfig) -> None:
+    run, store = setup(cfg)
+    run = existing_run(run, store)
+    key = run_until_stopped(run_pipeline, run, store)
+    print(report_location(run, store, key))
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,53 @@
+"""The run manifest: written once, complete enough to reproduce the run, reloaded for reruns."""
+
+from __future__ import annotations
+
+import pytest
+
+from harness.runtime.config import RunConfig
+from harness.runtime.manifest import build_manifest, load_run_config, write_run_manifest
+from harness.store.base import LocalStore, get_json
+from harness.store.layout import RunLayout
+
+
+def _cfg(**kw) -> RunConfig:
+    return RunConfig.from_dict({"run_id": "m", "seed": 7, "scenes": {"n_pairs": 5, "seed": 11},
+                                "model": {"moshi": {"target": "moshi", "image": "ghcr.io/x/moshi@sha256:ab",
+                                                    "params": {"weights": "kyutai/moshiko", "revision": "abc123"}}},
+                                **kw})
+
+
+def test_manifest_names_everything_a_reproduction_needs(monkeypatch):
+    monkeypatch.setenv("DUPLEX_MPE_IMAGE", "ghcr.io/x/base:1.0")
+    monkeypatch.setenv("DUPLEX_MPE_IMAGE_DIGEST", "sha256:0123")
+    m = build_manifest(_cfg())
+    assert m["git"]["commit"] and len(m["git"]["commit"]) == 40  # this checkout
+    assert m["packages"]["torch"] and m["packages"]["ray"] and m["packages"]["transformers"] is None
+    assert m["image"] == {"reference": "ghcr.io/x/base:1.0", "digest": "sha256:0123"}
+    assert m["models"]["moshi"] == {"target": "moshi", "image": "ghcr.io/x/moshi@sha256:ab",
+                                    "weights": "kyutai/moshiko", "revision": "abc123"}
+    assert m["seeds"]["run"] == 7 and m["seeds"]["scenes"] == 11 and m["seeds"]["bootstrap"] == 20260902
+    assert RunConfig.from_dict(m["config"]) == _cfg()
+
+
+def test_first_invocation_writes_run_json_later_ones_add_records(tmp_path):
+    store = LocalStore(tmp_path)
+    first = write_run_manifest(_cfg(), store)
+    later = write_run_manifest(_cfg(metrics={"min_n": 10}), store)  # a different config does not replace it
+    assert later == first == get_json(store, RunLayout("m").run_manifest())
+    records = list(store.list("m/invocations"))
+    assert len(records) == 2
+    assert get_json(store, records[1])["config"]["metrics"]["min_n"] in (10, 30)
+
+
+def test_rerun_config_comes_from_the_manifest_except_where_it_runs(tmp_path):
+    store = LocalStore(tmp_path)
+    write_run_manifest(_cfg(), store)
+    here = RunConfig.from_dict({"run_id": "m", "model": {"silent": {"target": "silent"}},
+                                "cluster": {"num_gpus": 8}, "budget": {"gpu_hours": 3.0},
+                                "store": {"root": str(tmp_path)}})
+    cfg = load_run_config(store, here)
+    assert cfg.models == _cfg().models and cfg.seed == 7 and cfg.scenes.n_pairs == 5
+    assert cfg.cluster.num_gpus == 8 and cfg.budget.gpu_hours == 3.0 and cfg.store.root == str(tmp_path)
+    with pytest.raises(FileNotFoundError):
+        load_run_config(store, RunConfig.from_dict({"run_id": "nope", "model": {"s": {"target": "silent"}}}))
