@@ -47,7 +47,7 @@ class ModelSettings:
     name: str
     target: str
     params: dict[str, Any] = field(default_factory=dict)
-    batch_size: int = 32
+    batch_size: int = 64
     num_gpus: float = 0
     num_cpus: float = 1
     image: str | None = None
@@ -55,7 +55,7 @@ class ModelSettings:
 
 @dataclass(frozen=True)
 class InferSettings:
-    shard_size: int = 32
+    shard_size: int = 64
     max_duration_s: float = 1800.0
     actors_per_model: int | None = 1  # None: one actor per GPU (or CPU slot) the cluster has
     torch_threads: int = 1

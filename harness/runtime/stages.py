@@ -360,17 +360,22 @@ def score_stage(cfg: RunConfig, store: ObjectStore) -> dict[str, str]:
     actors (one CPU each, as many as the cluster has CPUs), batches of ``score.batch``."""
     plan = RunPlan.from_config(cfg)
     lay = plan.layout
-    todo = {}
+    todo, speech = {}, {}
     for m in cfg.models:
         _require(store, plan, plan.vad[m.name], f"vad {m.name}")
         if not _done(store, plan, plan.score[m.name], f"score {m.name}"):
             segs = get_json(store, lay.file(plan.vad[m.name], "segments.json"))
             recs = infer_records(store, plan, m.name)
-            todo[m.name] = sorted((s, recs[s]) for s, v in segs.items() if v["status"] == "ok")
+            speech.update({(m.name, s): sum(e - b for b, e in v["segments"]) for s, v in segs.items()
+                           if v["status"] == "ok"})
+            # most speech first: ASR time grows with it, so the longest batches start first
+            todo[m.name] = sorted(((s, recs[s]) for s, v in segs.items() if v["status"] == "ok"),
+                                  key=lambda item, m=m.name: (-speech[(m, item[0])], item[0]))
     if not todo:
         return dict(plan.score)
-    batches = [(name, items[i:i + cfg.score.batch]) for name, items in todo.items()
-               for i in range(0, len(items), cfg.score.batch)]
+    batches = sorted(((name, items[i:i + cfg.score.batch]) for name, items in todo.items()
+                      for i in range(0, len(items), cfg.score.batch)),
+                     key=lambda b: -sum(speech[(b[0], sid)] for sid, _ in b[1]))
     merged = {name: {"results": {}, "asr_calls": 0, "judge_hits": 0, "judge_misses": 0, "usd": 0.0,
                      "usd_saved": 0.0} for name in todo}
     with ray_session(cfg):
@@ -515,9 +520,10 @@ def run_stage(name: str, cfg: RunConfig, store: ObjectStore) -> Any:
 
 
 def run_pipeline(cfg: RunConfig, store: ObjectStore) -> str:
-    """Run every stage in order; returns the key of the report."""
+    """Run every stage in order (one Ray session for all of them); returns the key of the report."""
     write_run_manifest(cfg, store)
-    for name in STAGES:
-        run_stage(name, cfg, store)
+    with ray_session(cfg):
+        for name in STAGES:
+            run_stage(name, cfg, store)
     plan = RunPlan.from_config(cfg)
     return plan.layout.file(plan.reduce, "report.md")
