@@ -16,7 +16,11 @@ import numpy as np
 
 from harness.metrics import stats
 
-PAIRED_T_METRICS = ("fresh_onset", "response_presence")
+PAIRED_T_METRICS = ("fresh_onset", "response_presence", "answer_correct")
+TIMING_METRICS = ("fresh_onset", "response_presence")  # per request-timing bin (descriptive)
+#: the score each per-request field of PAIRED_T_METRICS counts
+PAIRED_SCORE = {"fresh_onset": "fresh_onset_response_rate", "response_presence": "response_presence",
+                "answer_correct": "conditional_answer_accuracy"}
 BETWEEN_MODEL_METRICS = ("fresh_onset_response_rate", "conditional_answer_accuracy")
 
 
@@ -24,13 +28,18 @@ def _t_outcomes(rows: Sequence[Mapping[str, Any]], key: str) -> dict[str, bool]:
     return {r["scene_id"]: bool(r[key]) for r in rows if r["kind"] == "T"}
 
 
-def explicit_vs_implicit(rows: Sequence[Mapping[str, Any]], alpha: float = 0.05) -> dict[str, dict[str, Any]]:
-    """Per T metric: exact McNemar on paired scenes and Δ in percentage points (spec section 6)."""
+def explicit_vs_implicit(rows: Sequence[Mapping[str, Any]], alpha: float = 0.05,
+                         metrics: Sequence[str] = PAIRED_T_METRICS) -> dict[str, dict[str, Any]]:
+    """Per T metric: exact McNemar on paired scenes and Δ in percentage points (spec section 6).
+
+    ``answer_correct`` (conditional answer accuracy) uses only the pairs where the model spoke
+    in both versions' response windows, as between models (spec section 6), so Δ is over those.
+    """
     out = {}
-    for metric in PAIRED_T_METRICS:
+    for metric in metrics:
         by_pair: dict[str, dict[str, bool]] = defaultdict(dict)
         for r in rows:
-            if r["kind"] == "T":
+            if r["kind"] == "T" and (metric != "answer_correct" or r["response_presence"]):
                 by_pair[r["pair_id"]][r["condition"]] = bool(r[metric])
         pairs = [v for v in by_pair.values() if len(v) == 2]
         e = np.array([v["explicit"] for v in pairs], bool)
@@ -143,7 +152,7 @@ def request_timing(rows_by_model: Mapping[str, Sequence[Mapping[str, Any]]],
             sel = [r for r, b in zip(t, bins, strict=True) if b == k]
             n = len(sel)
             per[str(k)] = {"n": n, **{m: (sum(r[m] for r in sel) / n if n >= min_n else None)
-                                       for m in PAIRED_T_METRICS}}
+                                       for m in TIMING_METRICS}}
         out["bins"][model] = per
     return out
 

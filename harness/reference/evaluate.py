@@ -171,9 +171,8 @@ def fresh_onset_mcnemar(rows: Sequence[Mapping[str, Any]]) -> dict[str, Any]:
     """Exact McNemar explicit vs implicit on fresh onset (``RESPOND`` on T) over paired scenes,
     with Δ in percentage points: :func:`harness.metrics.analyses.explicit_vs_implicit`."""
     t_rows = [{"kind": "T", "pair_id": r["pair_id"], "condition": r["condition"],
-               "fresh_onset": r["decision"] == RESPOND, "response_presence": r["decision"] == RESPOND}
-              for r in rows if r["label"] == Label.T]
-    return explicit_vs_implicit(t_rows)["fresh_onset"]
+               "fresh_onset": r["decision"] == RESPOND} for r in rows if r["label"] == Label.T]
+    return explicit_vs_implicit(t_rows, metrics=("fresh_onset",))["fresh_onset"]
 
 
 def run_reference(scenes: Sequence[Scene], reference: Reference, judge: Judge, duty: str, runs: int = 2,

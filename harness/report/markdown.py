@@ -10,6 +10,7 @@ from __future__ import annotations
 import json
 from typing import Any
 
+from harness.metrics.analyses import PAIRED_SCORE
 from harness.metrics.scores import FUNNEL, SCORE_TITLES, SCORES, YIELD_FAILURES
 from harness.metrics.stats import BREAKDOWN_CATEGORIES, SWEEP_THRESHOLDS_MS
 from harness.reference.report import reference_section, score_rows
@@ -149,12 +150,14 @@ def _statistics(st: dict, models: list[str]) -> list[Section]:
     rows = []
     for m in models:
         for metric, r in st["explicit_vs_implicit"][m].items():
-            rows.append((m, metric, str(r["n_pairs"]), str(r["explicit_only"]), str(r["implicit_only"]),
+            rows.append((m, SCORE_TITLES[PAIRED_SCORE[metric]], str(r["n_pairs"]), str(r["explicit_only"]),
+                         str(r["implicit_only"]),
                          num(r["delta_pp"], "+.2f"), p_value(r["p"], r["significant"])))
     out.append(Section("Explicit vs implicit (paired scenes, exact McNemar)", [
         Table(("model", "metric", "pairs", "explicit only", "implicit only", "Δ (pp)", "p"), rows),
         Paragraph("Δ = (explicit only − implicit only) / pairs × 100; * = p < 0.05. Pairs differ in more than "
-                  "the name (spec section 2): the comparison is between whole paired scenes.")]))
+                  "the name (spec section 2): the comparison is between whole paired scenes. Conditional answer "
+                  "accuracy counts only the pairs where the model spoke in both versions.")]))
 
     rows = [(cond, t["a"], t["b"], str(t["n"]), str(t["a_only"]), str(t["b_only"]), p_value(t["p"]),
              f"{p_value(t['p_bonferroni'])} (m={t['m']}){' *' if t['significant'] else ''}")

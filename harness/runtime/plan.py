@@ -19,7 +19,7 @@ GENERATOR_VERSION = "templates-v1"
 # bump when the infer stage's output layout changes (v2: attempts, checksummed markers, stored probabilities)
 INFER_VERSION = "infer-v2"
 # bump when the reduce stage's outputs change for the same inputs (new scores, statistics)
-REDUCE_VERSION = "reduce-v4"
+REDUCE_VERSION = "reduce-v5"
 # bump when the score stage's outputs change for the same settings (ASR/judge code, scoring flow)
 SCORE_VERSION = "score-v2"
 # bump when the reference stage's outputs change for the same settings (reference code, its scores)

@@ -6,7 +6,6 @@ from __future__ import annotations
 import builtins
 import json
 import shutil
-from types import SimpleNamespace
 
 import pytest
 
@@ -35,6 +34,7 @@ from harness.scoring.judge.llm import (
     price_for,
 )
 from harness.store.base import LocalStore
+from tests.fixtures.fake_llm import FakeAnthropic, FakeGemini
 
 STATEMENT = [ContextTurn("A", "Okay, let's get dinner going."), ContextTurn("B", "The pan is really hot.")]
 QUESTION = [ContextTurn("A", "Okay, let's get dinner going."), ContextTurn("B", "Carol, is the oven on?")]
@@ -226,34 +226,6 @@ def test_verdict_round_trips_as_json():
 
 # ---------------------------------------------------------------------------------------------
 # LLM judges with fake clients (shapes of the SDK responses)
-class FakeAnthropic:
-    def __init__(self, reply="CORRECT", input_tokens=1000, output_tokens=10):
-        self.calls: list[dict] = []
-        self.reply, self.usage = reply, SimpleNamespace(input_tokens=input_tokens, output_tokens=output_tokens)
-        self.messages = SimpleNamespace(create=self._create)
-
-    def _create(self, **kwargs):
-        self.calls.append(kwargs)
-        return SimpleNamespace(content=[SimpleNamespace(type="text", text=self.reply)], usage=self.usage,
-                               stop_reason="end_turn")
-
-    def prompt(self, i=-1) -> str:
-        return self.calls[i]["messages"][0]["content"]
-
-
-class FakeGemini:
-    def __init__(self, reply="BACKCHANNEL", prompt_tokens=400, candidates=3, thoughts=50):
-        self.calls: list[dict] = []
-        self.reply = reply
-        self.usage = SimpleNamespace(prompt_token_count=prompt_tokens, candidates_token_count=candidates,
-                                     thoughts_token_count=thoughts)
-        self.models = SimpleNamespace(generate_content=self._generate)
-
-    def _generate(self, **kwargs):
-        self.calls.append(kwargs)
-        return SimpleNamespace(text=self.reply, usage_metadata=self.usage)
-
-
 def test_anthropic_answer_prompt_verdict_and_cost():
     fake = FakeAnthropic("CORRECT", input_tokens=1000, output_tokens=10)
     judge = AnthropicJudge(client=fake)

@@ -5,7 +5,6 @@ hand-computed scores, agreement between passes, and the LLM backends with fake S
 from __future__ import annotations
 
 import re
-from types import SimpleNamespace
 
 import pytest
 from hypothesis import given, settings
@@ -31,6 +30,7 @@ from harness.scoring.judge import CORRECT, Cost
 from harness.scoring.judge.lexical import LexicalJudge
 from harness.store.base import LocalStore, get_json
 from harness.store.layout import cache_prefix
+from tests.fixtures.fake_llm import FakeAnthropic, FakeGemini
 
 
 # ---------------------------------------------------------------------------------------------
@@ -78,39 +78,6 @@ def _turn_of(prompt: str) -> str:
     return re.search(r"<turn>\n(.*?)\n</turn>", prompt, re.DOTALL).group(1)
 
 
-class FakeAnthropic:
-    def __init__(self, reply, input_tokens=1200, output_tokens=12, fail_on: str | None = None):
-        self.calls: list[dict] = []
-        self.reply = reply  # a function of the prompt
-        self.usage = SimpleNamespace(input_tokens=input_tokens, output_tokens=output_tokens)
-        self.fail_on = fail_on
-        self.messages = SimpleNamespace(create=self._create)
-
-    def _create(self, **kwargs):
-        prompt = kwargs["messages"][0]["content"]
-        if self.fail_on and self.fail_on in _turn_of(prompt):
-            raise ConnectionError("simulated API outage")
-        self.calls.append(kwargs)
-        return SimpleNamespace(content=[SimpleNamespace(type="text", text=self.reply(prompt))], usage=self.usage,
-                               stop_reason="end_turn")
-
-    def prompts(self) -> list[str]:
-        return [c["messages"][0]["content"] for c in self.calls]
-
-
-class FakeGemini:
-    def __init__(self, reply, prompt_tokens=900, candidates=8, thoughts=40):
-        self.calls: list[dict] = []
-        self.reply = reply
-        self.usage = SimpleNamespace(prompt_token_count=prompt_tokens, candidates_token_count=candidates,
-                                     thoughts_token_count=thoughts)
-        self.models = SimpleNamespace(generate_content=self._generate)
-
-    def _generate(self, **kwargs):
-        self.calls.append(kwargs)
-        return SimpleNamespace(text=self.reply(kwargs["contents"]), usage_metadata=self.usage)
-
-
 def attentive(prompt: str) -> str:
     """A scripted model: answers a question that names Aria or says "you", with the gold answer."""
     turn = _turn_of(prompt)
@@ -141,7 +108,7 @@ def test_history_never_holds_the_current_or_a_future_turn_or_an_answer(n_turns, 
         assert (inp.current.speaker, inp.current.text) == (scene.turns[i].speaker, scene.turns[i].text)
         assert inp.duty == DUTY_TEXT
     # through the real prompt: every reply is an answer naming its turn; no later prompt may hold it
-    fake = FakeAnthropic(lambda p: f"RESPOND\nAnswer{_turn_of(p)[5:8]}Q")
+    fake = FakeAnthropic(lambda p: f"RESPOND\nAnswer{_turn_of(p)[5:8]}Q", input_tokens=1200, output_tokens=12)
     ref = LLMReference("anthropic", client=fake)
     for inp in inputs:
         ref.decide(inp, 1)
@@ -305,7 +272,7 @@ def test_gemini_reference_temperature_zero_and_thinking_billed():
 
 def test_llm_reference_scores_answers_with_the_judge(tmp_path):
     store = LocalStore(tmp_path)
-    fake = FakeAnthropic(attentive)
+    fake = FakeAnthropic(attentive, input_tokens=1200, output_tokens=12)
     ref = build_reference("anthropic", store=store, cache_prefix=cache_prefix("reference"), client=fake)
     judge = CachedJudge(LexicalJudge(), store, cache_prefix("judge"))
     out = run_reference(SCENES, ref, judge, DUTY_TEXT, runs=2, min_n=1, workers=1)
@@ -377,7 +344,7 @@ def test_unparseable_reply_is_recorded_never_silent():
 
 def test_api_error_makes_the_scene_an_error_and_is_not_cached(tmp_path):
     store = LocalStore(tmp_path)
-    fake = FakeAnthropic(attentive, fail_on="capital of Peru")  # both p2 T turns fail
+    fake = FakeAnthropic(attentive, fail_on=lambda p: "capital of Peru" in _turn_of(p))  # both p2 T turns fail
     out = run_reference(SCENES, LLMReference("anthropic", store=store, cache_prefix="c/ref", client=fake),
                         LexicalJudge(), DUTY_TEXT, min_n=1)
     assert set(out["errors"]) == {"p2-explicit", "p2-implicit"}
