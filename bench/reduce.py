@@ -2,14 +2,17 @@
 
 5 models x 2 conditions x 2,000 scenes with the paper's window counts per condition
 (T 2,000; N1 3,041; N2 14,052; N3 3,267; N4 1,911), outcomes drawn at the paper's
-rates. Times scores + every statistic (10,000-replicate bootstrap for every model pair).
-Prints figures; the last line is one JSON object with ``reduce_seconds``.
+rates (answers 70 % correct; 30 % of occupied silence windows judged backchannels), with
+the fields the scoring flow writes into the per-event table. Times scores + every statistic
+(10,000-replicate bootstrap for every model pair). Prints figures; the last line is one JSON
+object with ``reduce_seconds``.
 
-    .venv/bin/python bench/reduce.py
+    .venv/bin/python bench/reduce.py [--scenes 2000]
 """
 
 from __future__ import annotations
 
+import argparse
 import json
 import time
 
@@ -27,28 +30,36 @@ MODELS = {"minicpm-o-4.5": (0.95, 0.92), "moshi": (0.63, 0.27), "flm-audio": (0.
 TARGETS = ("human", "device", "group", "none")
 
 
-def synthetic_rows(rng: np.random.Generator) -> dict[str, list[dict]]:
+def synthetic_rows(rng: np.random.Generator, scenes: int = SCENES) -> dict[str, list[dict]]:
+    """The per-event table of every model; window counts scale with ``scenes``."""
+    windows = {k: round(v * scenes / SCENES) for k, v in WINDOWS.items()}
+    n4_events = round(N4_EVENTS * scenes / SCENES)
     out = {}
     for model, (fresh, silence) in MODELS.items():
         rows = []
         for cond in CONDITIONS:
-            for s in range(SCENES):
+            for s in range(scenes):
                 f = rng.random() < fresh
                 speaking = (not f) and rng.random() < 0.5
+                spoke = f or speaking
                 rows.append({"model": model, "kind": "T", "scene_id": f"p{s:05d}-{cond}", "pair_id": f"p{s:05d}",
-                             "condition": cond, "fresh_onset": f, "response_presence": f or speaking,
-                             "speaking_at_end": speaking})
-            scene_of = rng.integers(0, SCENES, sum(WINDOWS.values()))
-            labels = np.repeat(list(WINDOWS), list(WINDOWS.values()))
+                             "condition": cond, "fresh_onset": f, "response_presence": spoke,
+                             "speaking_at_end": speaking,
+                             "answer_correct": bool(rng.random() < 0.7) if spoke else None})
+            scene_of = rng.integers(0, scenes, sum(windows.values()))
+            labels = np.repeat(list(windows), list(windows.values()))
             silent = rng.random(len(labels)) < silence
             speech = np.where(silent, 0.0, rng.exponential(1.5, len(labels)))
-            for sc, lab, ok, sp in zip(scene_of, labels, silent, speech, strict=True):
+            exempt = ~silent & (rng.random(len(labels)) < 0.3)  # judged BACKCHANNEL
+            for sc, lab, ok, ex, sp in zip(scene_of, labels, silent, exempt, speech, strict=True):
                 rows.append({"model": model, "kind": "silence", "scene_id": f"p{sc:05d}-{cond}", "condition": cond,
-                             "label": str(lab), "target": "none" if lab == "N3" else TARGETS[sc % 3],
-                             "silent": bool(ok), "speech_s": float(sp)})
-            for e in range(N4_EVENTS):
+                             "pair_id": f"p{sc:05d}", "label": str(lab),
+                             "target": "none" if lab == "N3" else TARGETS[sc % 3], "silent": bool(ok),
+                             "exempt_backchannel": bool(ex), "silence_preserved": bool(ok or ex),
+                             "speech_s": float(sp)})
+            for e in range(n4_events):
                 outcome = rng.choice(["yield", "still_voicing", "resumed", "excluded_no_answer"])
-                rows.append({"model": model, "kind": "N4", "scene_id": f"p{e % SCENES:05d}-{cond}",
+                rows.append({"model": model, "kind": "N4", "scene_id": f"p{e % scenes:05d}-{cond}",
                              "condition": cond, "yield_outcome": str(outcome),
                              "yield_eligible": not outcome.startswith("excluded"),
                              "window_response": bool(rng.random() < 0.9),
@@ -60,11 +71,14 @@ def synthetic_rows(rng: np.random.Generator) -> dict[str, list[dict]]:
 
 
 def main() -> None:
+    ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    ap.add_argument("--scenes", type=int, default=SCENES, help="scene pairs per model (the benchmark: 2,000)")
+    args = ap.parse_args()
     rng = np.random.default_rng(0)
     t0 = time.perf_counter()
-    rows = synthetic_rows(rng)
+    rows = synthetic_rows(rng, args.scenes)
     build = time.perf_counter() - t0
-    times = {f"p{s:05d}-{c}": float(rng.uniform(14.5, 264.0)) for s in range(SCENES) for c in CONDITIONS}
+    times = {f"p{s:05d}-{c}": float(rng.uniform(14.5, 264.0)) for s in range(args.scenes) for c in CONDITIONS}
     n_rows = sum(len(r) for r in rows.values())
     t1 = time.perf_counter()
     metrics = compute_metrics(rows, {}, CONDITIONS, 30)

@@ -1,0 +1,34 @@
+"""The benchmark scripts run and report what they must (figures, not timings, are asserted)."""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+pytestmark = pytest.mark.slow
+REPO = Path(__file__).resolve().parents[2]
+
+
+def bench(script: str, *args: str) -> dict:
+    out = subprocess.run([sys.executable, f"bench/{script}", *args], cwd=REPO, capture_output=True, text=True,
+                         timeout=600, env={**os.environ, "RAY_AUTH_MODE": "disabled"})
+    assert out.returncode == 0, out.stderr[-3000:]
+    return json.loads(out.stdout.strip().splitlines()[-1])
+
+
+def test_reduce_bench_on_a_small_table():
+    figures = bench("reduce.py", "--scenes", "60")
+    assert figures["reduce_seconds"] > 0 and figures["rows"] > 5 * 2 * 60
+
+
+def test_cluster_simulation_reruns_only_the_failed_shards():
+    figures = bench("cluster_sim.py", "--conversations", "96", "--gpus", "2", "--shard-size", "8",
+                    "--seconds", "0.01", "--fail-share", "0.25")
+    assert figures["failed_shards"] == 3 and figures["rerun_shards"] == 3
+    assert figures["rerun_extra_shards"] == 0 and figures["complete_after_rerun"]
+    assert 0 < figures["gpu_utilisation"] <= 1
