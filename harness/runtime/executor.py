@@ -23,6 +23,7 @@ from __future__ import annotations
 
 import logging
 import os
+import re
 import time
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
@@ -136,12 +137,22 @@ def _actors_wanted(cfg: RunConfig, m: ModelSettings, n_shards: int) -> int:
     return max(1, min(n, n_shards))
 
 
+_ANSI = re.compile(r"\x1b\[[0-9;]*m")
+_EXCEPTION_LINE = re.compile(r"^[A-Za-z_][\w.]*(Error|Exception|Exit|Interrupt)\b.*")
+
+
 def _reason(e: Exception) -> str:
-    """One line naming what went wrong (a worker's exception, not Ray's wrapper around it)."""
+    """One line naming what went wrong: the worker's exception, not Ray's wrapper around it
+    (a ``RayTaskError``'s cause; for an actor that died in its constructor, the exception line
+    at the end of Ray's message)."""
     cause = getattr(e, "cause", None)  # RayTaskError carries the worker's exception
     err = cause if isinstance(cause, BaseException) else e
-    text = str(err).strip()
-    return f"{type(err).__name__}: {text.splitlines()[0][:300] if text else '(no message)'}"
+    lines = [ln.strip() for ln in _ANSI.sub("", str(err)).splitlines() if ln.strip()]
+    if not lines:
+        return f"{type(err).__name__}: (no message)"
+    last = next((ln for ln in reversed(lines[1:]) if _EXCEPTION_LINE.match(ln)), None)
+    head = f"{type(err).__name__}: {lines[0].split(',')[0][:200]}"
+    return f"{head}: {last[:300]}" if last else f"{type(err).__name__}: {lines[0][:300]}"
 
 
 def run_shards(cfg: RunConfig, store: ObjectStore, work: dict[str, dict[str, list[str]]],

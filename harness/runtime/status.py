@@ -19,15 +19,15 @@ def _money(hours: float, cfg: RunConfig) -> str:
 
 def _infer_line(led: ModelLedger, cfg: RunConfig) -> list[str]:
     if not led.shards:
-        return [f"  infer   {led.model:10} not started"]
+        return [f"  infer     {led.model:10} not started"]
     failed = led.failed
     missing = len(led.missing) - len(failed)
     projected = led.projected_hours()
-    lines = [f"  infer   {led.model:10} {len(led.markers)}/{len(led.shards)} shards complete, {len(failed)} failed, "
+    lines = [f"  infer     {led.model:10} {len(led.markers)}/{len(led.shards)} shards complete, {len(failed)} failed, "
              f"{missing} missing; {led.conversation_errors} conversation errors; spent {_money(led.spent_hours, cfg)}"
              + ("" if not led.missing else
                 f"; to finish ~{_money(projected, cfg)}" if projected is not None else "; to finish: no rate yet")]
-    lines += [f"          {led.model:10}   {shard} failed: {reason}" for shard, reason in sorted(failed.items())]
+    lines += [f"            {led.model:10}   {shard} failed: {reason}" for shard, reason in sorted(failed.items())]
     return lines
 
 
@@ -48,7 +48,7 @@ def run_status(cfg: RunConfig, store: ObjectStore) -> str:
         lines += _infer_line(led, cfg)
     for stage in ("vad", "score"):
         for m in cfg.models:
-            lines.append(f"  {stage:7} {m.name:10} {mark(getattr(plan, stage)[m.name])}")
+            lines.append(f"  {stage:9} {m.name:10} {mark(getattr(plan, stage)[m.name])}")
     lines.append(f"  reduce    {mark(plan.reduce):9} {plan.reduce}")
     spent = sum(led.spent_hours for led in ledgers)
     rates = [led.projected_hours() for led in ledgers if led.missing]

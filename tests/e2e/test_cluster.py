@@ -43,7 +43,7 @@ def test_budget_stop_status_and_rerun_failed(tmp_path):
     status = job("status", *where, "budget.usd_per_gpu_hour=2.5")
     assert status.returncode == 0, status.stderr[-2000:]
     assert "1/3 shards complete, 0 failed, 2 missing" in status.stdout and "$" in status.stdout
-    assert "vad     silent     missing" in status.stdout
+    assert "vad       silent     missing" in status.stdout
 
     done_attempt = next(iter(led.markers.values()))["attempt"]
     rerun = job("rerun_failed", *where)  # the run's own config comes from its manifest

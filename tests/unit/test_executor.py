@@ -141,3 +141,14 @@ def test_a_duplicate_attempt_cannot_overwrite_the_committed_one(tmp_path):
     entry = next(iter(marker["conversations"].values()))
     data = store.get(entry["objects"]["json"]["key"])
     assert hashlib.sha256(data).hexdigest() == entry["objects"]["json"]["sha256"]
+
+
+def test_a_model_that_cannot_load_fails_its_shards_with_the_loader_error(ray_gpus, tmp_path):
+    cfg, store, plan, shards = _setup(tmp_path, n_shards=2, actors=1, shard_attempts=2, max_restarts=0,
+                                      max_task_retries=0)
+    with ray_session(cfg):
+        report = run_shards(cfg, store, {"null": shards}, factory=executor_workers.BrokenLoadWorker)
+    assert set(report.failed) == {("null", s) for s in shards}
+    for reason in report.failed.values():
+        assert reason.startswith("ActorDiedError") and "RuntimeError: weights not found: kyutai/nothing" in reason
+    assert all(len(v) == 2 for v in read_ledger(store, plan, "null").failures.values())
