@@ -18,6 +18,9 @@ from dataclasses import asdict, dataclass, field
 from enum import StrEnum
 from typing import IO, Any
 
+from harness.store.base import InvalidKey
+from harness.store.layout import check_id
+
 SPEAKERS: tuple[str, ...] = ("A", "B", "C", "D")
 CONDITIONS: tuple[str, ...] = ("explicit", "implicit")
 ASSISTANT_NAME = "Aria"
@@ -142,6 +145,10 @@ class Scene:
         sid = self.scene_id or "?"
         if not self.scene_id:
             raise SceneError(sid, None, "scene_id", "empty scene_id")
+        try:  # it names the conversation's objects in the store: it must not escape its prefix
+            check_id(self.scene_id, "scene_id")
+        except InvalidKey as e:
+            raise SceneError(sid, None, "scene_id", str(e)) from None
         if self.condition not in CONDITIONS:
             raise SceneError(sid, None, "condition", f"condition must be one of {CONDITIONS}, got {self.condition!r}")
         if not 3 <= len(self.speakers) <= 4 or len(set(self.speakers)) != len(self.speakers):

@@ -345,3 +345,10 @@ def test_generated_scenes_always_validate(seed, n_pairs, four_party_share, n4_sh
         implicit.validate()
         validate_pair(explicit, implicit)
         assert explicit.t_position == t_bucket(explicit.t_index, len(explicit.turns))
+
+
+@pytest.mark.parametrize("bad", ["../escape", "a/b", "_SUCCESS", ".hidden", "tab\there"])
+def test_scene_id_that_could_escape_its_prefix_is_rejected(bad):
+    with pytest.raises(SceneError) as info:
+        _scene(scene_id=bad).validate()
+    assert info.value.rule == "scene_id" and repr(bad) in str(info.value)
