@@ -160,7 +160,10 @@ class ReferenceSettings:
 
 @dataclass(frozen=True)
 class ScoreSettings:
-    batch: int = 16  # conversations per Ray task
+    batch: int = 16  # conversations per batch sent to a scoring actor
+    num_cpus: float = 1  # per scoring actor (ASR + judge)
+    num_gpus: float = 0  # per scoring actor: 1 for a GPU ASR (asr=qwen3) on a cluster
+    actors: int | None = None  # None: as many as the Ray cluster's CPUs (or GPUs) hold
 
 
 @dataclass(frozen=True)

@@ -126,15 +126,15 @@ class InferReport:
 
 
 
-def _actors_wanted(cfg: RunConfig, m: ModelSettings, n_shards: int) -> int:
-    """``infer.actors_per_model``, or (null) one per GPU / CPU slot of the Ray cluster."""
+def actor_count(wanted: int | None, num_cpus: float, num_gpus: float, work_items: int) -> int:
+    """``wanted`` actors, or (None) as many as the Ray cluster's GPUs (when ``num_gpus``) or CPUs
+    hold at ``num_gpus`` / ``num_cpus`` each; at least 1 and at most ``work_items``."""
     import ray
 
-    n = cfg.infer.actors_per_model
-    if n is None:
+    if wanted is None:
         res = ray.cluster_resources()
-        n = int(res.get("GPU", 0) // m.num_gpus) if m.num_gpus else int(res.get("CPU", 1) // max(m.num_cpus, 1e-9))
-    return max(1, min(n, n_shards))
+        wanted = int(res.get("GPU", 0) // num_gpus) if num_gpus else int(res.get("CPU", 1) // max(num_cpus, 1e-9))
+    return max(1, min(wanted, work_items))
 
 
 _ANSI = re.compile(r"\x1b\[[0-9;]*m")
@@ -216,7 +216,8 @@ def run_shards(cfg: RunConfig, store: ObjectStore, work: dict[str, dict[str, lis
         return a
 
     for name, shards in work.items():
-        for _ in range(_actors_wanted(cfg, models[name], len(shards))):
+        m = models[name]
+        for _ in range(actor_count(cfg.infer.actors_per_model, m.num_cpus, m.num_gpus, len(shards))):
             idle.append((name, new_actor(name)))
     bar = tqdm(total=len(queue), desc="infer shards", unit="shard")
     n_ok = n_err = 0

@@ -26,7 +26,7 @@ from harness.report.figures import report_figures
 from harness.report.markdown import render_html, render_report
 from harness.review.results import load_results
 from harness.runtime.config import RunConfig
-from harness.runtime.executor import BudgetExceeded, ray_session, run_shards, shard_plan
+from harness.runtime.executor import BudgetExceeded, actor_count, ray_session, run_shards, shard_plan
 from harness.runtime.ledger import read_ledger
 from harness.runtime.manifest import write_run_manifest
 from harness.runtime.plan import RunPlan
@@ -357,7 +357,8 @@ class ConversationScoring:
 
 def score_stage(cfg: RunConfig, store: ObjectStore) -> dict[str, str]:
     """Transcribe and judge every window with model speech (spec section 5) on a pool of Ray
-    actors (one CPU each, as many as the cluster has CPUs), batches of ``score.batch``."""
+    actors (``score.num_cpus`` / ``num_gpus`` each, ``score.actors`` or as many as the cluster
+    holds), batches of ``score.batch``, the batches with the most speech first."""
     plan = RunPlan.from_config(cfg)
     lay = plan.layout
     todo, speech = {}, {}
@@ -382,8 +383,9 @@ def score_stage(cfg: RunConfig, store: ObjectStore) -> dict[str, str]:
         import ray
         from ray.util import ActorPool
 
-        n_actors = max(1, min(len(batches), int(ray.cluster_resources().get("CPU", 1))))
-        actor = ray.remote(num_cpus=1)(ConversationScoring)
+        sc = cfg.score
+        n_actors = actor_count(sc.actors, sc.num_cpus, sc.num_gpus, len(batches))
+        actor = ray.remote(num_cpus=sc.num_cpus, num_gpus=sc.num_gpus)(ConversationScoring)
         pool = ActorPool([actor.remote(cfg) for _ in range(n_actors)])
         parts = pool.map_unordered(lambda a, b: a.score.remote(*b), batches)
         for part in tqdm(parts, total=len(batches), desc="score batches", unit="batch"):
