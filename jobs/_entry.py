@@ -14,8 +14,23 @@ from omegaconf.errors import MissingMandatoryValue
 
 from harness.runtime.config import ConfigError, RunConfig
 from harness.store.base import ObjectStore, open_store
+from harness.store.layout import check_id
 
 T = TypeVar("T")
+INVALID_RUN_DIR = "_invalid_run_id"  # reserved (leading "_"): no run can be named so
+
+
+def _run_dir_part(run_id: object) -> str:
+    """Hydra creates ``<store.root>/<run_id>/logs`` before any job code runs: an unsafe run id
+    logs under :data:`INVALID_RUN_DIR` instead of escaping the store, and ``setup`` then exits
+    with the config error naming it."""
+    try:
+        return check_id(str(run_id), "run_id")
+    except ValueError:
+        return INVALID_RUN_DIR
+
+
+OmegaConf.register_new_resolver("run_id_key", _run_dir_part, replace=True)
 CONF_DIR = str(Path(__file__).resolve().parents[1] / "conf")
 
 
@@ -33,31 +48,41 @@ STOPPED = 3  # exit status: the run stopped cleanly before finishing (budget, fa
 
 
 def existing_run(run: RunConfig, store: ObjectStore) -> RunConfig:
-    """The config of the stored run ``run.run_id`` (its manifest) with this invocation's store,
-    cluster and budget; exits with a clear message when the run does not exist."""
+    """The config of the stored run ``run.run_id`` (its manifest) with this invocation's store
+    and cluster, and its budget when the command line sets one (else the run's own); exits with
+    a clear message when the run does not exist."""
+    from hydra.core.hydra_config import HydraConfig
+
     from harness.runtime.manifest import load_run_config
 
+    overrides = HydraConfig.get().overrides.task if HydraConfig.initialized() else []
+    budget_given = any(o.lstrip("+~").startswith("budget") for o in overrides)
     try:
-        return load_run_config(store, run)
+        return load_run_config(store, run, keep_budget=not budget_given)
     except FileNotFoundError:
-        sys.exit(f"run {run.run_id!r} has no manifest in {store.describe()}: nothing to resume "
-                 "(check run_id and the store=... overrides)")
+        sys.exit(f"no run {run.run_id!r} in {store.describe()} (no run.json): check run_id and the store "
+                 "overrides (e.g. ARGS=\"store=s3 store.bucket=...\")")
     except ConfigError as e:
         sys.exit(f"run {run.run_id!r}: its stored config is not valid for this harness version: {e}")
 
 
 def run_until_stopped(fn: Callable[[RunConfig, ObjectStore], T], run: RunConfig, store: ObjectStore) -> T:
-    """``fn(run, store)``; a clean stop (budget reached, shards failed) prints why and the run's
-    status, then exits with :data:`STOPPED`. Completed work is kept either way."""
+    """``fn(run, store)``; a clean stop (budget reached, shards failed) prints why, the run's
+    status and how to continue, then exits with :data:`STOPPED`. Completed work is kept."""
     from harness.runtime.executor import BudgetExceeded
-    from harness.runtime.stages import InferIncomplete
+    from harness.runtime.stages import InferIncomplete, StageInputMissing
     from harness.runtime.status import run_status
 
     try:
         return fn(run, store)
     except (BudgetExceeded, InferIncomplete) as e:
-        print(f"\nstopped: {e}\n\n{run_status(run, store)}", file=sys.stderr)
+        where = "" if run.store.kind == "local" and run.store.root == "runs" else ' ARGS="store=..."'
+        print(f"\nstopped: {e}\n\n{run_status(run, store)}\n\nto continue: make rerun-failed RUN={run.run_id}{where}"
+              + (" (with budget.gpu_hours=... / budget.usd=... in ARGS to raise the budget)"
+                 if isinstance(e, BudgetExceeded) else ""), file=sys.stderr)
         sys.exit(STOPPED)
+    except StageInputMissing as e:
+        sys.exit(f"cannot run: {e}")
 
 
 def stage_main(stage: str):

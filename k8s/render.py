@@ -126,6 +126,10 @@ def render(args: argparse.Namespace) -> str:
         raise RenderError(f"unknown model {args.model!r}: one of {', '.join(models())}")
     if args.workers < 1:
         raise RenderError(f"workers must be at least 1, not {args.workers}")
+    if not (K8S.parent / "conf" / "model" / f"{args.model}.yaml").exists():
+        print(f"warning: model {args.model!r} has an overlay and an image but no adapter yet "
+              f"(conf/model/{args.model}.yaml is missing): this RayJob stops at config composition "
+              "until one is added (docs/adding-a-model.md)", file=sys.stderr)
     kustomize = kustomize_command(args.kustomize)
     overlay = OVERLAYS / args.model
     docs = [d for d in yaml.safe_load_all(build(kustomize, overlay)) if d]

@@ -21,7 +21,7 @@ from harness.report.figures import conversation_timeline
 from harness.scenes.schema import Scene
 
 WINDOW_HEADER = ("turn", "label", "speaker", "text", "window start (s)", "window end (s)", "model speech (s)",
-                 "outcome", "why")
+                 "ASR heard", "judge", "outcome", "why")
 EVENT_HEADER = ("t (s)", "rule time (s)", "kind", "turn", "reason")
 
 
@@ -127,14 +127,16 @@ def window_table(scene: Scene, segments: Any, rows: Sequence[Mapping[str, Any]],
     One entry per silence window (N1/N2/N3), per T response window, and two per N4 event
     (the answering window of window response, and the yield observation after N4_R starts).
     Keys: ``turn``, ``label``, ``speaker``, ``text``, ``start``/``end`` (samples),
-    ``speech_s``, ``outcome`` and ``why``.
+    ``speech_s``, ``heard`` (the ASR transcript of the window's speech) and ``judge`` (the
+    verdict) where the window was transcribed and judged (else ""), ``outcome`` and ``why``.
     """
     sr = float(sample_rate)
     speech = Speech(np.asarray(segments, dtype=np.int64).reshape(-1, 2))
     out = []
     for r in sorted(rows, key=lambda r: (r["start"], r["turn"])):
         turn = scene.turns[r["turn"]]
-        base = {"turn": r["turn"], "label": r["label"], "speaker": turn.speaker, "text": turn.text}
+        base = {"turn": r["turn"], "label": r["label"], "speaker": turn.speaker, "text": turn.text,
+                "heard": r.get("transcript") or "", "judge": r.get("verdict") or ""}
         if r["kind"] == "silence":
             outcome, why = _silence_why(r, speech, sr)
             out.append({**base, "start": r["start"], "end": r["window_end"], "speech_s": r["speech_s"],
@@ -151,7 +153,8 @@ def window_table(scene: Scene, segments: Any, rows: Sequence[Mapping[str, Any]],
             outcome, why = _yield_why(r, speech, sr)
             resolution = scene.turns[r["turn"] + 1] if r["turn"] + 1 < len(scene.turns) else turn
             out.append({"turn": r["turn"] + 1, "label": "N4_R (yield)", "speaker": resolution.speaker,
-                        "text": resolution.text, "start": r["r_start"], "end": r["observation_end"],
+                        "text": resolution.text, "heard": "", "judge": "", "start": r["r_start"],
+                        "end": r["observation_end"],
                         "speech_s": speech.overlap(r["deadline"], r["observation_end"]) / sr, "outcome": outcome,
                         "why": why})
     return out
@@ -236,7 +239,8 @@ def conversation_document(model: str, scene: Scene, record: Mapping[str, Any], s
             "its rule time).", "timeline")]))
     doc.sections.append(Section("Scored windows", [
         Table(WINDOW_HEADER, [(str(w["turn"]), w["label"], w["speaker"], w["text"], _s(w["start"], sr),
-                               _s(w["end"], sr), f"{w['speech_s']:.2f}", w["outcome"], w["why"]) for w in windows]),
+                               _s(w["end"], sr), f"{w['speech_s']:.2f}", w["heard"], w["judge"], w["outcome"],
+                               w["why"]) for w in windows]),
         Paragraph("Silence windows run from the turn's start to the next turn's start; any overlapping model "
                   "speech fails them, also speech that began earlier. The T response window runs from T's end "
                   "to the scheduler's decision rule time. Window response counts any speech from N4_Q's start to "

@@ -182,15 +182,29 @@ def slug(text: str) -> str:
     return s or "section"
 
 
+_LINK = re.compile(r"\[([^\]]+)\]\(([^)\s:]+)\)")  # relative links only: no scheme, no javascript:
+
+
 def inline_html(text: str) -> str:
-    """Escape ``text`` and turn ```code``` and ``**bold**`` into HTML; newlines become spaces."""
+    """Escape ``text`` and turn ```code```, ``**bold**`` and ``[text](relative/link.html)`` into
+    HTML; newlines become spaces."""
     out = []
     for i, part in enumerate(re.split(r"`([^`]*)`", text)):
         if i % 2:
             out.append(f"<code>{html.escape(part)}</code>")
         else:
             esc = html.escape(part.replace("\n", " "))
-            out.append(re.sub(r"\*\*(.+?)\*\*", r"<strong>\1</strong>", esc))
+            esc = re.sub(r"\*\*(.+?)\*\*", r"<strong>\1</strong>", esc)
+            out.append(_LINK.sub(r'<a href="\2">\1</a>', esc))
+    return "".join(out)
+
+
+def _cell_html(cell: str) -> str:
+    """A table cell: escaped text, with relative ``[text](link.html)`` links made into anchors."""
+    parts = _LINK.split(cell)  # text, (link text, href, text)*
+    out = [html.escape(parts[0])]
+    for i in range(1, len(parts), 3):
+        out.append(f'<a href="{html.escape(parts[i + 1])}">{html.escape(parts[i])}</a>{html.escape(parts[i + 2])}')
     return "".join(out)
 
 
@@ -220,7 +234,7 @@ def _html_table(t: Table) -> str:
         return ' class="num"' if num[j] else ""
 
     head = "".join(f"<th{cls(j)}>{html.escape(str(h))}</th>" for j, h in enumerate(t.header))
-    body = "".join("<tr>" + "".join(f"<td{cls(j)}>{html.escape(str(c))}</td>" for j, c in enumerate(r)) + "</tr>"
+    body = "".join("<tr>" + "".join(f"<td{cls(j)}>{_cell_html(str(c))}</td>" for j, c in enumerate(r)) + "</tr>"
                    for r in t.rows)
     cap = f"<caption>{html.escape(t.caption)}</caption>" if t.caption else ""
     return f'<div class="table-wrap"><table>{cap}<thead><tr>{head}</tr></thead><tbody>{body}</tbody></table></div>'

@@ -47,19 +47,22 @@ def fmt(entry: dict[str, Any]) -> str:
 
 
 def render_report(cfg: Any, metrics: dict, statistics: dict, stats: dict, errors: list[dict], invalid: dict,
-                  plan: Any, reference: dict | None = None) -> str:
-    """The whole report as Markdown (``reference``: the content of ``reference.json``, if any)."""
-    return to_markdown(build_report(cfg, metrics, statistics, stats, errors, invalid, plan, reference=reference))
+                  plan: Any, reference: dict | None = None, examples: dict | None = None) -> str:
+    """The whole report as Markdown (``reference``: the content of ``reference.json``, if any;
+    ``examples``: ``{model: {kind: [scene_id]}}`` of the conversation pages, linked)."""
+    return to_markdown(build_report(cfg, metrics, statistics, stats, errors, invalid, plan, reference=reference,
+                                    examples=examples))
 
 
 def render_html(cfg: Any, metrics: dict, statistics: dict, stats: dict, errors: list[dict], invalid: dict,
-                plan: Any, figures: dict[str, bytes] | None = None, reference: dict | None = None) -> str:
+                plan: Any, figures: dict[str, bytes] | None = None, reference: dict | None = None,
+                examples: dict | None = None) -> str:
     """The same report as one self-contained HTML page.
 
     ``figures`` maps ``"score_bars"`` / ``"yield_funnel"`` to PNG bytes (see
     :func:`harness.report.figures.report_figures`); missing ones are simply left out.
     """
-    return to_html(build_report(cfg, metrics, statistics, stats, errors, invalid, plan, figures, reference))
+    return to_html(build_report(cfg, metrics, statistics, stats, errors, invalid, plan, figures, reference, examples))
 
 
 def _figure(figures: dict[str, bytes] | None, name: str) -> list[Figure]:
@@ -69,7 +72,8 @@ def _figure(figures: dict[str, bytes] | None, name: str) -> list[Figure]:
 
 
 def build_report(cfg: Any, metrics: dict, statistics: dict, stats: dict, errors: list[dict], invalid: dict,
-                 plan: Any, figures: dict[str, bytes] | None = None, reference: dict | None = None) -> Document:
+                 plan: Any, figures: dict[str, bytes] | None = None, reference: dict | None = None,
+                 examples: dict | None = None) -> Document:
     """The report's document (both renderers lay out exactly these blocks). ``reference`` (the
     content of ``reference.json``) adds the text reference's rows and section."""
     models = list(metrics)
@@ -137,6 +141,13 @@ def build_report(cfg: Any, metrics: dict, statistics: dict, stats: dict, errors:
         err_blocks = [Paragraph(f"{len(errors)} conversation(s) failed; {len(invalid)} invalid scene(s) were not run."),
                       Table(("model", "conversation", "reason"), err_rows)]
     doc.sections.append(Section("Errors", err_blocks))
+    if examples:
+        doc.sections.append(Section("Example conversations", [
+            Paragraph("One debugging page per kind of outcome: the speech timeline (human turns by label, model "
+                      "speech, scoring windows) and why each window passed or failed."),
+            Table(("model", "outcome", "conversation"),
+                  [(m, kind.replace("_", " "), ", ".join(f"[{sid}](conversations/{m}/{sid}.html)" for sid in sids))
+                   for m, kinds in examples.items() for kind, sids in kinds.items()])]))
     doc.sections.append(Section("Corpus", [Code(json.dumps(stats, indent=1, sort_keys=True))]))
     doc.sections.append(Section("Where things are", [Bullets((
         f"scenes: `{plan.scenes}`", f"synthesised clips: `{plan.synth}`",
@@ -159,11 +170,14 @@ def _statistics(st: dict, models: list[str]) -> list[Section]:
                   "the name (spec section 2): the comparison is between whole paired scenes. Conditional answer "
                   "accuracy counts only the pairs where the model spoke in both versions.")]))
 
-    rows = [(cond, t["a"], t["b"], str(t["n"]), str(t["a_only"]), str(t["b_only"]), p_value(t["p"]),
-             f"{p_value(t['p_bonferroni'])} (m={t['m']}){' *' if t['significant'] else ''}")
+    rows = [(cond, SCORE_TITLES[t["metric"]], t["a"], t["b"], str(t["n"]), str(t["a_only"]), str(t["b_only"]),
+             p_value(t["p"]) if t["n"] else "n/a",
+             f"{p_value(t['p_bonferroni'])} (m={t['m']}){' *' if t['significant'] else ''}" if t["n"] else "n/a")
             for cond, tests in st["between_models"].items() for t in tests]
-    out.append(Section("Between models (fresh onset, exact McNemar, Bonferroni)", [
-        Table(("condition", "a", "b", "n", "a only", "b only", "p", "p (Bonferroni, m)"), rows)]))
+    out.append(Section("Between models (exact McNemar, Bonferroni)", [
+        Table(("condition", "score", "a", "b", "n", "a only", "b only", "p", "p (Bonferroni, m)"), rows),
+        Paragraph("Fresh onset over every shared T request; conditional answer accuracy over the T requests "
+                  "where both models spoke (spec section 6). n = 0: no shared request, no test.")]))
 
     rows = [(cond, r["a"], r["b"], str(r["n_scenes"]), num(r["diff"], "+.4f"),
              f"[{num(r['lo'], '+.4f')}, {num(r['hi'], '+.4f')}]")

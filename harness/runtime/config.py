@@ -15,6 +15,7 @@ from urllib.parse import urlsplit
 from harness.audio.preamble import DUTY_TEXT
 from harness.protocol.scheduler import ProtocolSettings
 from harness.store.base import check_key
+from harness.store.layout import check_id
 from harness.vad.segments import SegmentRules
 from harness.vad.silero import VadSettings
 
@@ -52,13 +53,24 @@ class ModelSettings:
     num_cpus: float = 1
     image: str | None = None
 
+    def __post_init__(self) -> None:
+        check_id(self.name, "model name")
+        _positive(self, "batch_size")
+        if self.num_gpus < 0 or self.num_cpus < 0:
+            raise ValueError("num_gpus and num_cpus must be >= 0")
+
 
 @dataclass(frozen=True)
 class InferSettings:
     shard_size: int = 64
     max_duration_s: float = 1800.0
-    actors_per_model: int | None = 1  # None: one actor per GPU (or CPU slot) the cluster has
+    actors_per_model: int | None = None  # None: one actor per GPU (or CPU slot) the cluster has
     torch_threads: int = 1
+
+    def __post_init__(self) -> None:
+        _positive(self, "shard_size", "max_duration_s", "torch_threads")
+        if self.actors_per_model is not None and self.actors_per_model < 1:
+            raise ValueError("actors_per_model must be >= 1 or null")
 
 
 @dataclass(frozen=True)
@@ -70,6 +82,11 @@ class ClusterSettings:
     max_restarts: int = 2  # Ray restarts of a dead ShardRunner actor
     max_task_retries: int = 2  # Ray retries of a shard whose actor died (on the restarted actor)
     shard_attempts: int = 3  # driver-level attempts per shard after Ray gave up (a fresh actor each)
+
+    def __post_init__(self) -> None:
+        _positive(self, "shard_attempts")
+        if self.max_restarts < 0 or self.max_task_retries < 0:
+            raise ValueError("max_restarts and max_task_retries must be >= 0")
 
 
 @dataclass(frozen=True)
@@ -165,6 +182,9 @@ class ScoreSettings:
     num_gpus: float = 0  # per scoring actor: 1 for a GPU ASR (asr=qwen3) on a cluster
     actors: int | None = None  # None: as many as the Ray cluster's CPUs (or GPUs) hold
 
+    def __post_init__(self) -> None:
+        _positive(self, "batch")
+
 
 @dataclass(frozen=True)
 class MetricsSettings:
@@ -231,12 +251,23 @@ class RunConfig:
         for key in ("run_id", "seed"):
             if key in d:
                 kw[key] = d.pop(key)
+        try:  # the run id names the run's prefix in the store
+            check_id(str(kw.get("run_id", "demo")), "run_id")
+        except ValueError as e:
+            raise ConfigError(str(e)) from None
         if d:
             raise ConfigError(f"unknown config keys: {sorted(d)}")
         cfg = cls(**kw)
         if not cfg.models:
             raise ConfigError("no model selected (e.g. model=[silent,babble,oracle])")
         return cfg
+
+
+def _positive(obj: Any, *names: str) -> None:
+    """Raise ValueError naming the first of ``names`` whose value on ``obj`` is not > 0."""
+    for name in names:
+        if not getattr(obj, name) > 0:
+            raise ValueError(f"{name} must be > 0, got {getattr(obj, name)!r}")
 
 
 def _vad(values: dict[str, Any] | None, where: str) -> VadSettings:

@@ -36,6 +36,7 @@ PACKAGES = ("duplex-mpe-harness", "torch", "torchaudio", "numpy", "scipy", "sile
             "moshi", "transformers", "qwen-asr")
 #: environment variables the images set (images/base/Dockerfile): what the code cannot see itself
 IMAGE_ENV = {"reference": "DUPLEX_MPE_IMAGE", "digest": "DUPLEX_MPE_IMAGE_DIGEST"}
+WHERE_IT_RUNS = ("run_id", "store", "cluster", "budget")  # config that changes no output
 GIT_ENV = "DUPLEX_MPE_GIT_COMMIT"  # baked into images, which carry no .git
 REPO = Path(__file__).resolve().parents[2]
 
@@ -93,20 +94,39 @@ def write_run_manifest(cfg: RunConfig, store: ObjectStore) -> dict[str, Any]:
     put_json(store, lay.run_manifest(), mine, if_absent=True)
     stored = get_json(store, lay.run_manifest())
     put_json(store, lay.invocation(new_attempt_id()), {**provenance(), "config": cfg.to_dict()})
-    if stored.get("config") != mine["config"]:
-        log.warning("run %s: this invocation's config differs from run.json's (kept as the run's); "
-                    "see %s", cfg.run_id, lay.invocation("*"))
+    changed = [k for k in config_changes(stored.get("config", {}), mine["config"])
+               if k.split(".")[0] not in WHERE_IT_RUNS]
+    if changed:
+        log.warning("run %s: this invocation changes %s from run.json (which keeps the first invocation's "
+                    "config); stages whose settings changed write new prefixes, nothing is overwritten. "
+                    "This invocation's config is in %s", cfg.run_id, ", ".join(changed[:8]), lay.invocation("*"))
     return stored
 
 
-def load_run_config(store: ObjectStore, current: RunConfig) -> RunConfig:
-    """The config of run ``current.run_id`` from its manifest, with this invocation's
-    ``store``, ``cluster`` and ``budget`` (where and how it runs, not what it computes).
+def load_run_config(store: ObjectStore, current: RunConfig, keep_budget: bool = False) -> RunConfig:
+    """The config of run ``current.run_id`` from its manifest, with this invocation's run id,
+    ``store`` and ``cluster`` (where it runs, not what it computes) and budget (the manifest's
+    when ``keep_budget``: the command line set none).
 
-    Raises FileNotFoundError when the run has no manifest.
+    The run id is this invocation's, so a manifest copied under a new run id reproduces the run
+    there (docs/reproducibility.md). Raises FileNotFoundError when the run has no manifest.
     """
     manifest = get_json(store, RunLayout(current.run_id).run_manifest())
     d = manifest["config"]
     here = current.to_dict()
-    d.update(store=here["store"], cluster=here["cluster"], budget=here["budget"])
+    d.update(run_id=current.run_id, store=here["store"], cluster=here["cluster"])
+    if not keep_budget:
+        d["budget"] = here["budget"]
     return RunConfig.from_dict(d)
+
+
+def config_changes(stored: dict[str, Any], current: dict[str, Any], prefix: str = "") -> list[str]:
+    """Dotted keys whose values differ between two ``RunConfig.to_dict()`` forms."""
+    out = []
+    for k in sorted(set(stored) | set(current)):
+        a, b = stored.get(k), current.get(k)
+        if isinstance(a, dict) and isinstance(b, dict):
+            out += config_changes(a, b, f"{prefix}{k}.")
+        elif a != b:
+            out.append(f"{prefix}{k}")
+    return out

@@ -201,11 +201,11 @@ def infer_stage(cfg: RunConfig, store: ObjectStore) -> dict[str, str]:
     for (model, shard), reason in sorted(report.failed.items()):
         log.error("infer %s %s failed: %s", model, shard, reason)
     if report.budget_stop:
-        raise BudgetExceeded(f"stopped before {len(report.not_started)} shard(s): {report.budget_stop}. "
-                             "Completed shards are kept; raise the budget and run `make rerun-failed`.")
+        raise BudgetExceeded(f"the budget leaves {len(report.not_started)} shard(s) not started: "
+                             f"{report.budget_stop}. Completed shards are kept.")
     if report.failed:
         raise InferIncomplete(f"{len(report.failed)} shard(s) failed after {cfg.cluster.shard_attempts} attempts "
-                              "(see `make status`); completed shards are kept: run `make rerun-failed`.")
+                              "(reasons below); completed shards are kept.")
     return dict(plan.infer)
 
 
@@ -457,25 +457,28 @@ def reduce_stage(cfg: RunConfig, store: ObjectStore) -> str:
     store.put(lay.file(plan.reduce, "events.parquet"), _parquet(all_rows))
     put_json(store, lay.file(plan.reduce, "errors.json"), {"conversations": error_list, "invalid_scenes": invalid})
     stats = get_json(store, lay.file(plan.scenes, "stats.json"))
-    report = render_report(cfg, metrics, statistics, stats, error_list, invalid, plan, reference=reference)
+    examples = {m: example_conversations(rows) for m, rows in rows_by_model.items()}
+    report = render_report(cfg, metrics, statistics, stats, error_list, invalid, plan, reference=reference,
+                           examples=examples)
     store.put(lay.file(plan.reduce, "report.md"), report.encode())
     html = render_html(cfg, metrics, statistics, stats, error_list, invalid, plan, report_figures(metrics),
-                       reference=reference)
+                       reference=reference, examples=examples)
     store.put(lay.file(plan.reduce, "report.html"), html.encode())
-    _conversation_pages(cfg, store, plan, scenes, rows_by_model)
+    _conversation_pages(cfg, store, plan, scenes, rows_by_model, examples)
     put_json(store, lay.marker(plan.reduce), {"models": [m.name for m in cfg.models], "rows": len(all_rows)})
     return plan.reduce
 
 
 def _conversation_pages(cfg: RunConfig, store: ObjectStore, plan: RunPlan, scenes: dict[str, Scene],
-                        rows_by_model: dict[str, list[dict[str, Any]]]) -> None:
+                        rows_by_model: dict[str, list[dict[str, Any]]], examples: dict[str, dict[str, list[str]]]
+                        ) -> None:
     """One debugging page per model for an example of every kind of outcome (pass, fail, exclusion)."""
     lay = plan.layout
     for m in cfg.models:
         rows = rows_by_model[m.name]
         segs = get_json(store, lay.file(plan.vad[m.name], "segments.json"))
         recs = infer_records(store, plan, m.name)
-        for sids in example_conversations(rows).values():
+        for sids in examples[m.name].values():
             for sid in sids:
                 rec = json.loads(read_output(store, recs[sid], "json"))
                 page = conversation_page(m.name, scenes[sid], rec, np.asarray(segs[sid]["segments"]).reshape(-1, 2),

@@ -56,8 +56,9 @@ def run_status(cfg: RunConfig, store: ObjectStore) -> str:
     total = f"total spent {_money(spent, cfg)}"
     if rates and all(r is not None for r in rates):
         total += f"; projected to finish {_money(sum(rates), cfg)}"
-    if budget.gpu_hours is not None or budget.usd is not None:
-        total += f"; budget {budget.gpu_hours if budget.gpu_hours is not None else '-'} device-h / " \
-                 f"${budget.usd if budget.usd is not None else '-'}"
+    limits = ([f"{budget.gpu_hours:g} device-h"] if budget.gpu_hours is not None else []) + \
+             ([f"${budget.usd:,.2f}"] if budget.usd is not None else [])
+    if limits:
+        total += f"; budget {' and '.join(limits)}"
     lines.append(total)
     return "\n".join(lines)

@@ -31,7 +31,8 @@ def test_budget_stop_status_and_rerun_failed(tmp_path):
     first = job("pipeline", *where, "scenes=tiny", "model=[silent]", "infer.shard_size=2",
                 "infer.actors_per_model=1", "budget.gpu_hours=1e-9", "budget.usd_per_gpu_hour=2.5")
     assert first.returncode == 3, first.stderr[-3000:]
-    assert "stopped before 2 shard(s): budget.gpu_hours" in first.stderr
+    assert "the budget leaves 2 shard(s) not started: budget.gpu_hours" in first.stderr
+    assert "to continue: make rerun-failed RUN=budget" in first.stderr
     store = LocalStore(tmp_path)
     cfg = load_run_config(store, RunConfig.from_dict({"run_id": "budget", "model": {"x": {"target": "x"}}}))
     plan = RunPlan.from_config(cfg)
@@ -46,7 +47,7 @@ def test_budget_stop_status_and_rerun_failed(tmp_path):
     assert "vad       silent     missing" in status.stdout
 
     done_attempt = next(iter(led.markers.values()))["attempt"]
-    rerun = job("rerun_failed", *where)  # the run's own config comes from its manifest
+    rerun = job("rerun_failed", *where, "budget.gpu_hours=null")  # the run's config comes from its manifest
     assert rerun.returncode == 0, rerun.stderr[-3000:]
     assert "report:" in rerun.stdout
     led = read_ledger(store, plan, "silent")

@@ -51,3 +51,16 @@ def test_rerun_config_comes_from_the_manifest_except_where_it_runs(tmp_path):
     assert cfg.cluster.num_gpus == 8 and cfg.budget.gpu_hours == 3.0 and cfg.store.root == str(tmp_path)
     with pytest.raises(FileNotFoundError):
         load_run_config(store, RunConfig.from_dict({"run_id": "nope", "model": {"s": {"target": "silent"}}}))
+
+
+def test_a_copied_manifest_reproduces_the_run_under_the_new_id_and_budget_is_kept_unless_given(tmp_path, caplog):
+    store = LocalStore(tmp_path)
+    write_run_manifest(_cfg(budget={"gpu_hours": 2.0}), store)
+    store.put("copy/run.json", store.get("m/run.json"))  # docs/reproducibility.md, step 3
+    here = RunConfig.from_dict({"run_id": "copy", "model": {"s": {"target": "silent"}}})
+    cfg = load_run_config(store, here, keep_budget=True)
+    assert cfg.run_id == "copy" and cfg.models == _cfg().models and cfg.budget.gpu_hours == 2.0
+    assert load_run_config(store, here).budget.gpu_hours is None  # a budget given on the command line wins
+    with caplog.at_level("WARNING"):
+        write_run_manifest(_cfg(metrics={"min_n": 10}, budget={"gpu_hours": 9.0}), store)
+    assert "changes metrics.min_n from run.json" in caplog.text and "budget" not in caplog.text

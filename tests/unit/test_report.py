@@ -388,3 +388,20 @@ def test_example_conversations():
     ex = example_conversations(good + bad)
     assert ex == {"silence_failed": ["p0-explicit"], "speaking_at_t_end": ["p0-explicit"],
                   "fresh_onset": ["p7-explicit"], "yield": ["p7-explicit"], "yield_excluded": ["p0-explicit"]}
+
+
+def test_report_links_its_example_conversation_pages():
+    examples = {"alpha": {"silence_failed": ["p00001-explicit"]}, "beta": {"yield": ["p00002-implicit"]}}
+    md = render_report(*ARGS, examples=examples)
+    assert "| alpha | silence failed | [p00001-explicit](conversations/alpha/p00001-explicit.html) |" in md
+    html_page = render_html(*ARGS, examples=examples)
+    assert '<a href="conversations/beta/p00002-implicit.html">p00002-implicit</a>' in html_page
+    assert "Example conversations" not in render_report(*ARGS)
+
+
+def test_inline_links_are_relative_only():
+    from harness.report.document import inline_html
+
+    assert inline_html("[a](x/y.html)") == '<a href="x/y.html">a</a>'
+    assert "<a" not in inline_html("[a](javascript:alert(1))")  # nothing with a scheme becomes a link
+    assert inline_html("`[a](b.html)`") == "<code>[a](b.html)</code>"
