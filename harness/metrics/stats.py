@@ -29,6 +29,7 @@ from typing import Any
 
 import numpy as np
 from scipy import stats as _sps
+from scipy.stats.contingency import crosstab
 
 BOOTSTRAP_SEED = 20260902  # spec section 6
 BOOTSTRAP_REPS = 10_000  # spec section 6
@@ -520,3 +521,40 @@ def failure_breakdown(rows: Iterable[Mapping[str, Any]], passed_key: str = "sile
         entry["windows"] += 1
         entry["failures"] += int(not silent)
     return out
+
+
+def rater_agreement(a: Sequence[str], b: Sequence[str], labels: Sequence[str]) -> dict[str, Any]:
+    """Agreement of two raters' labels for the same items: percent agreement and Cohen's kappa.
+
+    Cohen's kappa (Cohen 1960): ``kappa = (p_o - p_e) / (1 - p_e)``, ``p_o`` the observed share of
+    agreement, ``p_e = sum_k p_a(k) * p_b(k)`` the agreement expected from the raters' marginal
+    label frequencies (the table from :func:`scipy.stats.contingency.crosstab`; scikit-learn's
+    ``cohen_kappa_score`` is the same unweighted kappa). Undefined when ``p_e == 1`` (both raters
+    gave one and the same label to every item). Used for the human reviewers (spec section 6)
+    and for the text reference's two passes (section 7).
+
+    Args:
+        a, b: one label per item, same length and order.
+        labels: every allowed label (fixes the table's rows and columns).
+
+    Returns:
+        ``{"n", "agree", "percent", "kappa"}``: items, agreeing items, ``100 * agree / n``
+        (``None`` when ``n == 0``) and Cohen's kappa (``None`` when ``n == 0`` or undefined).
+
+    Raises:
+        ValueError: different lengths, or a label not in ``labels``.
+    """
+    if len(a) != len(b):
+        raise ValueError(f"raters labelled different numbers of items: {len(a)} and {len(b)}")
+    unknown = (set(a) | set(b)) - set(labels)
+    if unknown:
+        raise ValueError(f"labels {sorted(unknown)} are not among {list(labels)}")
+    n = len(a)
+    if n == 0:
+        return {"n": 0, "agree": 0, "percent": None, "kappa": None}
+    table = crosstab(list(a), list(b), levels=(list(labels), list(labels))).count / n
+    p_o = float(np.trace(table))
+    p_e = float(table.sum(axis=1) @ table.sum(axis=0))
+    kappa = None if np.isclose(p_e, 1.0) else (p_o - p_e) / (1.0 - p_e)
+    agree = sum(x == y for x, y in zip(a, b, strict=True))
+    return {"n": n, "agree": agree, "percent": 100.0 * agree / n, "kappa": kappa}

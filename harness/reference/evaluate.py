@@ -46,10 +46,9 @@ from concurrent.futures import ThreadPoolExecutor
 from itertools import combinations
 from typing import Any
 
-import numpy as np
-
 from harness.metrics.analyses import explicit_vs_implicit
 from harness.metrics.scores import rate_entry
+from harness.metrics.stats import rater_agreement
 from harness.reference import RESPOND, SILENT, UNPARSEABLE, Reference, turn_inputs
 from harness.scenes.schema import CONDITIONS, Label, Scene
 from harness.scoring.judge import Judge
@@ -112,36 +111,16 @@ def reference_scores(rows: Sequence[Mapping[str, Any]], errors: int, min_n: int,
     }
 
 
-def cohen_kappa(a: Sequence[str], b: Sequence[str]) -> float | None:
-    """Cohen's kappa of two raters' categorical labels over the same items:
-    ``(p_o - p_e) / (1 - p_e)`` with ``p_o`` the observed agreement and ``p_e`` the chance
-    agreement from each rater's marginal shares. ``None`` when undefined: no items, or
-    ``p_e == 1`` (both raters gave one and the same label to every item).
-
-    Raises:
-        ValueError: ``a`` and ``b`` differ in length.
-    """
-    if len(a) != len(b):
-        raise ValueError(f"kappa needs paired labels, got {len(a)} and {len(b)}")
-    if not a:
-        return None
-    x, y = np.asarray(a, dtype=object), np.asarray(b, dtype=object)
-    p_o = float(np.mean(x == y))
-    p_e = sum(float(np.mean(x == c)) * float(np.mean(y == c)) for c in set(a) | set(b))
-    if p_e >= 1.0:
-        return None
-    return (p_o - p_e) / (1.0 - p_e)
-
-
 def decision_agreement(a: Sequence[str], b: Sequence[str]) -> dict[str, Any]:
     """Agreement of two passes over the same turns (decisions ``RESPOND``/``SILENT``/``UNPARSEABLE``,
     three categories): ``n`` turns, ``same`` (identical decisions), ``percent`` (``100 * same / n``,
-    ``None`` without turns), ``kappa`` (:func:`cohen_kappa`) and ``kappa_reason`` when it is ``None``."""
+    ``None`` without turns), ``kappa`` (:func:`harness.metrics.stats.rater_agreement`) and
+    ``kappa_reason`` when it is ``None``."""
     if len(a) != len(b):
         raise ValueError(f"agreement needs paired decisions, got {len(a)} and {len(b)}")
-    same = sum(x == y for x, y in zip(a, b, strict=True))
-    kappa = cohen_kappa(a, b)
-    out = {"n": len(a), "same": same, "percent": 100.0 * same / len(a) if a else None, "kappa": kappa}
+    r = rater_agreement(a, b, (RESPOND, SILENT, UNPARSEABLE))
+    kappa = r["kappa"]
+    out = {"n": r["n"], "same": r["agree"], "percent": r["percent"], "kappa": kappa}
     if kappa is None:
         out["kappa_reason"] = ("no turns" if not a else
                                "undefined: both passes gave the same single decision to every turn")
@@ -240,7 +219,6 @@ def run_reference(scenes: Sequence[Scene], reference: Reference, judge: Judge, d
 __all__ = [
     "ACCURACY_NOT_SCORED",
     "YIELD_NOT_APPLICABLE",
-    "cohen_kappa",
     "decision_agreement",
     "fresh_onset_mcnemar",
     "pass_agreement",

@@ -20,8 +20,8 @@ from __future__ import annotations
 from collections.abc import Mapping, Sequence
 from typing import Any
 
+from harness.metrics.stats import rater_agreement
 from harness.report.document import Document, Paragraph, Section, Table, slug, to_html, to_markdown
-from harness.review.agreement import agreement
 from harness.review.forms import FIELDS, allowed
 from harness.review.items import JUDGE_TO_VERDICT, KINDS, PER_STRATUM, TRANSCRIPT_OK, VERDICTS
 from harness.store.base import ObjectStore, get_json
@@ -82,7 +82,7 @@ def combine(items: Sequence[Mapping[str, Any]], reviews: Sequence[Mapping[str, M
             continue
         ids = [it["item_id"] for it in group]
         entry: dict[str, Any] = {"items": len(group), "reviewer_agreement": {
-            f: agreement([reviews[0][i][f] for i in ids], [reviews[1][i][f] for i in ids], allowed(kind, f))
+            f: rater_agreement([reviews[0][i][f] for i in ids], [reviews[1][i][f] for i in ids], allowed(kind, f))
             for f in FIELDS if allowed(kind, f)}}
         verdicts = [final[i]["verdict"] for i in ids if final[i]["verdict"] is not None]
         entry["pass_rate"] = _rate(sum(v == VERDICTS[kind][0] for v in verdicts), len(verdicts))
@@ -103,7 +103,7 @@ def _judge_and_asr(group: Sequence[Mapping[str, Any]], final: Mapping[str, Mappi
     judged = [(JUDGE_TO_VERDICT[it["judge_label"]], final[it["item_id"]]["verdict"]) for it in group
               if final[it["item_id"]]["verdict"] is not None]
     asr = [final[it["item_id"]]["transcript_ok"] for it in group if final[it["item_id"]]["transcript_ok"] is not None]
-    return {"judge_agreement": agreement([j for j, _ in judged], [h for _, h in judged], VERDICTS[kind]),
+    return {"judge_agreement": rater_agreement([j for j, _ in judged], [h for _, h in judged], VERDICTS[kind]),
             "transcript_ok": _rate(sum(v == TRANSCRIPT_OK[0] for v in asr), len(asr))}
 
 

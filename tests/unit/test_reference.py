@@ -14,7 +14,6 @@ from harness.audio.preamble import DUTY_TEXT
 from harness.reference import RESPOND, SILENT, UNPARSEABLE, Decision, build_reference, turn_inputs
 from harness.reference.evaluate import (
     YIELD_NOT_APPLICABLE,
-    cohen_kappa,
     decision_agreement,
     pass_agreement,
     run_reference,
@@ -204,8 +203,7 @@ def test_agreement_and_kappa_by_hand():
     # a second hand example: 2x2 table [[20, 5], [10, 15]] -> p_o = 0.7, p_e = 0.5, kappa = 0.4
     x = [RESPOND] * 25 + [SILENT] * 25
     y = [RESPOND] * 20 + [SILENT] * 5 + [RESPOND] * 10 + [SILENT] * 15
-    assert cohen_kappa(x, y) == pytest.approx(0.4)
-    assert cohen_kappa([SILENT] * 4, [SILENT] * 4) is None  # chance agreement 1: undefined
+    assert decision_agreement(x, y)["kappa"] == pytest.approx(0.4)
     same = decision_agreement([SILENT] * 4, [SILENT] * 4)
     assert (same["percent"], same["kappa"]) == (100.0, None) and "undefined" in same["kappa_reason"]
     assert decision_agreement([], [])["percent"] is None

@@ -13,8 +13,8 @@ from pathlib import Path
 
 import pytest
 
+from harness.metrics.stats import rater_agreement as agreement
 from harness.report.document import Document, Paragraph, Section, Table, to_html, to_markdown
-from harness.review.agreement import agreement
 from harness.review.forms import ReviewFormError, read_adjudication, read_review, template_csv
 from harness.review.items import page_order, sample_construction, sample_model_items
 from harness.review.kit import ITEMS_FILE, ReviewError, import_reviews
