@@ -181,7 +181,6 @@ def run_shards(cfg: RunConfig, store: ObjectStore, work: dict[str, dict[str, lis
     done_hours: dict[str, list[float]] = {m: [] for m in work}
     estimates = dict(shard_estimates or {})
     attempts: dict[tuple[str, str], int] = {}
-    actors: dict[str, list] = {m: [] for m in work}
     idle: list[tuple[str, object]] = []
     inflight: dict[object, tuple[str, str, list[str], object, float, float]] = {}
 
@@ -197,23 +196,20 @@ def run_shards(cfg: RunConfig, store: ObjectStore, work: dict[str, dict[str, lis
         job = next((q for q in queue if q[0] == name), None)
         if job is None:
             return False
-        extra = sum(e for *_, e, _t in inflight.values()) + estimate(name)
-        why = budget.refusal(extra)
+        est = estimate(name)
+        why = budget.refusal(sum(e for *_, e, _t in inflight.values()) + est)
         if why:
             report.budget_stop = why
             return False
         queue.remove(job)
         attempts[job[:2]] = attempts.get(job[:2], 0) + 1
-        inflight[actor.run.remote(job[1], job[2])] = (name, job[1], job[2], actor, estimate(name),
-                                                      time.perf_counter())
+        inflight[actor.run.remote(job[1], job[2])] = (name, job[1], job[2], actor, est, time.perf_counter())
         return True
 
     def new_actor(name: str) -> object:
         m = models[name]
-        a = runner.options(num_gpus=m.num_gpus, num_cpus=m.num_cpus, max_restarts=cfg.cluster.max_restarts,
-                           max_task_retries=cfg.cluster.max_task_retries).remote(cfg, m, factory)
-        actors[name].append(a)
-        return a
+        return runner.options(num_gpus=m.num_gpus, num_cpus=m.num_cpus, max_restarts=cfg.cluster.max_restarts,
+                              max_task_retries=cfg.cluster.max_task_retries).remote(cfg, m, factory)
 
     for name, shards in work.items():
         m = models[name]
@@ -233,7 +229,6 @@ def run_shards(cfg: RunConfig, store: ObjectStore, work: dict[str, dict[str, lis
         try:
             s = ray.get(ref)
             report.done.append(s)
-            report.spent_hours += s.device_hours
             budget.spent_hours += s.device_hours
             if not s.skipped:
                 done_hours[name].append(s.device_hours)
@@ -244,7 +239,6 @@ def run_shards(cfg: RunConfig, store: ObjectStore, work: dict[str, dict[str, lis
             reason = _reason(e)
             wall = time.perf_counter() - t0
             spend = device_hours(wall, models[name].num_gpus)
-            report.spent_hours += spend
             budget.spent_hours += spend
             record = new_attempt_id()  # the worker's own attempt id died with it
             put_json(store, lay.failure(lay.shard(plan.infer[name], shard), record),
@@ -261,7 +255,6 @@ def run_shards(cfg: RunConfig, store: ObjectStore, work: dict[str, dict[str, lis
                         spent=f"{budget.spent_hours:.3f} dev-h")
         if not reusable:
             ray.kill(actor, no_restart=True)
-            actors[name].remove(actor)
             if any(q[0] == name for q in queue):
                 actor = new_actor(name)
                 reusable = True
@@ -274,4 +267,5 @@ def run_shards(cfg: RunConfig, store: ObjectStore, work: dict[str, dict[str, lis
     for _name, actor in idle:
         ray.kill(actor)
     report.not_started = [(m, s) for m, s, _ in queue]
+    report.spent_hours = budget.spent_hours - spent_hours
     return report

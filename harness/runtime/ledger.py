@@ -57,8 +57,12 @@ class ModelLedger:
         return None if mean is None else mean * len(self.missing)
 
 
-def read_ledger(store: ObjectStore, plan: RunPlan, model: str) -> ModelLedger:
-    """Read one model's shard plan, markers and failure records (changes nothing)."""
+def read_ledger(store: ObjectStore, plan: RunPlan, model: str, failures: bool = True) -> ModelLedger:
+    """Read one model's shard plan, markers and (``failures``) failure records; changes nothing.
+
+    Without ``failures`` no listing is made (one request per shard fewer on S3): enough for
+    readers of the outputs, which need only the markers.
+    """
     lay = plan.layout
     prefix = plan.infer[model]
     led = ModelLedger(model, prefix)
@@ -70,7 +74,7 @@ def read_ledger(store: ObjectStore, plan: RunPlan, model: str) -> ModelLedger:
         mk = lay.marker(lay.shard(prefix, shard))
         if store.exists(mk):
             led.markers[shard] = get_json(store, mk)
-        fails = [get_json(store, k) for k in store.list(f"{lay.shard(prefix, shard)}/failures")]
+        fails = [get_json(store, k) for k in store.list(f"{lay.shard(prefix, shard)}/failures")] if failures else []
         if fails:
             led.failures[shard] = sorted(fails, key=lambda f: f["attempt"])
     return led

@@ -2,8 +2,8 @@
 
 ``<run>/run.json`` is written by the first invocation of a run id (conditional put) and never
 changed: the resolved config, git commit, package versions, image reference and digest,
-model weights and revisions, and every seed. Each later invocation (a resume, ``make
-rerun-failed``) adds ``<run>/invocations/<id>.json`` with its own provenance, so a run that
+model weights and revisions, and every seed. Every invocation (the first, a resume, ``make
+rerun-failed``) also writes its own manifest to ``<run>/invocations/<id>.json``, so a run that
 was finished by a different image or commit says so.
 
 Seeds: the scene generator (``scenes.seed``), the run (``seed``; each conversation's seed is
@@ -93,7 +93,7 @@ def write_run_manifest(cfg: RunConfig, store: ObjectStore) -> dict[str, Any]:
     mine = build_manifest(cfg)
     put_json(store, lay.run_manifest(), mine, if_absent=True)
     stored = get_json(store, lay.run_manifest())
-    put_json(store, lay.invocation(new_attempt_id()), {**provenance(), "config": cfg.to_dict()})
+    put_json(store, lay.invocation(new_attempt_id()), mine)  # this invocation's own manifest
     changed = [k for k in config_changes(stored.get("config", {}), mine["config"])
                if k.split(".")[0] not in WHERE_IT_RUNS]
     if changed:

@@ -216,7 +216,7 @@ def infer_records(store: ObjectStore, plan: RunPlan, model: str) -> dict[str, di
     :func:`~harness.runtime.shard.read_output`). Raises :class:`InferIncomplete` when a shard
     has no marker: a partial ``infer`` is never read as complete.
     """
-    led = read_ledger(store, plan, model)
+    led = read_ledger(store, plan, model, failures=False)
     if led.missing:
         raise InferIncomplete(f"infer {model}: {len(led.missing)} of {len(led.shards)} shards incomplete "
                               f"({', '.join(led.missing[:5])}{'...' if len(led.missing) > 5 else ''}): "
@@ -278,7 +278,8 @@ def vad_stage(cfg: RunConfig, store: ObjectStore) -> dict[str, str]:
         for sid, s in zip(ids, segs, strict=True):
             results[name][sid] = {"status": "ok", "segments": s}
 
-    if reuses_online_detector(cfg):
+    reuse = reuses_online_detector(cfg)
+    if reuse:
         for name, ids in tqdm(batches, desc="vad (stored probabilities)", unit="batch"):
             store_batch(name, ids, segment_stored_probs(cfg, store, [todo[name][s] for s in ids]))
     else:
@@ -294,8 +295,7 @@ def vad_stage(cfg: RunConfig, store: ObjectStore) -> dict[str, str]:
         put_json(store, lay.file(prefix, "segments.json"), result)
         put_json(store, lay.marker(prefix), {"conversations": len(result),
                                              "ok": sum(r["status"] == "ok" for r in result.values()),
-                                             "source": "online probabilities" if reuses_online_detector(cfg)
-                                             else "offline Silero"})
+                                             "source": "online probabilities" if reuse else "offline Silero"})
     return dict(plan.vad)
 
 
@@ -420,12 +420,14 @@ def reduce_stage(cfg: RunConfig, store: ObjectStore) -> str:
     errors: dict[str, dict[str, int]] = {}
     error_list: list[dict[str, str]] = []
     spend: dict[str, dict[str, Any]] = {}
+    outputs: dict[str, tuple[dict[str, Any], dict[str, Any]]] = {}  # model -> (infer records, vad segments)
     for m in cfg.models:
         _require(store, plan, plan.score[m.name], f"score {m.name}")
         segs = get_json(store, lay.file(plan.vad[m.name], "segments.json"))
         verdicts = get_json(store, lay.file(plan.score[m.name], "verdicts.json"))
         spend[m.name] = get_json(store, lay.marker(plan.score[m.name]))
         recs = infer_records(store, plan, m.name)
+        outputs[m.name] = recs, segs
         rows: list[dict[str, Any]] = []
         errs: dict[str, int] = defaultdict(int)
         for sid, scene in scenes.items():
@@ -464,20 +466,19 @@ def reduce_stage(cfg: RunConfig, store: ObjectStore) -> str:
     html = render_html(cfg, metrics, statistics, stats, error_list, invalid, plan, report_figures(metrics),
                        reference=reference, examples=examples)
     store.put(lay.file(plan.reduce, "report.html"), html.encode())
-    _conversation_pages(cfg, store, plan, scenes, rows_by_model, examples)
+    _conversation_pages(cfg, store, plan, scenes, rows_by_model, examples, outputs)
     put_json(store, lay.marker(plan.reduce), {"models": [m.name for m in cfg.models], "rows": len(all_rows)})
     return plan.reduce
 
 
 def _conversation_pages(cfg: RunConfig, store: ObjectStore, plan: RunPlan, scenes: dict[str, Scene],
-                        rows_by_model: dict[str, list[dict[str, Any]]], examples: dict[str, dict[str, list[str]]]
-                        ) -> None:
+                        rows_by_model: dict[str, list[dict[str, Any]]], examples: dict[str, dict[str, list[str]]],
+                        outputs: dict[str, tuple[dict[str, Any], dict[str, Any]]]) -> None:
     """One debugging page per model for an example of every kind of outcome (pass, fail, exclusion)."""
     lay = plan.layout
     for m in cfg.models:
         rows = rows_by_model[m.name]
-        segs = get_json(store, lay.file(plan.vad[m.name], "segments.json"))
-        recs = infer_records(store, plan, m.name)
+        recs, segs = outputs[m.name]
         for sids in examples[m.name].values():
             for sid in sids:
                 rec = json.loads(read_output(store, recs[sid], "json"))
