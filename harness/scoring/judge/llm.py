@@ -217,6 +217,12 @@ class LLMJudge:
         return window_verdict(label, raw, cost)
 
 
+def _missing_sdk(judge: str, package: str, e: ImportError) -> RuntimeError:
+    """The error for an LLM backend whose provider SDK is not installed."""
+    return RuntimeError(f"the {judge} judge needs the `{package}` package ({e}); install the pinned "
+                        "requirements (`make setup`, or `.venv/bin/pip install -r requirements.txt`)")
+
+
 class AnthropicJudge(LLMJudge):
     """Claude through ``anthropic.Anthropic().messages.create`` (key: ``ANTHROPIC_API_KEY``).
 
@@ -243,9 +249,7 @@ class AnthropicJudge(LLMJudge):
         try:
             import anthropic
         except ImportError as e:
-            raise RuntimeError(
-                f"the anthropic judge needs the `anthropic` package ({e}); install the pinned "
-                "requirements (`make setup`, or `.venv/bin/pip install -r requirements.txt`)") from e
+            raise _missing_sdk("anthropic", "anthropic", e) from e
         return anthropic.Anthropic(max_retries=self.max_retries)  # key: ANTHROPIC_API_KEY, read by the SDK
 
     def _complete(self, prompt: str) -> tuple[str, int, int]:
@@ -287,9 +291,7 @@ class GeminiJudge(LLMJudge):
         try:
             from google import genai
         except ImportError as e:
-            raise RuntimeError(
-                f"the gemini judge needs the `google-genai` package ({e}); install the pinned "
-                "requirements (`make setup`, or `.venv/bin/pip install -r requirements.txt`)") from e
+            raise _missing_sdk("gemini", "google-genai", e) from e
         return genai.Client()  # key: GEMINI_API_KEY / GOOGLE_API_KEY, read by the SDK
 
     @property
