@@ -10,6 +10,7 @@ import io
 import json
 import logging
 from collections import defaultdict
+from collections.abc import Callable
 from typing import Any
 
 import numpy as np
@@ -274,22 +275,42 @@ def vad_stage(cfg: RunConfig, store: ObjectStore) -> dict[str, str]:
                for ids in [sorted(s for s, r in recs.items() if r["status"] == "ok")]
                for i in range(0, len(ids), cfg.vad.batch)]
 
-    def store_batch(name: str, ids: list[str], segs: list[list[list[int]]]) -> None:
-        for sid, s in zip(ids, segs, strict=True):
-            results[name][sid] = {"status": "ok", "segments": s}
+    def store_batch(name: str, ids: list[str], compute: Callable[[str, list[str]], list]) -> None:
+        """Segments of ``ids``; a batch that fails is retried conversation by conversation, so a
+        corrupt or missing output is an error on its own conversation only."""
+        try:
+            segs = compute(name, ids)
+        except Exception as e:
+            if len(ids) > 1:
+                for sid in ids:
+                    store_batch(name, [sid], compute)
+            else:
+                results[name][ids[0]] = {"status": "error",
+                                         "reason": f"speech detection failed: {type(e).__name__}: {e}"}
+            return
+        for sid, seg in zip(ids, segs, strict=True):
+            results[name][sid] = {"status": "ok", "segments": seg}
 
     reuse = reuses_online_detector(cfg)
     if reuse:
+        def from_probs(name: str, ids: list[str]) -> list:
+            return segment_stored_probs(cfg, store, [todo[name][s] for s in ids])
+
         for name, ids in tqdm(batches, desc="vad (stored probabilities)", unit="batch"):
-            store_batch(name, ids, segment_stored_probs(cfg, store, [todo[name][s] for s in ids]))
+            store_batch(name, ids, from_probs)
     else:
         with ray_session(cfg):
             import ray
 
             task = ray.remote(num_cpus=1)(detect_outputs)
-            refs = [task.remote(cfg, [todo[name][s] for s in ids]) for name, ids in batches]
-            for (name, ids), ref in tqdm(list(zip(batches, refs, strict=True)), desc="vad batches", unit="batch"):
-                store_batch(name, ids, ray.get(ref))
+            refs = {(name, tuple(ids)): task.remote(cfg, [todo[name][s] for s in ids]) for name, ids in batches}
+
+            def on_ray(name: str, ids: list[str]) -> list:  # the batch submitted above, or a retry of a part
+                ref = refs.pop((name, tuple(ids)), None) or task.remote(cfg, [todo[name][s] for s in ids])
+                return ray.get(ref)
+
+            for name, ids in tqdm(batches, desc="vad batches", unit="batch"):
+                store_batch(name, ids, on_ray)
     for name, result in results.items():
         prefix = plan.vad[name]
         put_json(store, lay.file(prefix, "segments.json"), result)

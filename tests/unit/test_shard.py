@@ -109,3 +109,14 @@ def test_rerunning_a_shard_reproduces_its_outputs(tmp_path):
     digests = [{sid: {k: o["sha256"] for k, o in e["objects"].items() if k != "json"} for sid, e in recs.items()}
                for recs in (a, b)]
     assert digests[0] == digests[1] and all(len(d) == 2 for d in digests[0].values())
+
+
+def test_a_corrupt_stored_output_fails_only_its_conversation_in_vad(tmp_path):
+    cfg, store, plan, recs = _babble_shard(tmp_path, "vadcorrupt")
+    bad, good = sorted(recs)
+    store.put(recs[bad]["objects"]["probs.npy"]["key"], b"bit rot")
+    stages.vad_stage(cfg, store)
+    segs = get_json(store, plan.layout.file(plan.vad["babble"], "segments.json"))
+    assert segs[bad]["status"] == "error" and "CorruptOutput" in segs[bad]["reason"]
+    assert "checksum" in segs[bad]["reason"]
+    assert segs[good]["status"] == "ok" and segs[good]["segments"]
