@@ -75,7 +75,8 @@ class LLMReference:
         prompt: prompt file name in ``prompts_dir`` (default ``reference_v1.txt``).
         prompts_dir: folder of the reference prompt (default the repository's ``prompts/``).
         **params: the backend's parameters, as for :func:`~harness.scoring.judge.build_judge`:
-            ``model``, ``client`` (tests pass a fake), ``price_per_mtok``, ``max_output_tokens``
+            ``model``, ``client`` (tests pass a fake), ``http_client`` (tests: the real SDK
+            over a mock transport), ``price_per_mtok``, ``max_output_tokens``
             (Anthropic default here :data:`ANTHROPIC_MAX_OUTPUT_TOKENS`), ``max_retries``
             (Anthropic), ``thinking_budget`` (Gemini).
 

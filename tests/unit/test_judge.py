@@ -6,6 +6,7 @@ from __future__ import annotations
 import builtins
 import json
 import shutil
+from types import SimpleNamespace
 
 import pytest
 
@@ -34,7 +35,14 @@ from harness.scoring.judge.llm import (
     price_for,
 )
 from harness.store.base import LocalStore
-from tests.fixtures.fake_llm import FakeAnthropic, FakeGemini
+from tests.fixtures.fake_llm import (
+    ANTHROPIC_TEST_KEY,
+    GEMINI_TEST_KEY,
+    FakeAnthropic,
+    FakeGemini,
+    ProviderAPI,
+    provider_env,
+)
 
 STATEMENT = [ContextTurn("A", "Okay, let's get dinner going."), ContextTurn("B", "The pan is really hot.")]
 QUESTION = [ContextTurn("A", "Okay, let's get dinner going."), ContextTurn("B", "Carol, is the oven on?")]
@@ -261,6 +269,69 @@ def test_gemini_window_prompt_temperature_zero_and_cost():
     assert GeminiJudge(client=fake, thinking_budget=0).generation_config()["thinking_config"] == {"thinking_budget": 0}
 
 
+# ---------------------------------------------------------------------------------------------
+# the real installed SDK clients (anthropic 2.14, google-genai 3.6) over a mock HTTP transport that
+# returns the providers' documented JSON: a renamed usage field would fail here, not book $0
+def test_anthropic_sdk_over_http_verdict_tokens_and_cost(monkeypatch):
+    provider_env(monkeypatch)
+    api = ProviderAPI("**CORRECT**", input_tokens=1234, output_tokens=7)
+    judge = AnthropicJudge(http_client=api.http_client(), max_retries=0)
+    v = judge.judge_answer("um it's thursday at three", "Thursday at three", "when is the dentist appointment?")
+    assert (v.label, v.passed, v.raw) == (CORRECT, True, "**CORRECT**")
+    # claude-sonnet-4-5 at $3 / $15 per million tokens: 1234 * 3e-6 + 7 * 15e-6 = 0.003807
+    assert (v.cost.input_tokens, v.cost.output_tokens) == (1234, 7)
+    assert v.cost.usd == pytest.approx(0.003807, abs=1e-12)
+    ((method, url, headers, body),) = api.requests
+    assert (method, url) == ("POST", "https://api.anthropic.com/v1/messages")
+    assert headers["authorization"] == f"Bearer {ANTHROPIC_TEST_KEY}"  # read by the SDK from the environment
+    assert (body["model"], body["max_tokens"]) == ("claude-sonnet-4-5", 20) and "temperature" not in body
+    assert body["messages"] == [{"role": "user", "content": judge.answer_prompt_text(
+        "um it's thursday at three", "Thursday at three", "when is the dentist appointment?")}]
+
+
+def test_gemini_sdk_over_http_verdict_tokens_and_cost(monkeypatch):
+    provider_env(monkeypatch)
+    api = ProviderAPI("SUBSTANTIVE_INTRUSION", input_tokens=321, output_tokens=4, thoughts_tokens=40)
+    judge = GeminiJudge(http_client=api.http_client(), thinking_budget=128)
+    v = judge.classify_window("the pan is hot so move it", STATEMENT, 1.25, 0.5)
+    assert (v.label, v.passed, v.raw) == (SUBSTANTIVE_INTRUSION, False, "SUBSTANTIVE_INTRUSION")
+    # gemini-2.5-flash at $0.30 / $2.50 per million tokens; thinking (40) is billed as output:
+    # 321 * 0.3e-6 + (4 + 40) * 2.5e-6 = 0.0002063
+    assert (v.cost.input_tokens, v.cost.output_tokens) == (321, 44)
+    assert v.cost.usd == pytest.approx(0.0002063, abs=1e-12)
+    ((method, url, headers, body),) = api.requests
+    assert method == "POST" and url.endswith("/models/gemini-2.5-flash:generateContent")
+    assert url.startswith("https://generativelanguage.googleapis.com/")
+    assert headers["x-goog-api-key"] == GEMINI_TEST_KEY
+    # google-genai 3.6 writes the nested field in snake case, as it does for its typed config too
+    assert body["generationConfig"] == {"temperature": 0.0, "thinkingConfig": {"thinking_budget": 128}}
+    assert api.prompts() == [judge.window_prompt_text("the pan is hot so move it", STATEMENT, 1.25, 0.5)]
+
+
+def test_gemini_sdk_over_http_without_candidates_or_thinking_counts(monkeypatch):
+    # a reply without thoughtsTokenCount (thinking off): output is the candidates alone
+    provider_env(monkeypatch)
+    api = ProviderAPI("CORRECT", input_tokens=500, output_tokens=2)
+    v = GeminiJudge(http_client=api.http_client()).judge_answer("four eggs", "four eggs", "how many eggs?")
+    assert (v.label, v.cost.input_tokens, v.cost.output_tokens) == (CORRECT, 500, 2)
+    assert v.cost.usd == pytest.approx(500 * 0.30e-6 + 2 * 2.50e-6, abs=1e-12)
+
+
+def test_a_missing_usage_count_is_an_error_not_a_free_call():
+    class NoUsage(FakeAnthropic):
+        def _create(self, **kwargs):
+            resp = super()._create(**kwargs)
+            resp.usage = SimpleNamespace(input_tokens=12)  # output_tokens renamed away
+            return resp
+
+    with pytest.raises(RuntimeError, match="no usage field 'output_tokens'"):
+        AnthropicJudge(client=NoUsage()).judge_answer("thursday", "Thursday", "when?")
+    gemini = FakeGemini()
+    gemini.usage = SimpleNamespace(candidates_token_count=3)
+    with pytest.raises(RuntimeError, match="no usage field 'prompt_token_count'"):
+        GeminiJudge(client=gemini).judge_answer("thursday", "Thursday", "when?")
+
+
 @pytest.mark.parametrize("reply", ["I am not sure.", "", "CORRECT or INCORRECT", "BACKCHANNEL, SUBSTANTIVE_INTRUSION"])
 def test_llm_unparseable_output_fails(reply):
     fake = FakeAnthropic(reply)
@@ -431,7 +502,7 @@ def test_errors_are_not_cached(tmp_path):
     def boom():
         raise ConnectionError("API down")
 
-    with pytest.raises(ConnectionError):
+    with pytest.raises(ConnectionError, match="API down"):
         cache.get_or_compute({"k": 1}, boom)
     assert cache.get_or_compute({"k": 1}, lambda: 42) == 42
 

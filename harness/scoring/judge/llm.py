@@ -7,7 +7,9 @@
 * **Clients** are injectable (``client=``); without one, the SDK is imported and its client
   built on the first call that needs it, so building a judge (e.g. for a fully cached rerun)
   needs neither the SDK nor a key. A missing SDK is a :class:`RuntimeError` that says what
-  to install.
+  to install. ``http_client=`` (an ``httpx2.Client``, the HTTP library of the pinned SDKs)
+  replaces only the SDK client's transport: the unit tests drive the real SDKs offline
+  through a mock transport; production leaves it ``None`` (the SDK's own).
 * **Prompts** are the versioned files ``prompts/judge_answer_v1.txt`` and
   ``prompts/judge_window_v1.txt``, filled with ``str.format``; ``prompt_version`` is
   ``<file stem>@<10 hex of its SHA-256>`` (``prompt_versions`` per task; the combined
@@ -23,7 +25,8 @@
 * **Cost**: tokens from the response's usage fields (Anthropic ``usage.input_tokens`` /
   ``output_tokens``; Gemini ``usage_metadata.prompt_token_count`` / ``candidates_token_count``
   + ``thoughts_token_count``, since thinking is billed as output) times the list price of
-  :data:`PRICES_PER_MTOK`.
+  :data:`PRICES_PER_MTOK`. A count the API always sends (Anthropic's two, Gemini's
+  ``prompt_token_count``) that is missing is a :class:`RuntimeError`, never a call booked at $0.
 """
 
 from __future__ import annotations
@@ -141,7 +144,8 @@ class LLMJudge:
 
     def __init__(self, model: str | None = None, client: Any = None, prompts_dir: str | Path | None = None,
                  answer_prompt: str = ANSWER_PROMPT, window_prompt: str = WINDOW_PROMPT,
-                 price_per_mtok: tuple[float, float] | None = None, max_output_tokens: int | None = None):
+                 price_per_mtok: tuple[float, float] | None = None, max_output_tokens: int | None = None,
+                 http_client: Any = None):
         self.model = model or self.default_model
         if not self.model:
             raise ValueError(f"the {self.name} judge needs a model id")
@@ -157,6 +161,7 @@ class LLMJudge:
         self.prompt_versions = {"answer": self.answer_prompt.version, "window": self.window_prompt.version}
         self.prompt_version = f"{self.answer_prompt.version}+{self.window_prompt.version}"
         self._client = client
+        self.http_client = http_client  # for the SDK client built by _build_client; None: the SDK's own
         self._lock = threading.Lock()
 
     # -- backend hooks -------------------------------------------------------------------------
@@ -217,6 +222,19 @@ class LLMJudge:
         return window_verdict(label, raw, cost)
 
 
+def _tokens(usage: Any, name: str, provider: str, required: bool = True) -> int:
+    """Token count ``name`` of a response's usage object. A count the API always sends that is
+    missing raises ``RuntimeError`` (a renamed SDK field must not book every call at $0); an
+    optional one is 0."""
+    value = getattr(usage, name, None)
+    if value is None:
+        if required:
+            raise RuntimeError(f"the {provider} response has no usage field {name!r}, so its cost cannot be "
+                               "booked; has the SDK renamed it? (harness/scoring/judge/llm.py reads it)")
+        return 0
+    return int(value)
+
+
 def _missing_sdk(judge: str, package: str, e: ImportError) -> RuntimeError:
     """The error for an LLM backend whose provider SDK is not installed."""
     return RuntimeError(f"the {judge} judge needs the `{package}` package ({e}); install the pinned "
@@ -229,6 +247,7 @@ class AnthropicJudge(LLMJudge):
     Args:
         model: model id, default ``claude-sonnet-4-5``.
         client: an object with ``messages.create(...)`` (tests pass a fake); built lazily otherwise.
+        http_client: an ``httpx2.Client`` for the SDK client built lazily (tests: a mock transport).
         max_output_tokens: ``max_tokens`` of the request (default 20: a label is a few tokens).
         max_retries: the SDK client's retries on rate limits and transient errors (default 4).
         prompts_dir, answer_prompt, window_prompt, price_per_mtok: see :class:`LLMJudge`.
@@ -250,7 +269,8 @@ class AnthropicJudge(LLMJudge):
             import anthropic
         except ImportError as e:
             raise _missing_sdk("anthropic", "anthropic", e) from e
-        return anthropic.Anthropic(max_retries=self.max_retries)  # key: ANTHROPIC_API_KEY, read by the SDK
+        extra = {} if self.http_client is None else {"http_client": self.http_client}
+        return anthropic.Anthropic(max_retries=self.max_retries, **extra)  # key: ANTHROPIC_API_KEY, read by the SDK
 
     def _complete(self, prompt: str) -> tuple[str, int, int]:
         resp = self.client.messages.create(
@@ -261,7 +281,7 @@ class AnthropicJudge(LLMJudge):
         text = "".join(getattr(b, "text", "") or "" for b in (getattr(resp, "content", None) or [])
                        if getattr(b, "type", "text") == "text")
         usage = getattr(resp, "usage", None)
-        return text, int(getattr(usage, "input_tokens", 0) or 0), int(getattr(usage, "output_tokens", 0) or 0)
+        return text, _tokens(usage, "input_tokens", "Anthropic"), _tokens(usage, "output_tokens", "Anthropic")
 
 
 class GeminiJudge(LLMJudge):
@@ -271,6 +291,7 @@ class GeminiJudge(LLMJudge):
     Args:
         model: model id, default ``gemini-2.5-flash``.
         client: an object with ``models.generate_content(...)`` (tests pass a fake); built lazily otherwise.
+        http_client: an ``httpx2.Client`` for the SDK client built lazily (tests: a mock transport).
         max_output_tokens: ``max_output_tokens`` of the request; default ``None`` (not sent),
             because on thinking models the thinking tokens count against it.
         thinking_budget: ``thinking_config.thinking_budget``; default ``None`` (the model's
@@ -292,7 +313,8 @@ class GeminiJudge(LLMJudge):
             from google import genai
         except ImportError as e:
             raise _missing_sdk("gemini", "google-genai", e) from e
-        return genai.Client()  # key: GEMINI_API_KEY / GOOGLE_API_KEY, read by the SDK
+        extra = {} if self.http_client is None else {"http_options": {"httpx_client": self.http_client}}
+        return genai.Client(**extra)  # key: GEMINI_API_KEY / GOOGLE_API_KEY, read by the SDK
 
     @property
     def settings(self) -> dict[str, Any]:
@@ -312,9 +334,10 @@ class GeminiJudge(LLMJudge):
                                                    config=self.generation_config())
         text = getattr(resp, "text", None) or ""
         um = getattr(resp, "usage_metadata", None)
-        tin = int(getattr(um, "prompt_token_count", 0) or 0)
-        tout = int(getattr(um, "candidates_token_count", 0) or 0) + int(getattr(um, "thoughts_token_count", 0) or 0)
-        return text, tin, tout
+        # no candidates (a blocked prompt) or no thinking: the API leaves those counts out
+        tout = _tokens(um, "candidates_token_count", "Gemini", False) + _tokens(um, "thoughts_token_count", "Gemini",
+                                                                                 False)
+        return text, _tokens(um, "prompt_token_count", "Gemini"), tout
 
 
 __all__ = [
