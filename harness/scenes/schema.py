@@ -245,31 +245,52 @@ def write_manifest(scenes: Iterable[Scene], fh: IO[str]) -> int:
 
 
 def iter_manifest(lines: Iterable[str]) -> Iterator[Scene | SceneError]:
-    """Parse JSONL lines; yield a validated :class:`Scene` or the :class:`SceneError` for each line.
+    """Parse JSONL lines; yield a validated :class:`Scene` or the :class:`SceneError` for each
+    non-blank line, in line order.
 
-    Bad lines never stop the iteration: a broken scene is reported, the rest go on.
+    Bad lines never stop the iteration: a broken scene is reported, the rest go on. A scene id
+    on more than one line (valid or not) is an error on every one of those lines (rule
+    ``duplicate_id``, naming the id and all its line numbers, 1-based): the manifest does not
+    say which line is right, so none is guessed. All lines are read before the first is yielded.
     """
+    parsed: list[tuple[int, Scene | SceneError, str | None]] = []  # (line number, result, scene id)
     for lineno, line in enumerate(lines, 1):
-        if not line.strip():
+        if line.strip():
+            parsed.append((lineno, *_parse_line(line, lineno)))
+    lines_of: dict[str, list[tuple[int, Scene | SceneError]]] = {}
+    for lineno, item, sid in parsed:
+        if sid is not None:
+            lines_of.setdefault(sid, []).append((lineno, item))
+    for _, item, sid in parsed:
+        same = lines_of[sid] if sid is not None else []
+        if len(same) < 2:
+            yield item
             continue
-        try:
-            d = json.loads(line)
-        except json.JSONDecodeError as e:
-            yield SceneError(f"line {lineno}", None, "json", f"invalid JSON: {e.msg}")
-            continue
-        if not isinstance(d, dict):
-            yield SceneError(f"line {lineno}", None, "json", "a manifest line must be a JSON object")
-            continue
-        try:
-            scene = Scene.from_dict(d)
-            scene.validate()
-        except SceneError as e:
-            yield e
-            continue
-        except (TypeError, AttributeError) as e:  # a field of the wrong JSON type, e.g. "turns": 5
-            yield SceneError(str(d.get("scene_id", "?")), None, "bad_value", f"wrong field type: {e}")
-            continue
-        yield scene
+        numbers = [str(n) for n, _ in same]
+        message = (f"scene id on manifest lines {', '.join(numbers[:-1])} and {numbers[-1]}; none of them is "
+                   "used (which one is right is unknown)")
+        message += "".join(f"; line {n} is also invalid: {other}" for n, other in same if isinstance(other, SceneError))
+        yield SceneError(sid, None, "duplicate_id", message)
+
+
+def _parse_line(line: str, lineno: int) -> tuple[Scene | SceneError, str | None]:
+    """One manifest line as a validated scene or its error, and the line's ``scene_id`` when it
+    has a string one (``None`` otherwise)."""
+    try:
+        d = json.loads(line)
+    except json.JSONDecodeError as e:
+        return SceneError(f"line {lineno}", None, "json", f"invalid JSON: {e.msg}"), None
+    if not isinstance(d, dict):
+        return SceneError(f"line {lineno}", None, "json", "a manifest line must be a JSON object"), None
+    sid = d.get("scene_id") if isinstance(d.get("scene_id"), str) else None
+    try:
+        scene = Scene.from_dict(d)
+        scene.validate()
+    except SceneError as e:
+        return e, sid
+    except (TypeError, AttributeError) as e:  # a field of the wrong JSON type, e.g. "turns": 5
+        return SceneError(str(d.get("scene_id", "?")), None, "bad_value", f"wrong field type: {e}"), sid
+    return scene, sid
 
 
 def read_manifest(lines: Iterable[str]) -> list[Scene]:

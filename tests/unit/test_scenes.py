@@ -149,12 +149,31 @@ def test_missing_turn_field_and_bad_label():
     [("turns", 5), ("turns", ["oops"]), ("speakers", 5), ("attributes", [1]), ("gold_answer", None)],
 )
 def test_wrong_field_type_is_reported_and_iteration_continues(field, value):
-    good = _scene()
-    bad = {**good.to_dict(), field: value}
+    good = _scene(scene_id="p00043-explicit", pair_id="p00043")
+    bad = {**_scene().to_dict(), field: value}
     items = list(iter_manifest([json.dumps(bad), json.dumps(good.to_dict())]))
     assert isinstance(items[0], SceneError)
     assert (items[0].rule, items[0].turn, items[0].scene_id) == ("bad_value", None, SID)
     assert items[1] == good
+
+
+def test_duplicate_scene_id_is_an_error_on_every_line_naming_them_all():
+    """Neither copy is kept: the manifest does not say which is right. Other lines go on."""
+    first = _scene()
+    second = _scene(gold_answer="at ten")  # same id, different content
+    other = _scene(scene_id="p00043-explicit", pair_id="p00043")
+    broken = {**_scene().to_dict(), "gold_answer": " "}  # the same id once more, also invalid on its own
+    lines = [json.dumps(first.to_dict()), "", json.dumps(other.to_dict()), json.dumps(second.to_dict()),
+             json.dumps(broken)]
+    items = list(iter_manifest(lines))
+    message = (f"scene {SID!r}: scene id on manifest lines 1, 4 and 5; none of them is used (which one is right "
+               f"is unknown); line 5 is also invalid: scene {SID!r}: empty gold answer [rule gold_answer] "
+               "[rule duplicate_id]")
+    assert [str(x) if isinstance(x, SceneError) else x for x in items] == [message, other, message, message]
+    assert [(x.rule, x.scene_id, x.turn) for x in items if isinstance(x, SceneError)] == [
+        ("duplicate_id", SID, None)] * 3
+    with pytest.raises(SceneError, match=re.escape(message)):
+        read_manifest(lines)
 
 
 def test_round_trip_hand_made_and_generated():
@@ -219,7 +238,7 @@ def test_t_position(corpus, pairs):
 
 def test_t_bucket_thirds():
     assert [t_bucket(t, 9) for t in range(9)] == [b for b in T_POSITIONS for _ in range(3)]
-    with pytest.raises(ValueError):
+    with pytest.raises(ValueError, match="t_index 9 outside a scene of 9 turns"):
         t_bucket(9, 9)
 
 
@@ -324,8 +343,10 @@ def test_corpus_stats(corpus):
 
 
 def test_bad_arguments():
-    for kwargs in ({"n_pairs": -1}, {"four_party_share": 1.5}, {"n4_share": -0.1}):
-        with pytest.raises(ValueError):
+    for kwargs, match in (({"n_pairs": -1}, "n_pairs must be >= 0, got -1"),
+                          ({"four_party_share": 1.5}, r"four_party_share must be in \[0, 1\], got 1.5"),
+                          ({"n4_share": -0.1}, r"n4_share must be in \[0, 1\], got -0.1")):
+        with pytest.raises(ValueError, match=match):
             generate_pairs(**{"n_pairs": 2, "seed": 0, **kwargs})
     assert generate_pairs(0, seed=0) == []
 
