@@ -31,6 +31,7 @@ from dataclasses import asdict, dataclass
 from enum import StrEnum
 from typing import Any
 
+from harness.audio.room_tone import check_room_tone
 from harness.scenes.schema import Label
 from harness.vad.segments import SpeechView
 
@@ -47,6 +48,11 @@ class ProtocolSettings:
     n4_answer_window_s: float = 3.0
     tail_s: float = 2.0
     echo: bool = False  # mix the model's own output back into its input (spec section 4)
+    room_tone: str = "pink"  # input silence: "zeros" or a seeded noise floor (harness.audio.room_tone)
+    room_tone_dbfs: float = -70.0  # RMS level of that floor under the whole input, dBFS
+
+    def __post_init__(self) -> None:
+        check_room_tone(self.room_tone, self.room_tone_dbfs)
 
     def s(self, seconds: float) -> int:
         """Seconds -> samples at the timeline rate."""

@@ -66,9 +66,11 @@ class InferSettings:
     max_duration_s: float = 1800.0
     actors_per_model: int | None = None  # None: one actor per GPU (or CPU slot) the cluster has
     torch_threads: int = 1
+    step_timeout_s: float = 60.0  # watchdog: a model call that takes longer fails the attempt
+    first_step_timeout_s: float = 900.0  # for open and a batch's first step (warm-up, compilation)
 
     def __post_init__(self) -> None:
-        _positive(self, "shard_size", "max_duration_s", "torch_threads")
+        _positive(self, "shard_size", "max_duration_s", "torch_threads", "step_timeout_s", "first_step_timeout_s")
         if self.actors_per_model is not None and self.actors_per_model < 1:
             raise ValueError("actors_per_model must be >= 1 or null")
 

@@ -6,26 +6,42 @@ that conversation's output so far), renders the human input from the placements,
 it to the model's input rate, steps the model for all streams at once, checks and resamples
 the output to the timeline rate, quantises it to the stored 16-bit grid and feeds it to the
 batched online detector. Streams that have finished, or failed, keep a slot filled with
-silence until the whole batch is done (an exec mask).
+silence until the whole batch is done (an exec mask). Under the whole input (preamble,
+turns, gaps and waits) runs the conversation's :class:`~harness.audio.room_tone.RoomTone`.
 
-Failures stay local: a model output with NaN/Inf or the wrong shape fails that stream; an
-exception in ``open``/``step`` fails every stream still running in the batch. A failed
-conversation is returned with ``status="error"`` and its reason, never as silence.
+Failures (docs/adding-a-model.md):
+
+* deterministic faults of single conversations are that conversation's error, returned with
+  ``status="error"`` and its reason, never as silence: an unschedulable scene, a
+  :class:`~harness.models.base.RowError` the adapter raises for its rows, a row of output
+  with NaN/Inf or a sample outside [-1, 1]; output of the wrong dtype or shape fails every
+  row of the batch (:func:`check_output`). A row that had already finished stays ``ok``.
+* any other exception from a model call may be transient (CUDA out of memory, a broken
+  remote stream): :func:`run_batch` raises :class:`ModelFailure`, nothing of the batch is
+  returned, and the shard's attempt fails and is retried by the executor.
+* a model call that does not return within the watchdog's timeout raises
+  :class:`ModelStalled` (a :class:`ModelFailure`); the stuck thread cannot be stopped, so the
+  actor must be discarded.
 """
 
 from __future__ import annotations
 
 import contextlib
+import queue
+import threading
 import time
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
+from concurrent.futures import Future
 from dataclasses import dataclass, field
+from typing import Any
 
 import numpy as np
 
 from harness.audio.assemble import Track
-from harness.audio.io import quantize
+from harness.audio.io import PCM_SCALE, quantize
 from harness.audio.resample import resample
-from harness.models.base import READS_SCHEDULE, DuplexModel, StreamContext
+from harness.audio.room_tone import RoomTone
+from harness.models.base import READS_SCHEDULE, DuplexModel, RowError, StreamContext
 from harness.protocol.scheduler import Event, Placement, ProtocolSettings, Scheduler
 from harness.scenes.schema import Scene
 from harness.vad.silero import StreamingDetector, VadSettings
@@ -69,6 +85,112 @@ class ConversationResult:
         }
 
 
+class ModelFailure(RuntimeError):
+    """A model call failed in a way that may not recur (not a :class:`RowError`): the attempt fails.
+
+    The message names the model, the call, the stream time in seconds and the original
+    exception (also chained as ``__cause__``).
+    """
+
+
+class ModelStalled(ModelFailure):
+    """A model call did not return within the watchdog's timeout (``infer.step_timeout_s``)."""
+
+
+class OutputContractError(ValueError):
+    """A model's step output is not a floating-point ``[B, frame_out]`` array (fails every row)."""
+
+
+PEAK_TOLERANCE = 1.0 / PCM_SCALE  # a sample may exceed full scale by less than one 16-bit step
+
+
+def check_output(y: Any, model: str, shape: tuple[int, int]) -> tuple[np.ndarray, dict[int, str]]:
+    """Check one step's output against the adapter contract (docs/adding-a-model.md).
+
+    Args:
+        y: what ``step`` returned; must be a floating-point array of exactly ``shape``
+            (``(B, frame_out)``) with every sample finite and within [-1, 1] (up to
+            :data:`PEAK_TOLERANCE`).
+        model: the model's name, for the messages.
+
+    Returns:
+        ``(float32[B, frame_out], {row: reason})``: rows with NaN/Inf or a sample out of range
+        are zeroed in the array and named with the reason (e.g. ``"model m returned samples
+        outside [-1, 1]: peak 3276"``).
+
+    Raises:
+        OutputContractError: not an array, not floating point (e.g. int16 counts), or the
+            wrong shape; these are the adapter's faults, the same for every row.
+    """
+    try:
+        a = np.asarray(y)
+    except (TypeError, ValueError, RuntimeError) as e:  # e.g. a CUDA tensor
+        raise OutputContractError(f"model {model} returned a {type(y).__name__}, not an array: {e}") from None
+    if not np.issubdtype(a.dtype, np.floating):
+        raise OutputContractError(f"model {model} returned {a.dtype} samples; expected float32 in [-1, 1]")
+    if a.shape != shape:
+        raise OutputContractError(f"model {model} returned shape {a.shape}; expected {shape} ([B, frame_out])")
+    bad: dict[int, str] = {}
+    finite = np.isfinite(a).all(axis=1)
+    peaks = np.abs(np.where(np.isfinite(a), a, 0.0)).max(axis=1, initial=0.0)
+    for b in range(shape[0]):
+        if not finite[b]:
+            bad[b] = f"model {model} returned NaN/Inf samples"
+        elif peaks[b] > 1.0 + PEAK_TOLERANCE:
+            bad[b] = f"model {model} returned samples outside [-1, 1]: peak {peaks[b]:.6g}"
+    if bad:
+        a = np.where(np.isin(np.arange(shape[0]), list(bad))[:, None], 0.0, a)
+    return a.astype(np.float32, copy=False), bad
+
+
+class ModelThread:
+    """One long-lived daemon thread on which every call into a model runs (the step watchdog).
+
+    The caller waits for each call at most ``timeout_s``. A call that does not return is
+    abandoned (a thread cannot be killed): :attr:`stuck` names it and every later call raises
+    at once, so whoever holds the thread must be discarded (the executor never reuses the
+    actor of a failed attempt). Being a daemon, a stuck thread does not keep the process
+    alive. Per-thread state a model sets up in ``load`` (torch's current CUDA device or grad
+    mode) holds for its later calls when ``load`` runs here too (:class:`InferWorker` does).
+    """
+
+    def __init__(self, name: str):
+        self.stuck: str | None = None
+        self._jobs: queue.SimpleQueue = queue.SimpleQueue()
+        threading.Thread(target=self._serve, name=f"model-{name}", daemon=True).start()
+
+    def _serve(self) -> None:
+        while (job := self._jobs.get()) is not None:
+            fut, fn, args = job
+            try:
+                fut.set_result(fn(*args))
+            except BaseException as e:  # delivered to the caller, whatever it is
+                fut.set_exception(e)
+
+    def call(self, what: str, fn: Callable[..., Any], *args: Any, timeout_s: float | None = None) -> Any:
+        """``fn(*args)`` on the thread; returns its result or raises its exception.
+
+        Raises:
+            TimeoutError: it did not return within ``timeout_s`` seconds (``what`` is then
+                :attr:`stuck`), or an earlier call is stuck.
+        """
+        if self.stuck is not None:
+            raise TimeoutError(f"{what} not started: an earlier call ({self.stuck}) never returned")
+        fut: Future = Future()
+        self._jobs.put((fut, fn, args))
+        try:
+            return fut.result(timeout_s)
+        except TimeoutError:
+            if fut.done():  # the call itself raised TimeoutError
+                raise
+            self.stuck = what
+            raise TimeoutError(f"{what} did not return within {timeout_s:g} s") from None
+
+    def close(self) -> None:
+        """Let the thread end after its current call (a stuck one never ends)."""
+        self._jobs.put(None)
+
+
 def _frame_on_timeline(model: DuplexModel, sample_rate: int) -> int:
     info = model.info
     n = info.frame_in * sample_rate / info.input_rate
@@ -78,10 +200,27 @@ def _frame_on_timeline(model: DuplexModel, sample_rate: int) -> int:
 
 
 def run_batch(model: DuplexModel, convs: Sequence[ConversationInput], protocol: ProtocolSettings,
-              vad: VadSettings, max_duration_s: float = 3600.0) -> list[ConversationResult]:
+              vad: VadSettings, max_duration_s: float = 3600.0, *, step_timeout_s: float | None = None,
+              first_step_timeout_s: float | None = None, thread: ModelThread | None = None,
+              ) -> list[ConversationResult]:
     """Stream ``convs`` (at most ``model.info.max_batch``) through ``model`` together.
 
-    Returns one :class:`ConversationResult` per input, in order.
+    Args:
+        max_duration_s: a stream longer than this (seconds) is that conversation's error.
+        step_timeout_s: the watchdog: the longest a model call (``step``, ``observe``,
+            ``close``) may take, in seconds; ``None`` waits forever.
+        first_step_timeout_s: the same for ``open`` and the batch's first step, which may
+            include warm-up or compilation (``None``: ``step_timeout_s``).
+        thread: the model's :class:`ModelThread` (the one it was loaded on); default: a new
+            one for this batch.
+
+    Returns:
+        One :class:`ConversationResult` per input, in order.
+
+    Raises:
+        ModelFailure: a model call raised something other than :class:`RowError` (the
+            attempt fails; nothing of the batch is kept).
+        ModelStalled: a model call did not return in time; ``thread`` is then unusable.
     """
     sr = protocol.sample_rate
     info = model.info
@@ -89,6 +228,8 @@ def run_batch(model: DuplexModel, convs: Sequence[ConversationInput], protocol: 
     if not 0 < n <= info.max_batch:
         raise ValueError(f"batch of {n} for a model with max_batch {info.max_batch}")
     frame = _frame_on_timeline(model, sr)
+    own_thread = thread is None
+    thread = thread or ModelThread(info.name)
     t_start = time.perf_counter()
     results = [ConversationResult(c.scene.scene_id, "ok") for c in convs]
     scheds: list[Scheduler | None] = [None] * n
@@ -110,57 +251,85 @@ def run_batch(model: DuplexModel, convs: Sequence[ConversationInput], protocol: 
                 active[b] = False
                 results[b].status, results[b].reason = "error", reason
 
-    try:
-        model.open([StreamContext(c.scene.scene_id, c.seed, c.duty_text, c.scene) for c in convs])
-    except Exception as e:
-        fail(range(n), f"model.open raised {type(e).__name__}: {e}")
+    def call(what: str, fn: Callable[..., Any], *args: Any, first: bool = False, output: bool = False) -> Any:
+        """One model call on the model thread; a RowError fails its rows and returns its ``output``."""
+        where = f"{what} at {t / sr:.2f} s of stream"
+        timeout = (first_step_timeout_s or step_timeout_s) if first else step_timeout_s
+        setting = "infer.first_step_timeout_s" if first and first_step_timeout_s else "infer.step_timeout_s"
+        try:
+            return thread.call(where, fn, *args, timeout_s=timeout)
+        except RowError as e:
+            outside = sorted(set(e.reasons) - set(range(n)))
+            if outside:
+                fail(range(n), f"model {info.name} {where} blamed rows {outside} of a batch of {n}")
+                return None
+            for b, why in e.reasons.items():
+                fail([b], f"model {info.name} {where}: {why}")
+            if output and e.output is None:
+                fail(range(n), f"model {info.name} {where} raised RowError for rows {sorted(e.reasons)} without "
+                               "the output of the other rows (RowError.output)")
+            return e.output
+        except TimeoutError as e:
+            if thread.stuck is None:  # the model itself raised TimeoutError
+                raise ModelFailure(f"model {info.name}: {where} raised TimeoutError: {e}") from e
+            raise ModelStalled(f"model {info.name}: {e} ({setting}); the actor must be discarded") from None
+        except Exception as e:
+            raise ModelFailure(f"model {info.name}: {where} raised {type(e).__name__}: {e}") from e
+
     det = StreamingDetector(n, sr, vad)
     reads_schedule = READS_SCHEDULE in info.capabilities
+    tones = [RoomTone(protocol.room_tone, protocol.room_tone_dbfs, c.seed) for c in convs]
     prev_out = np.zeros((n, frame), np.float32)
     limit = round(max_duration_s * sr)
-    t = 0
-    while active.any():
-        for b in np.flatnonzero(active):
-            s = scheds[b]
-            s.advance(t, det.view(b))
-            for p in s.placements[seen[b]:]:
-                clip = convs[b].preamble if p.turn is None else convs[b].turn_clips[p.turn]
-                tracks[b].add(p.start, clip)
-                if reads_schedule:
-                    model.observe(int(b), p)
-            seen[b] = len(s.placements)
-            if s.done and t >= s.end:
-                active[b] = False
-        if not active.any():
-            break
-        if t >= limit:
-            fail(np.flatnonzero(active), f"stream exceeded the {max_duration_s} s limit")
-            break
-        x = np.zeros((n, frame), np.float32)
-        for b in np.flatnonzero(active):
-            x[b] = tracks[b].render(t, frame)
-        if protocol.echo:
-            x += prev_out
-        try:
-            y = model.step(resample(x, sr, info.input_rate))
-        except Exception as e:
-            fail(np.flatnonzero(active), f"model.step raised {type(e).__name__} at {t / sr:.2f} s: {e}")
-            break
-        y = np.asarray(y)
-        if y.shape != (n, info.frame_out):
-            fail(np.flatnonzero(active), f"model output shape {y.shape}, expected {(n, info.frame_out)}")
-            break
-        bad = ~np.isfinite(y).all(axis=1)
-        fail(np.flatnonzero(bad & active), f"model output contains NaN/Inf at {t / sr:.2f} s")
-        y = np.where(bad[:, None], 0.0, y).astype(np.float32)
-        y = quantize(resample(y, info.output_rate, sr))
-        det.push(y)
-        prev_out = y
-        for b in np.flatnonzero(active):
-            outputs[b].append(y[b])
-        t += frame
-    with contextlib.suppress(Exception):
-        model.close()
+    t = k = 0
+    try:
+        call("open", model.open, [StreamContext(c.scene.scene_id, c.seed, c.duty_text, c.scene) for c in convs],
+             first=True)
+        while active.any():
+            for b in np.flatnonzero(active):
+                s = scheds[b]
+                s.advance(t, det.view(b))
+                for p in s.placements[seen[b]:]:
+                    clip = convs[b].preamble if p.turn is None else convs[b].turn_clips[p.turn]
+                    tracks[b].add(p.start, clip)
+                    if reads_schedule and active[b]:
+                        call("observe", model.observe, int(b), p)
+                seen[b] = len(s.placements)
+                if s.done and t >= s.end:
+                    active[b] = False
+            if not active.any():
+                break
+            if t >= limit:
+                fail(np.flatnonzero(active), f"stream exceeded the {max_duration_s} s limit")
+                break
+            x = np.zeros((n, frame), np.float32)
+            for b in np.flatnonzero(active):
+                x[b] = tracks[b].render(t, frame) + tones[b].read(frame)
+            if protocol.echo:
+                x += prev_out
+            y = call(f"step {k}", model.step, resample(x, sr, info.input_rate), first=k == 0, output=True)
+            if not active.any():  # every running row was blamed
+                break
+            try:
+                y, bad = check_output(y, info.name, (n, info.frame_out))
+            except OutputContractError as e:
+                fail(range(n), f"{e} (step {k} at {t / sr:.2f} s)")
+                break
+            for b, why in bad.items():
+                fail([b], f"{why} (step {k} at {t / sr:.2f} s)")
+            y = quantize(resample(y, info.output_rate, sr))
+            det.push(y)
+            prev_out = y
+            for b in np.flatnonzero(active):
+                outputs[b].append(y[b])
+            t += frame
+            k += 1
+    finally:
+        if thread.stuck is None:
+            with contextlib.suppress(Exception):
+                thread.call("close", model.close, timeout_s=step_timeout_s)
+        if own_thread:
+            thread.close()
     wall = time.perf_counter() - t_start
     for b, r in enumerate(results):
         s = scheds[b]

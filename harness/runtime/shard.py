@@ -9,8 +9,12 @@ duplicate one (a retry racing the original) can never be read as complete: reade
 outputs only through the marker, and :func:`read_output` checks the checksum.
 
 :class:`ShardWorker` holds that protocol; :class:`InferWorker` loads one model and streams
-conversations through it. A conversation whose input cannot be loaded or that fails while
-streaming is written with ``status: error`` and its reason; the shard still completes.
+conversations through it. A conversation whose input cannot be loaded or that has a
+deterministic fault while streaming (see :mod:`harness.runtime.runner`) is written with
+``status: error`` and its reason; the shard still completes. A failure that may be transient
+(:class:`~harness.runtime.runner.ModelFailure`: the model raised, or stalled past the
+watchdog) propagates out of :meth:`ShardWorker.run`: the attempt commits nothing, and the
+executor records it, retries the shard and finally reports it failed (``make rerun-failed``).
 """
 
 from __future__ import annotations
@@ -29,7 +33,7 @@ from harness.audio.io import AudioError, decode, encode
 from harness.models.registry import build_model
 from harness.runtime.config import ModelSettings, RunConfig
 from harness.runtime.plan import RunPlan
-from harness.runtime.runner import ConversationInput, ConversationResult, run_batch
+from harness.runtime.runner import ConversationInput, ConversationResult, ModelThread, run_batch
 from harness.scenes.schema import Scene, read_manifest
 from harness.store.base import ObjectStore, get_json, json_bytes, put_json
 from harness.store.layout import RunLayout
@@ -130,7 +134,10 @@ class ShardWorker:
         raise NotImplementedError
 
     def run(self, shard_id: str, scene_ids: list[str]) -> ShardSummary:
-        """Process one shard (skipped when its marker exists). Returns its summary."""
+        """Process one shard (skipped when its marker exists). Returns its summary.
+
+        Whatever :meth:`process` raises propagates and the attempt commits nothing (no marker).
+        """
         lay = self.plan.layout
         shard_prefix = lay.shard(self.plan.infer[self.msettings.name], shard_id)
         marker_key = lay.marker(shard_prefix)
@@ -162,7 +169,9 @@ class InferWorker(ShardWorker):
     Per conversation it writes ``json`` (status, placements, scheduler events), and when the
     stream completed ``flac`` (16-bit output on the timeline) and ``probs.npy`` (the online
     Silero probabilities, ``float32[k]``, which the ``vad`` stage reuses when its detector is
-    the online one).
+    the online one). Every call into the model, ``load`` included, runs on one
+    :class:`~harness.runtime.runner.ModelThread` under the watchdog ``infer.step_timeout_s``;
+    after a stall the worker is unusable (every later shard raises at once).
     """
 
     def __init__(self, cfg: RunConfig, model: ModelSettings, store: ObjectStore, device: str | None = None):
@@ -173,7 +182,8 @@ class InferWorker(ShardWorker):
         if device is None:
             device = "cuda" if model.num_gpus and torch.cuda.is_available() else "cpu"
         self.model = build_model(model.target, model.params)
-        self.model.load(device)
+        self.thread = ModelThread(model.name)
+        self.thread.call("load", self.model.load, device)  # no timeout: a download may take long
         self._scenes: dict[str, Scene] | None = None
         self._index: dict | None = None
         self._clip_cache: dict[str, object] = {}
@@ -212,7 +222,8 @@ class InferWorker(ShardWorker):
         bs = max(1, min(self.msettings.batch_size, self.model.info.max_batch))
         for i in range(0, len(ready), bs):
             results += run_batch(self.model, ready[i:i + bs], self.cfg.protocol, self.cfg.detector,
-                                 self.cfg.infer.max_duration_s)
+                                 self.cfg.infer.max_duration_s, step_timeout_s=self.cfg.infer.step_timeout_s,
+                                 first_step_timeout_s=self.cfg.infer.first_step_timeout_s, thread=self.thread)
         sr = self.cfg.protocol.sample_rate
         audio_s = 0.0
         for r in results:

@@ -1,4 +1,5 @@
-"""The runner: bad model behaviour fails only what it must, and the echo switch."""
+"""The runner: what fails a conversation, what fails the attempt, the output contract, the
+step watchdog, the input room tone and the echo switch."""
 
 from __future__ import annotations
 
@@ -6,14 +7,26 @@ from dataclasses import replace
 
 import numpy as np
 import pytest
+from scipy.signal import welch
 
+from harness.audio.room_tone import RoomTone
+from harness.models.base import RowError
 from harness.models.registry import build_model
 from harness.protocol.scheduler import ProtocolSettings
-from harness.runtime.runner import ConversationInput, run_batch
+from harness.runtime.runner import (
+    ConversationInput,
+    ModelFailure,
+    ModelStalled,
+    OutputContractError,
+    check_output,
+    run_batch,
+)
 from harness.scenes.schema import Label, Scene, Target, Turn
 from harness.vad.silero import VadSettings
 
 SR = 24_000
+FRAME = 1_920
+TONE_0 = np.float32(3277 / 32767)  # ToneModel row 0 says 0.1: on the stored 16-bit grid, round(0.1 * 32767) steps
 
 
 @pytest.fixture(scope="module")
@@ -23,60 +36,212 @@ def scene() -> Scene:
     return Scene("p0-explicit", "p0", "explicit", ("A", "B", "C"), turns, "yes")
 
 
-def _conv(scene: Scene, seed: int = 0) -> ConversationInput:
+def _conv(scene: Scene, seed: int = 0, clip_s: float = 1.0) -> ConversationInput:
     rng = np.random.default_rng(seed)
-    clips = [(rng.standard_normal(SR) * 0.01).astype(np.float32) for _ in scene.turns]
+    clips = [(rng.standard_normal(round(clip_s * SR)) * 0.01).astype(np.float32) for _ in scene.turns]
     return ConversationInput(scene, clips, np.zeros(0, np.float32), seed)
 
 
-def _model(name: str):
-    m = build_model(f"tests.fixtures.faulty_models:{name}")
+def _model(name: str, **params):
+    m = build_model(f"tests.fixtures.faulty_models:{name}", params)
     m.load("cpu")
     return m
 
 
+def _run(model, convs, **kw):
+    return run_batch(model, convs, ProtocolSettings(), VadSettings(), **kw)
+
+
+# --- per-conversation faults: only the rows at fault fail ---------------------------------------
+
 def test_nan_output_fails_only_that_stream(scene):
-    res = run_batch(_model("NaNModel"), [_conv(scene, 0), _conv(scene, 1)], ProtocolSettings(), VadSettings())
-    assert res[0].status == "error" and "NaN" in res[0].reason and res[0].output is None
+    res = _run(_model("NaNModel"), [_conv(scene, 0), _conv(scene, 1)])
+    assert res[0].status == "error" and res[0].output is None
+    assert res[0].reason == "model nan returned NaN/Inf samples (step 10 at 0.80 s)"
     assert res[1].status == "ok" and res[1].output is not None and len(res[1].output) > 0
 
 
-def test_raising_adapter_fails_the_batch_with_its_reason(scene):
-    res = run_batch(_model("RaisingModel"), [_conv(scene), _conv(scene, 1)], ProtocolSettings(), VadSettings())
-    assert [r.status for r in res] == ["error", "error"]
-    assert all("adapter exploded" in r.reason for r in res)
+def test_row_error_fails_its_row_and_the_others_complete_in_full(scene):
+    convs = [_conv(scene, 0), _conv(scene, 1), _conv(scene, 2)]
+    clean = _run(_model("ToneModel"), convs)
+    res = _run(_model("ToneModel", fault_step=5, rows=(1,)), convs)
+    assert [r.status for r in res] == ["ok", "error", "ok"]
+    assert res[1].reason == "model tone step 5 at 0.40 s of stream: decoder failed on stream 1"
+    assert res[1].output is None
+    for b in (0, 2):  # the other rows: the same full output as without the fault
+        np.testing.assert_array_equal(res[b].output, clean[b].output)
+        assert len(res[b].output) == max(p.end for p in res[b].placements) + SR * 2  # up to the 2 s tail
+    assert np.all(res[0].output == TONE_0)
 
 
-def test_wrong_output_shape_is_an_error(scene):
-    (res,) = run_batch(_model("WrongShapeModel"), [_conv(scene)], ProtocolSettings(), VadSettings())
-    assert res.status == "error" and "shape" in res.reason
+def test_a_row_that_finished_before_the_fault_stays_ok(scene):
+    convs = [_conv(scene, 0, clip_s=0.2), _conv(scene, 1, clip_s=3.0), _conv(scene, 2, clip_s=3.0)]
+    clean = _run(_model("ToneModel"), convs)
+    ended = -(-len(clean[0].output) // FRAME)  # row 0 has streamed its last frame before this step
+    assert ended < len(clean[1].output) // FRAME
+    res = _run(_model("ToneModel", fault_step=ended + 2, rows=(0, 1)), convs)
+    assert [r.status for r in res] == ["ok", "error", "ok"]
+    assert res[1].reason.endswith("decoder failed on stream 1")
+    for b in (0, 2):
+        np.testing.assert_array_equal(res[b].output, clean[b].output)
+
+
+def test_row_error_in_open_fails_only_that_row(scene):
+    res = _run(_model("ToneModel", fault_step=-1, rows=(0,)), [_conv(scene, 0), _conv(scene, 1)])
+    assert res[0].status == "error"
+    assert res[0].reason == "model tone open at 0.00 s of stream: decoder failed on stream 0"
+    assert res[1].status == "ok" and len(res[1].output) > 0
+
+
+def test_row_error_from_step_without_the_others_output_fails_the_others(scene):
+    res = _run(_model("ToneModel", fault_step=5, rows=(1,), with_output=False), [_conv(scene, s) for s in range(3)])
+    assert [r.status for r in res] == ["error", "error", "error"]
+    assert res[1].reason.endswith("decoder failed on stream 1")
+    assert res[0].reason == res[2].reason == ("model tone step 5 at 0.40 s of stream raised RowError for rows [1] "
+                                              "without the output of the other rows (RowError.output)")
+
+
+def test_row_error_naming_a_row_outside_the_batch_fails_the_batch(scene):
+    res = _run(_model("ToneModel", fault_step=5, rows=(7,)), [_conv(scene, 0), _conv(scene, 1)])
+    assert [r.reason for r in res] == ["model tone step 5 at 0.40 s of stream blamed rows [7] of a batch of 2"] * 2
 
 
 def test_unschedulable_conversation_is_an_error(scene):
     bad = _conv(scene)
     bad.turn_clips[1] = np.zeros(0, np.float32)  # an empty clip cannot be placed
     ok = _conv(scene, 1)
-    res = run_batch(build_model("silent"), [bad, ok], ProtocolSettings(), VadSettings())
-    assert res[0].status == "error" and "schedule" in res[0].reason
+    res = _run(build_model("silent"), [bad, ok])
+    assert res[0].status == "error" and res[0].reason.startswith("cannot schedule: ")
     assert res[1].status == "ok"
 
 
-def test_output_length_equals_stream_end_and_silent_model_is_zero(scene):
-    m = build_model("silent")
-    m.load("cpu")
-    (res,) = run_batch(m, [_conv(scene)], ProtocolSettings(), VadSettings())
-    last = max(p.start + p.length for p in res.placements)
-    assert len(res.output) == last + ProtocolSettings().s(ProtocolSettings().tail_s)
-    assert not res.output.any()
+# --- failures that may be transient fail the attempt ------------------------------------------
+
+@pytest.mark.parametrize(("call", "where"), [("step", "step 3 at 0.24 s"), ("open", "open at 0.00 s")])
+def test_an_exception_that_is_not_a_row_error_fails_the_attempt(scene, call, where):
+    with pytest.raises(ModelFailure, match=rf"^model crashing: {where} of stream raised RuntimeError: "
+                                           r"CUDA out of memory\. Tried to allocate 2\.00 GiB$") as info:
+        _run(_model("CrashingModel", call=call), [_conv(scene), _conv(scene, 1)])
+    assert isinstance(info.value.__cause__, RuntimeError)
+
+
+def test_a_stalled_step_fails_the_attempt_naming_the_step(scene):
+    m = _model("StallingModel", stall_step=2)
+    try:
+        with pytest.raises(ModelStalled, match=r"^model stalling: step 2 at 0\.16 s of stream did not return within "
+                                               r"0\.2 s \(infer\.step_timeout_s\); the actor must be discarded$"):
+            _run(m, [_conv(scene)], step_timeout_s=0.2, first_step_timeout_s=60.0)
+    finally:
+        m.release.set()
+
+
+def test_the_first_step_has_its_own_allowance(scene):
+    m = _model("StallingModel", stall_step=0)
+    try:
+        with pytest.raises(ModelStalled, match=r"step 0 at 0\.00 s of stream did not return within 0\.2 s "
+                                               r"\(infer\.first_step_timeout_s\)"):
+            _run(m, [_conv(scene)], step_timeout_s=60.0, first_step_timeout_s=0.2)
+    finally:
+        m.release.set()
+
+
+# --- the output contract ---------------------------------------------------------------------
+
+def test_int16_counts_fail_every_row_naming_the_adapter_and_dtype(scene):
+    res = _run(_model("BadOutputModel", kind="int16"), [_conv(scene, 0), _conv(scene, 1)])
+    assert [r.status for r in res] == ["error", "error"]
+    assert res[0].reason == "model bad_output returned int16 samples; expected float32 in [-1, 1] (step 0 at 0.00 s)"
+
+
+def test_an_out_of_range_row_fails_only_that_row(scene):
+    res = _run(_model("BadOutputModel", kind="counts_row1"), [_conv(scene, 0), _conv(scene, 1)])
+    assert res[1].reason == "model bad_output returned samples outside [-1, 1]: peak 3276 (step 0 at 0.00 s)"
+    assert res[0].status == "ok" and np.all(res[0].output == TONE_0)
+
+
+def test_wrong_output_shape_is_an_error(scene):
+    (res,) = _run(_model("WrongShapeModel"), [_conv(scene)])
+    assert res.reason == ("model wrong_shape returned shape (1, 1919); expected (1, 1920) ([B, frame_out]) "
+                          "(step 0 at 0.00 s)")
+
+
+def test_check_output_tolerates_less_than_one_16_bit_step_over_full_scale():
+    y = np.zeros((3, 4))  # float64 is accepted and converted
+    y[0, 1] = 1 + 0.5 / 32767  # rounds to full scale on the stored grid: accepted
+    y[1, 2] = -(1 + 2 / 32767)
+    y[2, 3] = np.inf
+    out, bad = check_output(y, "m", (3, 4))
+    assert out.dtype == np.float32 and out[0, 1] == np.float32(1 + 0.5 / 32767)
+    assert bad == {1: "model m returned samples outside [-1, 1]: peak 1.00006", 2: "model m returned NaN/Inf samples"}
+    assert not out[1:].any()  # failing rows are zeroed, never passed on
+    with pytest.raises(OutputContractError, match=r"^model m returned object samples; expected float32 in \[-1, 1\]$"):
+        check_output(None, "m", (3, 4))
+
+
+# --- the input: room tone and echo -------------------------------------------------------------
+
+def test_room_tone_is_the_same_stream_whatever_the_frame_size():
+    whole = RoomTone("pink", -70.0, 7).read(24_000)
+    tone = RoomTone("pink", -70.0, 7)
+    np.testing.assert_array_equal(np.concatenate([tone.read(n) for n in (1920, 1280, 333, 20_467)]), whole)
+    assert not np.array_equal(RoomTone("pink", -70.0, 8).read(24_000), whole)  # seeded per conversation
+
+
+@pytest.mark.parametrize("kind", ["white", "pink"])
+def test_room_tone_level_and_spectrum(kind):
+    x = RoomTone(kind, -70.0, 3).read(60 * SR).astype(np.float64)
+    assert 20 * np.log10(np.sqrt(np.mean(x**2))) == pytest.approx(-70.0, abs=0.2)
+    f, p = welch(x, SR, nperseg=4096)
+
+    def band_db(lo):  # mean power density over one octave
+        return 10 * np.log10(p[(f >= lo) & (f < 2 * lo)].mean())
+
+    # white: flat; pink: -3 dB per octave, 12 dB over the four octaves from 100 Hz to 1.6 kHz
+    assert band_db(100) - band_db(1600) == pytest.approx(0.0 if kind == "white" else 12.0, abs=1.5)
+
+
+def test_room_tone_runs_under_the_whole_input(scene):
+    conv = _conv(scene, seed=5)
+    m = _model("EchoProbeModel")
+    run_batch(m, [conv], ProtocolSettings(), VadSettings())  # default: pink at -70 dBFS
+    heard = np.concatenate([f[0] for f in m.inputs])
+    tone = RoomTone("pink", -70.0, 5).read(len(heard))
+    # turn 0 (speech) is samples [0, 24000), then the 0.5 s gap: the floor runs under both
+    np.testing.assert_array_equal(heard[:SR], conv.turn_clips[0] + tone[:SR])
+    np.testing.assert_array_equal(heard[SR:SR + SR // 2], tone[SR:SR + SR // 2])
+    m = _model("EchoProbeModel")
+    run_batch(m, [conv], replace(ProtocolSettings(), room_tone="zeros"), VadSettings())
+    assert not np.concatenate([f[0] for f in m.inputs])[SR:SR + SR // 2].any()  # exact digital silence
+
+
+def test_room_tone_setting_is_checked():
+    with pytest.raises(ValueError, match=r"room_tone must be one of zeros, white, pink, got 'brown'"):
+        ProtocolSettings(room_tone="brown")
+    with pytest.raises(ValueError, match=r"room_tone_dbfs must be below 0 dBFS, got 0"):
+        ProtocolSettings(room_tone_dbfs=0)
 
 
 @pytest.mark.parametrize("echo", [False, True])
 def test_echo_switch(scene, echo):
     m = _model("EchoProbeModel")
-    proto = replace(ProtocolSettings(), echo=echo)
+    proto = replace(ProtocolSettings(), echo=echo, room_tone="zeros")
     run_batch(m, [_conv(scene)], proto, VadSettings())
     # the probe always says 0.25; with echo its own output comes back in its input one frame later
     second_frame = m.inputs[1][0, :10]  # no preamble: turn 0 starts at sample 0
     human = _conv(scene).turn_clips[0][1920:1930]
     expected = human + (0.25 if echo else 0.0)
     np.testing.assert_allclose(second_frame, expected, atol=1e-4)
+
+
+def test_silent_model_output_is_zero_up_to_the_stream_end(scene):
+    m = build_model("silent")
+    m.load("cpu")
+    (res,) = _run(m, [_conv(scene)])
+    last = max(p.start + p.length for p in res.placements)
+    assert len(res.output) == last + ProtocolSettings().s(ProtocolSettings().tail_s)
+    assert not res.output.any()
+
+
+def test_row_error_needs_a_row():
+    with pytest.raises(ValueError, match="RowError needs at least one row"):
+        RowError({})
