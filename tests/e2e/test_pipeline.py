@@ -140,7 +140,7 @@ def test_changed_vad_setting_reruns_vad_onward_only(run):
 
 
 def test_failed_synthesis_marks_scene_error(tmp_path):
-    from harness.runtime.stages import scenes_stage, synth_stage
+    from harness.runtime.stages import load_scenes, scenes_stage, synth_stage
 
     cfg = _cfg(tmp_path)
     cfg = replace(cfg, models=(ModelSettings("silent", "silent"),),
@@ -150,9 +150,15 @@ def test_failed_synthesis_marks_scene_error(tmp_path):
     synth_stage(cfg, store)
     plan = RunPlan.from_config(cfg)
     index = get_json(store, plan.layout.file(plan.synth, "index.json"))
-    four_party = [s for s in index["errors"]]
-    assert four_party and all("synthesis failed" in index["errors"][s] for s in four_party)
-    assert not set(four_party) & set(index["conversations"])
+    scenes = load_scenes(store, plan)
+    four_party = {s.scene_id for s in scenes if any(t.speaker == "D" for t in s.turns)}
+    three_party = {s.scene_id for s in scenes} - four_party
+    assert four_party and three_party  # the demo's n_pairs=3, four_party_share=0.34 gives both
+    # exactly the scenes with speaker D fail, each with its reason; the others are synthesised
+    assert set(index["errors"]) == four_party
+    assert all("synthesis failed" in index["errors"][s] and "nonexistentvoice" in index["errors"][s]
+               for s in four_party)
+    assert set(index["conversations"]) == three_party
 
 
 def test_statistics_written_and_consistent(run):
