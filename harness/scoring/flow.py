@@ -3,7 +3,11 @@
 * **VAD pass-through**: a silence window without model speech passes without ASR or judge; a
   T request without speech in its response window is not an accuracy item.
 * Windows with speech are transcribed **merged**: the model's speech segments inside the
-  window, clipped to it, joined with a short silence, one ASR call.
+  window, clipped to it, joined with a short silence, one ASR call. The ASR's vocabulary
+  (pocketsphinx's scene LM, Qwen3-ASR's biasing context) is what was said in the room: the
+  human turns and the duty preamble. The scene's answer key (gold answer, N4_Q reference
+  answers) is added only with ``bias_with_gold`` (``asr.bias_with_gold``, default off), so a
+  wrong answer is not pulled onto the gold phrase (``docs/asr.md`` has the measured effect).
 * **Silence windows** with speech go to the judge with the transcript, up to the three human
   turns up to and including the window's turn (speaker-attributed), the model's total speech
   and its overlap with human speech. Only ``BACKCHANNEL`` is exempt; an empty transcript or an
@@ -42,10 +46,16 @@ def window_audio(output: np.ndarray, segments: np.ndarray, start: int, end: int,
     return np.concatenate(pieces[:-1]) if pieces else np.zeros(0, np.float32)
 
 
-def scene_vocabulary(scene: Scene, preamble_text: str) -> list[str]:
-    """Text the model's speech may draw on: every turn, N4 answers, the gold answer, the preamble."""
-    return [t.text for t in scene.turns] + [t.answer for t in scene.turns if t.answer] + [scene.gold_answer,
-                                                                                          preamble_text]
+def scene_vocabulary(scene: Scene, preamble_text: str, bias_with_gold: bool = False) -> list[str]:
+    """The ASR vocabulary of a scene: every human turn's text, then the duty preamble.
+
+    With ``bias_with_gold`` the scene's answer key goes in between: the N4_Q reference answers
+    (``Turn.answer``) and the gold answer. Off by default: the recogniser would then be biased
+    towards the very phrase the judge compares against, and a mumbled wrong answer can be
+    transcribed as the gold one. A gold phrase that a human turn says stays in (room text).
+    """
+    key = [t.answer for t in scene.turns if t.answer] + [scene.gold_answer] if bias_with_gold else []
+    return [t.text for t in scene.turns] + key + [preamble_text]
 
 
 class ConversationScorer:
@@ -57,12 +67,16 @@ class ConversationScorer:
         asr_cache: content cache for transcripts.
         sample_rate: the timeline rate of the outputs.
         preamble_text: the duty preamble (part of the ASR vocabulary).
+        bias_with_gold: add the scene's answer key to the ASR vocabulary
+            (:func:`scene_vocabulary`); off by default.
     """
 
-    def __init__(self, asr: ASR, judge: Judge, asr_cache: ContentCache, sample_rate: int, preamble_text: str):
+    def __init__(self, asr: ASR, judge: Judge, asr_cache: ContentCache, sample_rate: int, preamble_text: str,
+                 bias_with_gold: bool = False):
         self.asr, self.judge, self.asr_cache = asr, judge, asr_cache
         self.sr = sample_rate
         self.preamble_text = preamble_text
+        self.bias_with_gold = bias_with_gold
         self.asr_calls = 0
 
     def _transcribe(self, audio: np.ndarray, vocabulary: Sequence[str]) -> str:
@@ -82,7 +96,7 @@ class ConversationScorer:
         A result has ``transcript``, ``label`` (the verdict) and ``passed``; T results mean
         "correct answer", silence results mean "exempt backchannel".
         """
-        vocab = scene_vocabulary(scene, self.preamble_text)
+        vocab = scene_vocabulary(scene, self.preamble_text, self.bias_with_gold)
         out: dict[str, dict[str, Any]] = {}
         for r in rows:
             if r["kind"] == "T" and r["response_presence"]:

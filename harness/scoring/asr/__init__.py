@@ -56,9 +56,10 @@ class ASR(Protocol):
     def transcribe(self, audio: np.ndarray, sample_rate: int, vocabulary: Sequence[str] = ()) -> Transcript:
         """Transcribe mono ``float32[n]`` audio in [-1, 1] at ``sample_rate`` Hz.
 
-        ``vocabulary`` is text the speech may draw on (the scene's turns, its gold answer, the
-        duty preamble); backends that cannot use it ignore it. Raises ``ValueError`` for
-        non-mono or non-finite audio.
+        ``vocabulary`` is text the speech may draw on (the scoring flow passes the scene's
+        turns and the duty preamble, plus its answer key only with ``asr.bias_with_gold``:
+        :func:`harness.scoring.flow.scene_vocabulary`); backends that cannot use it ignore it.
+        Raises ``ValueError`` for non-mono or non-finite audio.
         """
         ...
 

@@ -2,8 +2,8 @@
 
 PyPI ``pocketsphinx`` 5.1 ships an en-us acoustic model and the CMU dictionary. Its general
 LM is useless on espeak-ng speech, but a tiny LM built from the text the speech is expected
-to come from (the scene's turns, its gold answer, the duty preamble) works well
-(``docs/asr.md`` has the measured WER). Recipe per call:
+to come from (the scene's turns and the duty preamble; the gold answer only with
+``asr.bias_with_gold``) works well (``docs/asr.md`` has the measured WER). Recipe per call:
 
 1. tokenise ``vocabulary`` into sentences (:mod:`harness.scoring.asr.text`), plus, unless
    ``base_vocabulary=False``, :data:`BASE_SENTENCES` (backchannels, numbers, days, months)

@@ -14,7 +14,9 @@ Usage follows the package's documented API::
     model.transcribe(audio=(wav_16k, 16000), context="...", language="English")[0].text
 
 ``vocabulary`` is passed as the model's *context* (Qwen3-ASR's biasing prompt) unless
-``use_context=False``. Word times are returned only when a forced aligner
+``use_context=False``; the scoring flow passes the scene's turns and the duty preamble, and
+the gold answer only with ``asr.bias_with_gold`` (:func:`harness.scoring.flow.scene_vocabulary`).
+Word times are returned only when a forced aligner
 (``Qwen/Qwen3-ForcedAligner-0.6B``) is configured. The text is normalised like every backend's
 (:func:`harness.scoring.asr.text.normalize`: lower case, no punctuation, digits spelled out).
 """
@@ -123,8 +125,11 @@ class Qwen3ASR:
         """A local directory for ``repo_or_dir``; no download unless ``allow_download``."""
         if Path(repo_or_dir).is_dir():
             return repo_or_dir
-        from huggingface_hub import snapshot_download
-
+        try:
+            from huggingface_hub import snapshot_download
+        except ImportError as e:
+            raise RuntimeError(f"cannot look up {repo_or_dir!r} in the Hugging Face cache: {e}; "
+                               f"{INSTALL_HINT}") from None
         try:
             return snapshot_download(repo_or_dir, local_files_only=not self.allow_download)
         except Exception as e:
