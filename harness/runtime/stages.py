@@ -346,7 +346,7 @@ class ConversationScoring:
         self.judge = CachedJudge(build_judge(cfg.judge.kind, **cfg.judge.params), self.store, cache_prefix("judge"))
         self.scorer = ConversationScorer(build_asr(cfg.asr.kind, **cfg.asr.params), self.judge,
                                          ContentCache(self.store, cache_prefix("asr")), cfg.protocol.sample_rate,
-                                         cfg.tts.preamble_text)
+                                         cfg.tts.preamble_text, bias_with_gold=cfg.asr.bias_with_gold)
         self.scenes = {s.scene_id: s for s in load_scenes(self.store, self.plan)}
         self._segments: dict[str, dict[str, Any]] = {}
 
