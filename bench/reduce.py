@@ -2,10 +2,12 @@
 
 5 models x 2 conditions x 2,000 scenes with the paper's window counts per condition
 (T 2,000; N1 3,041; N2 14,052; N3 3,267; N4 1,911), outcomes drawn at the paper's
-rates (answers 70 % correct; 30 % of occupied silence windows judged backchannels), with
-the fields the scoring flow writes into the per-event table. Times scores + every statistic
-(10,000-replicate bootstrap for every model pair). Prints figures; the last line is one JSON
-object with ``reduce_seconds``.
+rates (answers 70 % correct; 30 % of occupied silence windows judged backchannels, 5 % with
+an empty transcript), with the fields the scoring flow writes into the per-event table. The
+five models are evaluated and the oracle self-test baseline is added outside the comparison
+family, as in a real run. Times scores + every statistic (10,000-replicate bootstrap for every
+pair of evaluated models and per model explicit vs implicit). Prints figures; the last line is
+one JSON object with ``reduce_seconds``.
 
     .venv/bin/python bench/reduce.py [--scenes 2000]
 """
@@ -26,7 +28,9 @@ SCENES = 2_000
 WINDOWS = {"N1": 3_041, "N2": 14_052, "N3": 3_267}
 N4_EVENTS = 1_911
 MODELS = {"minicpm-o-4.5": (0.95, 0.92), "moshi": (0.63, 0.27), "flm-audio": (0.54, 0.40),
-          "voila": (0.65, 0.83), "freeze-omni": (0.25, 0.0002)}  # (fresh onset, silence) paper rates
+          "voila": (0.65, 0.83), "freeze-omni": (0.25, 0.0002),  # (fresh onset, silence) paper rates
+          "oracle": (1.0, 1.0)}  # the self-test baseline: scored, never compared
+ROLES = {**dict.fromkeys(MODELS, "evaluated"), "oracle": "baseline"}
 TARGETS = ("human", "device", "group", "none")
 
 
@@ -50,13 +54,14 @@ def synthetic_rows(rng: np.random.Generator, scenes: int = SCENES) -> dict[str, 
             labels = np.repeat(list(windows), list(windows.values()))
             silent = rng.random(len(labels)) < silence
             speech = np.where(silent, 0.0, rng.exponential(1.5, len(labels)))
-            exempt = ~silent & (rng.random(len(labels)) < 0.3)  # judged BACKCHANNEL
-            for sc, lab, ok, ex, sp in zip(scene_of, labels, silent, exempt, speech, strict=True):
+            empty = ~silent & (rng.random(len(labels)) < 0.05)  # no transcript: fails without a judge call
+            exempt = ~silent & ~empty & (rng.random(len(labels)) < 0.3)  # judged BACKCHANNEL
+            for sc, lab, ok, ex, sp, no_text in zip(scene_of, labels, silent, exempt, speech, empty, strict=True):
                 rows.append({"model": model, "kind": "silence", "scene_id": f"p{sc:05d}-{cond}", "condition": cond,
                              "pair_id": f"p{sc:05d}", "label": str(lab),
                              "target": "none" if lab == "N3" else TARGETS[sc % 3], "silent": bool(ok),
                              "exempt_backchannel": bool(ex), "silence_preserved": bool(ok or ex),
-                             "speech_s": float(sp)})
+                             "speech_s": float(sp), "transcript": None if ok else "" if no_text else "mm-hm"})
             for e in range(n4_events):
                 outcome = rng.choice(["yield", "still_voicing", "resumed", "excluded_no_answer"])
                 rows.append({"model": model, "kind": "N4", "scene_id": f"p{e % scenes:05d}-{cond}",
@@ -83,11 +88,14 @@ def main() -> None:
     t1 = time.perf_counter()
     metrics = compute_metrics(rows, {}, CONDITIONS, 30)
     t2 = time.perf_counter()
-    statistics = all_statistics(rows, metrics, times, CONDITIONS, 30)
+    statistics = all_statistics(rows, metrics, times, CONDITIONS, 30, ROLES)
     t3 = time.perf_counter()
+    family = statistics["comparison_family"]
+    boots = len(statistics["silence_bootstrap"]["explicit"]) * 2 + len(statistics["silence_explicit_vs_implicit"])
     print(f"rows: {n_rows:,} (built in {build:.1f} s)")
-    print(f"scores: {t2 - t1:.2f} s; statistics incl. {len(statistics['silence_bootstrap']['explicit']) * 2} "
-          f"bootstraps of 10,000 replicates: {t3 - t2:.2f} s")
+    print(f"comparison family: {len(family['models'])} evaluated models, m = {family['m']} per condition; "
+          f"excluded: {family['excluded']}")
+    print(f"scores: {t2 - t1:.2f} s; statistics incl. {boots} bootstraps of 10,000 replicates: {t3 - t2:.2f} s")
     print(json.dumps({"reduce_seconds": round(t3 - t1, 3), "scores_seconds": round(t2 - t1, 3),
                       "statistics_seconds": round(t3 - t2, 3), "rows": n_rows}))
 

@@ -3,10 +3,17 @@
 Input rows are those of :func:`harness.metrics.outcomes.conversation_outcomes` with a
 ``model`` key. Scenes with an error for a model are simply absent from that model's rows,
 so every paired comparison uses only the pairs/scenes scored on both sides.
+
+The **comparison family** (between-model McNemar tests with their Bonferroni m, the
+between-model silence bootstrap, the metric-choice Spearman ranking) holds only the models
+whose role is ``evaluated`` (``model.<name>.role``): self-test baselines (``silent``,
+``babble``, ``oracle``, which reads the schedule) and reference systems are scored and shown
+but never enter it, so m = 2 x C(k, 2) over the k evaluated models (20 for the paper's five).
 """
 
 from __future__ import annotations
 
+import math
 from collections import defaultdict
 from collections.abc import Mapping, Sequence
 from itertools import combinations
@@ -15,13 +22,32 @@ from typing import Any
 import numpy as np
 
 from harness.metrics import stats
+from harness.metrics.scores import SCORES, condition_scores
 
 PAIRED_T_METRICS = ("fresh_onset", "response_presence", "answer_correct")
-TIMING_METRICS = ("fresh_onset", "response_presence")  # per request-timing bin (descriptive)
 #: the score each per-request field of PAIRED_T_METRICS counts
 PAIRED_SCORE = {"fresh_onset": "fresh_onset_response_rate", "response_presence": "response_presence",
                 "answer_correct": "conditional_answer_accuracy"}
 BETWEEN_MODEL_METRICS = ("fresh_onset_response_rate", "conditional_answer_accuracy")
+EVALUATED = "evaluated"  # the role of a model that enters the comparison family
+
+
+def comparison_family(roles: Mapping[str, str]) -> dict[str, Any]:
+    """The models compared with each other and the Bonferroni m of each addressing condition.
+
+    Args:
+        roles: ``{model: role}`` of every model in the run (``model.<name>.role``: ``evaluated``,
+            ``baseline`` or ``reference``).
+
+    Returns:
+        ``{"models": sorted evaluated models, "excluded": {model: role} of the others,
+        "pairs": C(k, 2), "m": 2 x C(k, 2)}`` (spec section 6: 10 pairs x 2 metrics = 20 for
+        five models). ``m`` is 0 when fewer than two models are evaluated (no test is run).
+    """
+    models = sorted(m for m, role in roles.items() if role == EVALUATED)
+    pairs = len(models) * (len(models) - 1) // 2
+    return {"models": models, "excluded": {m: r for m, r in sorted(roles.items()) if r != EVALUATED},
+            "pairs": pairs, "m": pairs * len(BETWEEN_MODEL_METRICS)}
 
 
 def _t_outcomes(rows: Sequence[Mapping[str, Any]], key: str) -> dict[str, bool]:
@@ -68,15 +94,17 @@ def _paired(rows_a: Sequence[Mapping[str, Any]], rows_b: Sequence[Mapping[str, A
     return len(shared), a_only, b_only
 
 
-def between_models(rows_by_model: Mapping[str, Sequence[Mapping[str, Any]]], condition: str,
-                   alpha: float = 0.05) -> list[dict[str, Any]]:
-    """Exact McNemar for every model pair on fresh onset and on conditional answer accuracy,
-    Bonferroni over pairs x 2 metrics (spec section 6: m = 20 for 5 models)."""
-    models = sorted(rows_by_model)
-    pairs = list(combinations(models, 2))
-    m = max(1, len(pairs) * len(BETWEEN_MODEL_METRICS))
+def between_models(rows_by_model: Mapping[str, Sequence[Mapping[str, Any]]], family: Mapping[str, Any],
+                   condition: str, alpha: float = 0.05) -> list[dict[str, Any]]:
+    """Exact McNemar for every pair of the family's models on fresh onset and on conditional
+    answer accuracy, Bonferroni with the family's m (spec section 6: m = 20 for 5 models).
+
+    ``family`` is :func:`comparison_family`'s result; models outside it are not compared.
+    Returns one entry per (pair, metric) with ``p`` and ``p_bonferroni = min(1, m·p)``.
+    """
+    m = family["m"]
     out = []
-    for a, b in pairs:
+    for a, b in combinations(family["models"], 2):
         ra = [r for r in rows_by_model[a] if r["condition"] == condition]
         rb = [r for r in rows_by_model[b] if r["condition"] == condition]
         for metric in BETWEEN_MODEL_METRICS:
@@ -98,11 +126,13 @@ def _silence_counts(rows: Sequence[Mapping[str, Any]], scenes: Sequence[str]) ->
     return np.array([passes[s] for s in scenes]), np.array([totals[s] for s in scenes])
 
 
-def silence_bootstrap(rows_by_model: Mapping[str, Sequence[Mapping[str, Any]]], condition: str,
-                      reps: int = stats.BOOTSTRAP_REPS, seed: int = stats.BOOTSTRAP_SEED) -> list[dict[str, Any]]:
-    """Scene-level bootstrap CI of the silence-preservation difference for every model pair."""
+def silence_bootstrap(rows_by_model: Mapping[str, Sequence[Mapping[str, Any]]], models: Sequence[str],
+                      condition: str, reps: int = stats.BOOTSTRAP_REPS,
+                      seed: int = stats.BOOTSTRAP_SEED) -> list[dict[str, Any]]:
+    """Scene-level bootstrap CI of the silence-preservation difference for every pair of ``models``
+    (the comparison family's), over the scenes with silence windows scored for both."""
     out = []
-    for a, b in combinations(sorted(rows_by_model), 2):
+    for a, b in combinations(sorted(models), 2):
         ra = [r for r in rows_by_model[a] if r["condition"] == condition]
         rb = [r for r in rows_by_model[b] if r["condition"] == condition]
         scenes = sorted({r["scene_id"] for r in ra if r["kind"] == "silence"}
@@ -117,12 +147,42 @@ def silence_bootstrap(rows_by_model: Mapping[str, Sequence[Mapping[str, Any]]], 
     return out
 
 
-def metric_choice_spearman(metrics: Mapping[str, Mapping[str, Mapping[str, Any]]]) -> dict[str, Any]:
+def silence_explicit_vs_implicit(rows: Sequence[Mapping[str, Any]], reps: int = stats.BOOTSTRAP_REPS,
+                                  seed: int = stats.BOOTSTRAP_SEED) -> dict[str, Any]:
+    """Scene-level bootstrap CI of one model's silence-preservation difference explicit − implicit.
+
+    Silence preservation is a rate over several windows per scene, not one binary outcome per
+    pair, so McNemar does not apply: the paired scenes (``pair_id``) scored in both versions are
+    resampled with replacement, the same pairs for both versions in a replicate, and each
+    version's rate is pooled over the resampled pairs (:func:`stats.bootstrap_diff_ci` with the
+    pairs as its scenes; spec section 6: 10,000 replicates, seed 20260902, 2.5/97.5 percentiles).
+
+    Returns:
+        ``{"n_pairs", "diff", "lo", "hi"}``: fractions (explicit − implicit); ``None`` values
+        when no pair has silence windows in both versions.
+    """
+    passes: dict[str, dict[str, int]] = defaultdict(lambda: defaultdict(int))
+    totals: dict[str, dict[str, int]] = defaultdict(lambda: defaultdict(int))
+    for r in rows:
+        if r["kind"] == "silence":
+            totals[r["pair_id"]][r["condition"]] += 1
+            passes[r["pair_id"]][r["condition"]] += bool(r["silence_preserved"])
+    pairs = sorted(p for p, t in totals.items() if t["explicit"] and t["implicit"])
+    if not pairs:
+        return {"n_pairs": 0, "diff": None, "lo": None, "hi": None}
+    e_pass, e_total, i_pass, i_total = (np.array([d[p][c] for p in pairs], np.int64)
+                                        for c in ("explicit", "implicit") for d in (passes, totals))
+    diff, lo, hi = stats.bootstrap_diff_ci(e_pass, e_total, i_pass, i_total, reps=reps, seed=seed)
+    return {"n_pairs": len(pairs), "diff": diff, "lo": lo, "hi": hi}
+
+
+def metric_choice_spearman(metrics: Mapping[str, Mapping[str, Mapping[str, Any]]],
+                           models: Sequence[str]) -> dict[str, Any]:
     """Spearman correlation of the rankings by fresh onset and by response presence over every
-    (model, condition) entry with both rates (spec section 6)."""
+    (model, condition) entry of ``models`` (the comparison family's) with both rates (spec section 6)."""
     x, y, entries = [], [], []
-    for model, conds in metrics.items():
-        for cond, scores in conds.items():
+    for model in sorted(models):
+        for cond, scores in metrics[model].items():
             f, p = scores["fresh_onset_response_rate"]["rate"], scores["response_presence"]["rate"]
             if f is not None and p is not None:
                 x.append(f)
@@ -137,42 +197,116 @@ def metric_choice_spearman(metrics: Mapping[str, Mapping[str, Mapping[str, Any]]
 
 def request_timing(rows_by_model: Mapping[str, Sequence[Mapping[str, Any]]],
                    request_times_s: Mapping[str, float], min_n: int) -> dict[str, Any]:
-    """Tertiles of the time from the first human turn to T start, shared by all models, and
-    fresh onset / response presence per bin (descriptive only)."""
+    """Tertiles of the time from the first human turn to T start, shared by all models, and every
+    score of spec section 5 per bin (descriptive only; spec section 6).
+
+    A conversation (one T request) falls in the bin of its request time; every score of the bin
+    is computed over the rows of the bin's conversations, both conditions pooled, by
+    :func:`harness.metrics.scores.condition_scores` (its own denominator each, n/a under ``min_n``).
+
+    Returns:
+        ``{"boundaries_s": [b0, b1], "bins": {model: {"0"|"1"|"2": {"n": requests,
+        score: {"rate", "n", "successes", "status"}}}}}``, or ``boundaries_s`` ``None`` with a
+        ``reason`` when there are fewer than 3 requests.
+    """
     ids = sorted(request_times_s)
     if len(ids) < 3:
         return {"boundaries_s": None, "bins": {}, "reason": "fewer than 3 requests"}
-    boundaries, _ = stats.timing_tertiles([request_times_s[s] for s in ids])
+    boundaries, bins = stats.timing_tertiles([request_times_s[s] for s in ids])
+    bin_of = dict(zip(ids, bins.tolist(), strict=True))
     out: dict[str, Any] = {"boundaries_s": boundaries.tolist(), "bins": {}}
     for model, rows in rows_by_model.items():
-        t = [r for r in rows if r["kind"] == "T" and r["scene_id"] in request_times_s]
-        bins = stats.assign_tertiles([request_times_s[r["scene_id"]] for r in t], boundaries) if t else []
         per: dict[str, dict[str, Any]] = {}
         for k in range(3):
-            sel = [r for r, b in zip(t, bins, strict=True) if b == k]
-            n = len(sel)
-            per[str(k)] = {"n": n, **{m: (sum(r[m] for r in sel) / n if n >= min_n else None)
-                                       for m in TIMING_METRICS}}
+            sel = [r for r in rows if bin_of.get(r["scene_id"]) == k]
+            entries = condition_scores(sel, 0, min_n)
+            per[str(k)] = {"n": sum(r["kind"] == "T" for r in sel),
+                           **{s: {f: entries[s][f] for f in ("rate", "n", "successes", "status")} for s in SCORES}}
         out["bins"][model] = per
     return out
 
 
 def silence_sweeps(rows: Sequence[Mapping[str, Any]]) -> dict[str, Any]:
-    """Acoustic threshold sweep and the (semantic) failure breakdown by turn type for one (model, condition)."""
+    """Acoustic threshold sweep, the judge's share of it, and the (semantic) failure breakdown by
+    turn type for one (model, condition) (spec section 6).
+
+    The spec's identity "at 0 ms the occupied windows equal the judge calls" holds only for
+    windows whose transcript is not empty: every occupied window is transcribed, and one whose
+    transcript is empty (e.g. under 100 ms of clipped speech, which no ASR backend recognises)
+    fails without a judge call (spec section 5). So ``judge_windows`` reports
+    ``occupied_0ms == judged + empty_transcript``: ``judged`` windows went to the judge (a cache
+    hit counts: it answers a judge call made once), ``empty_transcript`` failed without one.
+    """
     sil = [r for r in rows if r["kind"] == "silence"]
-    return {"threshold_sweep": {str(k): v for k, v in stats.threshold_sweep([r["speech_s"] for r in sil]).items()},
+    sweep = stats.threshold_sweep([r["speech_s"] for r in sil])
+    occupied = [r for r in sil if not r["silent"]]
+    judged = sum(bool(r["transcript"]) for r in occupied)
+    return {"threshold_sweep": {str(k): v for k, v in sweep.items()},
+            "judge_windows": {"occupied_0ms": sweep[0]["occupied"], "judged": judged,
+                              "empty_transcript": len(occupied) - judged},
             "failure_breakdown": stats.failure_breakdown(sil, "silence_preserved")}
+
+
+def output_checks(conversations: Mapping[str, Sequence[Mapping[str, Any]]], roles: Mapping[str, str],
+                  suspect_peak_dbfs: float) -> dict[str, dict[str, Any]]:
+    """Whether each model's output can be trusted at all (a broken output path scores exactly
+    like perfect silence preservation).
+
+    Args:
+        conversations: ``{model: [conversation]}`` over the conversations with a stored output,
+            each ``{"speech_s": total detected speech (s), "truncated": bool (speech still
+            running when the stream ended), "peak": max |sample| of the stored output (full
+            scale 1.0), or None when the infer record does not carry it}``.
+        roles: ``{model: role}`` (a ``baseline`` that never speaks, e.g. ``silent``, is flagged
+            too: the flag is expected there).
+        suspect_peak_dbfs: a model whose output peak over every conversation stays below this
+            (``metrics.suspect_peak_dbfs``, -60 dBFS) is suspect.
+
+    Returns:
+        per model ``{"role", "conversations", "with_speech", "truncated", "peak_dbfs"`` (``None``
+        when no record carries the peak or the output is digital silence: see ``peak``),
+        ``"peak"`` (linear, ``None`` when unknown), ``"suspect"`` (bool), ``"reasons"`` (why)``}``.
+    """
+    out = {}
+    for model, convs in conversations.items():
+        peaks = [c["peak"] for c in convs if c.get("peak") is not None]
+        peak = max(peaks) if peaks else None
+        dbfs = 20 * math.log10(peak) if peak else None
+        with_speech = sum(c["speech_s"] > 0 for c in convs)
+        reasons = []
+        if convs and with_speech == 0:
+            reasons.append(f"no speech detected in any of its {len(convs)} conversations")
+        if peak is not None and (peak == 0 or dbfs < suspect_peak_dbfs):
+            level = "digital silence" if peak == 0 else f"{dbfs:.1f} dBFS"
+            reasons.append(f"output peak {level} stays below {suspect_peak_dbfs:g} dBFS in every conversation")
+        out[model] = {"role": roles.get(model, EVALUATED), "conversations": len(convs), "with_speech": with_speech,
+                      "truncated": sum(bool(c["truncated"]) for c in convs), "peak": peak, "peak_dbfs": dbfs,
+                      "suspect": bool(reasons), "reasons": reasons}
+    return out
 
 
 def all_statistics(rows_by_model: Mapping[str, Sequence[Mapping[str, Any]]], metrics: Mapping[str, Any],
                    request_times_s: Mapping[str, float], conditions: Sequence[str], min_n: int,
-                   bootstrap_reps: int = stats.BOOTSTRAP_REPS) -> dict[str, Any]:
-    """Everything of spec section 6 that this run can compute, as one JSON-able dict."""
+                   roles: Mapping[str, str], bootstrap_reps: int = stats.BOOTSTRAP_REPS) -> dict[str, Any]:
+    """Everything of spec section 6 that this run can compute, as one JSON-able dict.
+
+    ``roles`` (``{model: role}``, every model of ``rows_by_model``) fixes the comparison family
+    (:func:`comparison_family`): between-model tests, their Bonferroni m, the between-model
+    bootstrap and the Spearman ranking use the evaluated models only.
+    """
+    missing = set(rows_by_model) - set(roles)
+    if missing:
+        raise ValueError(f"models without a role: {sorted(missing)}")
+    family = comparison_family({m: roles[m] for m in rows_by_model})
     return {
+        "comparison_family": family,
         "explicit_vs_implicit": {m: explicit_vs_implicit(rows) for m, rows in rows_by_model.items()},
-        "between_models": {c: between_models(rows_by_model, c) for c in conditions},
-        "silence_bootstrap": {c: silence_bootstrap(rows_by_model, c, reps=bootstrap_reps) for c in conditions},
-        "metric_choice_spearman": metric_choice_spearman(metrics),
+        "silence_explicit_vs_implicit": {m: silence_explicit_vs_implicit(rows, reps=bootstrap_reps)
+                                         for m, rows in rows_by_model.items()},
+        "between_models": {c: between_models(rows_by_model, family, c) for c in conditions},
+        "silence_bootstrap": {c: silence_bootstrap(rows_by_model, family["models"], c, reps=bootstrap_reps)
+                              for c in conditions},
+        "metric_choice_spearman": metric_choice_spearman(metrics, family["models"]),
         "request_timing": request_timing(rows_by_model, request_times_s, min_n),
         "silence": {m: {c: silence_sweeps([r for r in rows if r["condition"] == c]) for c in conditions}
                     for m, rows in rows_by_model.items()},

@@ -439,7 +439,10 @@ def threshold_sweep(speech_s: Sequence[float] | np.ndarray,
     Returns:
         ``{threshold_ms: {"rate": passes / n (None when n == 0), "n": n, "passes": n - occupied,
         "occupied": windows with speech > threshold}}``. At 0 ms ``occupied`` is the number of
-        windows with any speech, i.e. the number of judge calls of the semantic flow.
+        windows with any speech: every one is transcribed, and goes to the judge unless its
+        transcript is empty (under 100 ms of clipped speech, say), when it fails without a judge
+        call. So occupied at 0 ms = judged windows + empty-transcript windows, not the judge
+        calls alone (:func:`harness.metrics.analyses.silence_sweeps` reports both counts).
 
     Raises:
         ValueError: not 1-D, a negative or NaN duration, or a negative threshold.

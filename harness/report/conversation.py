@@ -204,7 +204,8 @@ def example_conversations(rows: Sequence[Mapping[str, Any]], per_kind: int = 1) 
 
 def conversation_document(model: str, scene: Scene, record: Mapping[str, Any], segments: Any,
                           rows: Sequence[Mapping[str, Any]], sample_rate: int,
-                          fresh_onset_window_s: float = 5.0, figure: bool = True) -> Document:
+                          fresh_onset_window_s: float = 5.0, figure: bool = True,
+                          truncated: bool = False) -> Document:
     """The blocks of :func:`conversation_page` (``figure=False`` leaves the timeline out)."""
     sr = float(sample_rate)
     segs = np.asarray(segments, dtype=np.int64).reshape(-1, 2)
@@ -246,10 +247,17 @@ def conversation_document(model: str, scene: Scene, record: Mapping[str, Any], s
                   "to the scheduler's decision rule time. Window response counts any speech from N4_Q's start to "
                   "N4_R's start; the yield row's speech is counted from the deadline to the end of the "
                   "observation window.")]))
-    doc.sections.append(Section("Model speech", [
-        Table(("#", "start (s)", "end (s)", "duration (s)"),
-              [(str(k), _s(int(a), sr), _s(int(b), sr), f"{(b - a) / sr:.2f}") for k, (a, b) in enumerate(segs)])
-        if len(segs) else Paragraph("No model speech was detected.")]))
+    last = len(segs) - 1
+    speech_blocks: list = [
+        Table(("#", "start (s)", "end (s)", "duration (s)", "end kind"),
+              [(str(k), _s(int(a), sr), _s(int(b), sr), f"{(b - a) / sr:.2f}",
+                "truncated" if truncated and k == last else "pause") for k, (a, b) in enumerate(segs)])
+        if len(segs) else Paragraph("No model speech was detected.")]
+    if truncated and len(segs):
+        speech_blocks.append(Paragraph(
+            "**Truncated:** the model was still speaking when the stored output ended (its pause was never "
+            "confirmed); the last segment was closed at the end of the stream."))
+    doc.sections.append(Section("Model speech", speech_blocks))
     doc.sections.append(Section("Scheduler events", [
         Table(EVENT_HEADER, event_log(scene, record, sample_rate)),
         Paragraph("`t` is when the scheduler decided; the rule time is the time the rule refers to where it "
@@ -258,7 +266,8 @@ def conversation_document(model: str, scene: Scene, record: Mapping[str, Any], s
 
 
 def conversation_page(model: str, scene: Scene, record: Mapping[str, Any], segments: Any,
-                      rows: Sequence[Mapping[str, Any]], sample_rate: int, fresh_onset_window_s: float = 5.0) -> str:
+                      rows: Sequence[Mapping[str, Any]], sample_rate: int, fresh_onset_window_s: float = 5.0,
+                      truncated: bool = False) -> str:
     """A self-contained HTML page for one conversation and model.
 
     Args:
@@ -270,5 +279,8 @@ def conversation_page(model: str, scene: Scene, record: Mapping[str, Any], segme
             (a ``model`` key, as in ``events.parquet``, is ignored).
         sample_rate: samples per second of the timeline (``protocol.sample_rate``).
         fresh_onset_window_s: ``protocol.fresh_onset_window_s``, for the wording and the figure.
+        truncated: the last segment was still open when the stream ended (``segments.json``'s
+            ``truncated``): it is marked so in the speech table.
     """
-    return to_html(conversation_document(model, scene, record, segments, rows, sample_rate, fresh_onset_window_s))
+    return to_html(conversation_document(model, scene, record, segments, rows, sample_rate, fresh_onset_window_s,
+                                         truncated=truncated))

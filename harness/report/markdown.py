@@ -77,12 +77,15 @@ def build_report(cfg: Any, metrics: dict, statistics: dict, stats: dict, errors:
     """The report's document (both renderers lay out exactly these blocks). ``reference`` (the
     content of ``reference.json``) adds the text reference's rows and section."""
     models = list(metrics)
+    family = statistics["comparison_family"]
     doc = Document(f"Duplex-MPE report: run `{cfg.run_id}`")
     doc.intro.append(Paragraph(
-        "Models: " + ", ".join(f"`{m}`" for m in models) + ".\n"
+        "Models: " + ", ".join(f"`{m}`" + (f" ({family['excluded'][m]})" if m in family["excluded"] else "")
+                               for m in models) + ".\n"
         "Each score has its own denominator (n); scores are never averaged. "
         f"A rate with n < {cfg.metrics.min_n} is reported as n/a. "
         "Conversations that failed are excluded from every denominator and counted below."))
+    doc.intro += _suspects(statistics["output_checks"])
     for cond in CONDITIONS:
         rows = []
         for m, e in [(m, metrics[m][cond]) for m in models] + (score_rows(reference, cond) if reference else []):
@@ -140,6 +143,7 @@ def build_report(cfg: Any, metrics: dict, statistics: dict, stats: dict, errors:
         err_rows += [("(invalid)", k, str(v)) for k, v in list(invalid.items())[:50]]
         err_blocks = [Paragraph(f"{len(errors)} conversation(s) failed; {len(invalid)} invalid scene(s) were not run."),
                       Table(("model", "conversation", "reason"), err_rows)]
+    err_blocks += _failure_counts(statistics["failures"])
     doc.sections.append(Section("Errors", err_blocks))
     if examples:
         doc.sections.append(Section("Example conversations", [
@@ -164,17 +168,30 @@ def _statistics(st: dict, models: list[str]) -> list[Section]:
             rows.append((m, SCORE_TITLES[PAIRED_SCORE[metric]], str(r["n_pairs"]), str(r["explicit_only"]),
                          str(r["implicit_only"]),
                          num(r["delta_pp"], "+.2f"), p_value(r["p"], r["significant"])))
+    boot_rows = [(m, str(r["n_pairs"]), num(r["diff"], "+.4f"), f"[{num(r['lo'], '+.4f')}, {num(r['hi'], '+.4f')}]")
+                 for m, r in st["silence_explicit_vs_implicit"].items()]
     out.append(Section("Explicit vs implicit (paired scenes, exact McNemar)", [
         Table(("model", "metric", "pairs", "explicit only", "implicit only", "Δ (pp)", "p"), rows),
         Paragraph("Δ = (explicit only − implicit only) / pairs × 100; * = p < 0.05. Pairs differ in more than "
                   "the name (spec section 2): the comparison is between whole paired scenes. Conditional answer "
-                  "accuracy counts only the pairs where the model spoke in both versions.")]))
+                  "accuracy counts only the pairs where the model spoke in both versions."),
+        Table(("model", "pairs", "explicit − implicit", "95 % CI"), boot_rows,
+              caption="Silence preservation, explicit − implicit: a rate over several windows per scene, not one "
+                      "binary outcome per pair, so not McNemar but the scene-level bootstrap (paired scenes "
+                      "resampled, 10,000 replicates, seed 20260902), pooled rates.")]))
 
     rows = [(cond, SCORE_TITLES[t["metric"]], t["a"], t["b"], str(t["n"]), str(t["a_only"]), str(t["b_only"]),
              p_value(t["p"]) if t["n"] else "n/a",
              f"{p_value(t['p_bonferroni'])} (m={t['m']}){' *' if t['significant'] else ''}" if t["n"] else "n/a")
             for cond, tests in st["between_models"].items() for t in tests]
+    family = st["comparison_family"]
+    excluded = ", ".join(f"`{m}` ({r})" for m, r in family["excluded"].items()) or "none"
     out.append(Section("Between models (exact McNemar, Bonferroni)", [
+        Paragraph(f"Comparison family: {len(family['models'])} evaluated model(s) "
+                  f"({', '.join(f'`{m}`' for m in family['models']) or 'none'}), {family['pairs']} pair(s) × 2 "
+                  f"scores: **m = {family['m']}** per addressing condition. Not compared (self-test baselines "
+                  f"and reference systems): {excluded}. The silence bootstrap and the metric-choice ranking below "
+                  "use the same models."),
         Table(("condition", "score", "a", "b", "n", "a only", "b only", "p", "p (Bonferroni, m)"), rows),
         Paragraph("Fresh onset over every shared T request; conditional answer accuracy over the T requests "
                   "where both models spoke (spec section 6). n = 0: no shared request, no test.")]))
@@ -197,23 +214,28 @@ def _statistics(st: dict, models: list[str]) -> list[Section]:
         sec.blocks.append(Paragraph(rt["reason"]))
     else:
         b = rt["boundaries_s"]
-        rows = [(m, k, str(v["n"]), num(v["fresh_onset"]), num(v["response_presence"]))
+        rows = [(m, k, str(v["n"]), *(fmt(v[s]) for s in SCORES))
                 for m, bins in rt["bins"].items() for k, v in bins.items()]
         sec.blocks += [Paragraph(f"Time from the first human turn to T start; boundaries {b[0]:.3f} s and "
-                                 f"{b[1]:.3f} s."),
-                       Table(("model", "bin", "n", "fresh onset", "response presence"), rows)]
+                                 f"{b[1]:.3f} s. Every score over the conversations of the bin (both conditions), "
+                                 "each with its own n; n/a under the minimum n."),
+                       Table(("model", "bin", "requests", *(SCORE_TITLES[s] for s in SCORES)), rows)]
     out.append(sec)
 
     rows = []
     for m in models:
         for cond, sw in st["silence"][m].items():
-            sweep = sw["threshold_sweep"]
+            sweep, judged = sw["threshold_sweep"], sw["judge_windows"]
             rows.append((m, cond, *(f"{num(sweep[str(k)]['rate'])} ({sweep[str(k)]['occupied']} occupied)"
-                                    for k in SWEEP_THRESHOLDS_MS)))
+                                    for k in SWEEP_THRESHOLDS_MS), str(judged["judged"]),
+                         str(judged["empty_transcript"])))
     out.append(Section("Acoustic silence preservation by speech threshold", [
-        Table(("model", "condition", *(f"> {k} ms" for k in SWEEP_THRESHOLDS_MS)), rows),
+        Table(("model", "condition", *(f"> {k} ms" for k in SWEEP_THRESHOLDS_MS), "judged", "empty transcript"),
+              rows),
         Paragraph("A window fails when the model's total speech in it exceeds the threshold (no semantic "
-                  "exemption). At 0 ms the occupied windows are exactly those the judge would see.")]))
+                  "exemption). Every window occupied at 0 ms is transcribed: it goes to the judge (judged) "
+                  "unless its transcript is empty (e.g. under 100 ms of speech), when it fails without a judge "
+                  "call. So occupied at 0 ms = judged + empty transcript.")]))
 
     rows = []
     for m in models:
@@ -223,3 +245,36 @@ def _statistics(st: dict, models: list[str]) -> list[Section]:
     out.append(Section("Silence failures by turn type (failures / windows)", [
         Table(("model", "condition", *BREAKDOWN_CATEGORIES), rows)]))
     return out
+
+
+def _suspects(checks: dict) -> list[Paragraph | Table]:
+    """The output checks (``statistics["output_checks"]``): a table, and a warning naming every
+    suspect model first, since a broken output path scores exactly like perfect silence preservation."""
+    rows = [(m, c["role"], str(c["conversations"]), str(c["with_speech"]), str(c["truncated"]),
+             "digital silence" if c["peak"] == 0 else num(c["peak_dbfs"], ".1f") if c["peak"] is not None
+             else "unknown", "SUSPECT: " + "; ".join(c["reasons"]) if c["suspect"] else "ok")
+            for m, c in checks.items()]
+    out: list[Paragraph | Table] = []
+    suspects = [m for m, c in checks.items() if c["suspect"]]
+    if suspects:
+        out.append(Paragraph(
+            "**Suspect output:** " + ", ".join(f"`{m}`" for m in suspects) + ". A model whose output never "
+            "contains speech, or whose peak stays below the threshold, scores like perfect silence "
+            "preservation: check its output path before reading its scores. The flag is expected for a "
+            "self-test baseline that never speaks (`silent`)."))
+    out.append(Table(("model", "role", "conversations", "with speech", "truncated", "peak (dBFS)", "check"), rows,
+                     caption="Output checks over every stored output. Truncated: still speaking when the output "
+                             "ended (the last segment was closed at the end)."))
+    return out
+
+
+def _failure_counts(failures: dict) -> list[Paragraph | Table]:
+    """Both kinds of failure, counted separately: failed infer attempts (the shard was retried) and
+    conversations in error (excluded from every denominator)."""
+    rows = [(m, str(f["shards"]), str(f["failed_attempts"]), str(f["infer_conversation_errors"]),
+             str(f["conversations_in_error"])) for m, f in failures.items()]
+    return [Table(("model", "infer shards", "failed attempts (retried)", "conversation errors in infer",
+                   "conversations in error (all stages)"), rows,
+                  caption="A failed attempt (e.g. a transient device error) failed a whole shard attempt, which "
+                          "was retried; a conversation in error failed on its own (infer, speech detection or "
+                          "scoring) and is excluded from every denominator.")]

@@ -43,6 +43,9 @@ class TtsSettings:
     preamble_text: str = DUTY_TEXT
 
 
+MODEL_ROLES = ("evaluated", "baseline", "reference")  # model.<name>.role (harness.metrics.analyses)
+
+
 @dataclass(frozen=True)
 class ModelSettings:
     name: str
@@ -52,12 +55,17 @@ class ModelSettings:
     num_gpus: float = 0
     num_cpus: float = 1
     image: str | None = None
+    # evaluated: enters the between-model comparisons (Bonferroni m, Spearman); baseline (a
+    # self-test such as silent/babble/oracle) or reference: scored and shown, never compared
+    role: str = "evaluated"
 
     def __post_init__(self) -> None:
         check_id(self.name, "model name")
         _positive(self, "batch_size")
         if self.num_gpus < 0 or self.num_cpus < 0:
             raise ValueError("num_gpus and num_cpus must be >= 0")
+        if self.role not in MODEL_ROLES:
+            raise ValueError(f"role {self.role!r} is not one of: {', '.join(MODEL_ROLES)}")
 
 
 @dataclass(frozen=True)
@@ -195,6 +203,7 @@ class ScoreSettings:
 class MetricsSettings:
     min_n: int = 30  # a rate whose denominator is under this is n/a (spec section 5)
     yield_deadline_s: float = 2.0  # N4_R start + this is the yield stop deadline (spec section 5)
+    suspect_peak_dbfs: float = -60.0  # a model whose output peak stays below this everywhere is flagged suspect
 
     def __post_init__(self) -> None:
         if self.min_n < 1:

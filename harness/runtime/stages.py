@@ -18,7 +18,7 @@ from tqdm import tqdm
 
 from harness.audio.io import decode, encode
 from harness.audio.tts.espeak import EspeakSettings, EspeakTTS, SynthesisError
-from harness.metrics.analyses import all_statistics
+from harness.metrics.analyses import all_statistics, output_checks
 from harness.metrics.outcomes import conversation_outcomes, with_verdict
 from harness.metrics.scores import compute_metrics
 from harness.protocol.scheduler import Scheduler
@@ -28,7 +28,7 @@ from harness.report.markdown import render_html, render_report
 from harness.review.results import load_results
 from harness.runtime.config import RunConfig
 from harness.runtime.executor import BudgetExceeded, actor_count, ray_session, run_shards, shard_plan
-from harness.runtime.ledger import read_ledger
+from harness.runtime.ledger import ModelLedger, read_ledger
 from harness.runtime.manifest import write_run_manifest
 from harness.runtime.plan import RunPlan
 from harness.runtime.shard import read_output
@@ -37,7 +37,7 @@ from harness.scenes.schema import CONDITIONS, Scene, SceneError, iter_manifest, 
 from harness.store.base import ObjectStore, get_json, open_store, put_json
 from harness.store.layout import cache_prefix
 from harness.vad.segments import segments_from_probs
-from harness.vad.silero import detect, frame_samples
+from harness.vad.silero import SileroProbs, detect, frame_samples
 
 log = logging.getLogger("duplex_mpe")
 
@@ -210,14 +210,16 @@ def infer_stage(cfg: RunConfig, store: ObjectStore) -> dict[str, str]:
     return dict(plan.infer)
 
 
-def infer_records(store: ObjectStore, plan: RunPlan, model: str) -> dict[str, dict[str, Any]]:
+def infer_records(store: ObjectStore, plan: RunPlan, model: str,
+                  led: ModelLedger | None = None) -> dict[str, dict[str, Any]]:
     """``{scene_id: marker entry + shard}`` for every conversation of the model's shard plan.
 
     An entry has ``status``, ``reason`` and ``objects`` (``kind -> {key, sha256}``, read with
     :func:`~harness.runtime.shard.read_output`). Raises :class:`InferIncomplete` when a shard
-    has no marker: a partial ``infer`` is never read as complete.
+    has no marker: a partial ``infer`` is never read as complete. ``led``: the model's ledger
+    when the caller has read it already (read here, without failure listings, otherwise).
     """
-    led = read_ledger(store, plan, model, failures=False)
+    led = led or read_ledger(store, plan, model, failures=False)
     if led.missing:
         raise InferIncomplete(f"infer {model}: {len(led.missing)} of {len(led.shards)} shards incomplete "
                               f"({', '.join(led.missing[:5])}{'...' if len(led.missing) > 5 else ''}): "
@@ -234,23 +236,45 @@ def reuses_online_detector(cfg: RunConfig) -> bool:
     return (cfg.vad.model, cfg.vad.resample_block_s) == (cfg.detector.model, cfg.detector.resample_block_s)
 
 
-def detect_outputs(cfg: RunConfig, entries: list[dict[str, Any]]) -> list[list[list[int]]]:
-    """Offline Silero + post-processor over the stored outputs of ``entries`` (one batch)."""
+def segment_entry(segments: np.ndarray, scored_samples: int, cfg: RunConfig) -> dict[str, Any]:
+    """One ok conversation's ``segments.json`` entry (without ``status``).
+
+    ``segments``: ``int64[k, 2]`` sorted ``[start, end)`` speech in timeline samples.
+    ``scored_samples``: where the last scored detector frame ends (samples). The entry's
+    ``truncated`` is True when the last segment was still open when the stream ended: its pause
+    was never confirmed (its end + ``vad.rules.min_silence_s`` lies beyond the last scored
+    frame), so it was closed at the end of the stream. Readers of older entries without the key
+    take it as False.
+    """
+    sr = cfg.protocol.sample_rate
+    segs = np.asarray(segments, dtype=np.int64).reshape(-1, 2)
+    truncated = bool(len(segs)) and int(segs[-1, 1]) + cfg.vad.rules.samples(sr)[1] > scored_samples
+    return {"segments": segs.tolist(), "truncated": truncated}
+
+
+def detect_outputs(cfg: RunConfig, entries: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    """Offline Silero + post-processor over the stored outputs of ``entries`` (one batch):
+    one :func:`segment_entry` per entry."""
     store = open_store(cfg.store)
     sr = cfg.protocol.sample_rate
     waves = [decode(read_output(store, e, "flac"), expected_rate=sr)[0] for e in entries]
-    return [segs.tolist() for segs in detect(waves, sr, cfg.vad)]
+    segments = detect(waves, sr, cfg.vad)
+    frames = SileroProbs(1, sr, cfg.vad)  # the windows detect scored: those of whole resampling blocks
+    return [segment_entry(segs, frames.complete_frames(len(w)) * frames.frame, cfg)
+            for segs, w in zip(segments, waves, strict=True)]
 
 
-def segment_stored_probs(cfg: RunConfig, store: ObjectStore, entries: list[dict[str, Any]]) -> list[list[list[int]]]:
-    """The post-processor (``vad.rules``) over the online probabilities ``infer`` stored."""
+def segment_stored_probs(cfg: RunConfig, store: ObjectStore, entries: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    """The post-processor (``vad.rules``) over the online probabilities ``infer`` stored: one
+    :func:`segment_entry` per entry."""
     probs = [np.load(io.BytesIO(read_output(store, e, "probs.npy")), allow_pickle=False) for e in entries]
     padded = np.zeros((len(probs), max((len(p) for p in probs), default=0)), np.float32)
     for i, p in enumerate(probs):
         padded[i, : len(p)] = p
     sr = cfg.protocol.sample_rate
-    segs = segments_from_probs(padded, np.array([len(p) for p in probs]), frame_samples(sr), cfg.vad.rules, sr)
-    return [s.tolist() for s in segs]
+    frame = frame_samples(sr)
+    segs = segments_from_probs(padded, np.array([len(p) for p in probs]), frame, cfg.vad.rules, sr)
+    return [segment_entry(s, len(p) * frame, cfg) for s, p in zip(segs, probs, strict=True)]
 
 
 def vad_stage(cfg: RunConfig, store: ObjectStore) -> dict[str, str]:
@@ -289,7 +313,7 @@ def vad_stage(cfg: RunConfig, store: ObjectStore) -> dict[str, str]:
                                          "reason": f"speech detection failed: {type(e).__name__}: {e}"}
             return
         for sid, seg in zip(ids, segs, strict=True):
-            results[name][sid] = {"status": "ok", "segments": seg}
+            results[name][sid] = {"status": "ok", **seg}
 
     reuse = reuses_online_detector(cfg)
     if reuse:
@@ -316,6 +340,7 @@ def vad_stage(cfg: RunConfig, store: ObjectStore) -> dict[str, str]:
         put_json(store, lay.file(prefix, "segments.json"), result)
         put_json(store, lay.marker(prefix), {"conversations": len(result),
                                              "ok": sum(r["status"] == "ok" for r in result.values()),
+                                             "truncated": sum(r.get("truncated", False) for r in result.values()),
                                              "source": "online probabilities" if reuse else "offline Silero"})
     return dict(plan.vad)
 
@@ -442,36 +467,52 @@ def reduce_stage(cfg: RunConfig, store: ObjectStore) -> str:
     error_list: list[dict[str, str]] = []
     spend: dict[str, dict[str, Any]] = {}
     outputs: dict[str, tuple[dict[str, Any], dict[str, Any]]] = {}  # model -> (infer records, vad segments)
+    produced: dict[str, list[dict[str, Any]]] = {}  # model -> what each stored output holds (output_checks)
+    failures: dict[str, dict[str, int]] = {}  # model -> failed infer attempts and conversation errors
+    sr = cfg.protocol.sample_rate
     for m in cfg.models:
         _require(store, plan, plan.score[m.name], f"score {m.name}")
         segs = get_json(store, lay.file(plan.vad[m.name], "segments.json"))
         verdicts = get_json(store, lay.file(plan.score[m.name], "verdicts.json"))
         spend[m.name] = get_json(store, lay.marker(plan.score[m.name]))
-        recs = infer_records(store, plan, m.name)
+        led = read_ledger(store, plan, m.name)
+        recs = infer_records(store, plan, m.name, led)
         outputs[m.name] = recs, segs
         rows: list[dict[str, Any]] = []
         errs: dict[str, int] = defaultdict(int)
+        produced[m.name] = []
         for sid, scene in scenes.items():
             reason = synth_errors.get(sid) or (None if sid in segs else "no infer output")
             entry = segs.get(sid, {})
             if reason is None and entry.get("status") != "ok":
                 reason = entry.get("reason", "unknown error")
             if reason is None:
-                reason = verdicts.get(sid, {}).get(ERROR_KEY)
-            if reason is None:
                 try:
-                    conv = _outcomes(cfg, store, scene, recs[sid], entry["segments"])
-                    rows += [{"model": m.name, **with_verdict(r, verdicts.get(sid, {}))} for r in conv]
-                    continue
+                    rec = json.loads(read_output(store, recs[sid], "json"))
+                    produced[m.name].append({"speech_s": sum(e - b for b, e in entry["segments"]) / sr,
+                                             "truncated": entry.get("truncated", False),
+                                             "peak": rec.get("output_peak")})
+                    reason = verdicts.get(sid, {}).get(ERROR_KEY)
+                    if reason is None:
+                        conv = conversation_outcomes(scene, rec, np.asarray(entry["segments"]), cfg.protocol,
+                                                     cfg.metrics.yield_deadline_s)
+                        rows += [{"model": m.name, **with_verdict(r, verdicts.get(sid, {}))} for r in conv]
+                        continue
                 except (ValueError, KeyError, FileNotFoundError) as e:
                     reason = f"cannot score: {type(e).__name__}: {e}"
             errs[scene.condition] += 1
             error_list.append({"model": m.name, "scene_id": sid, "reason": reason})
         rows_by_model[m.name] = rows
         errors[m.name] = dict(errs)
+        failures[m.name] = {"shards": len(led.shards), "failed_attempts": sum(map(len, led.failures.values())),
+                            "infer_conversation_errors": led.conversation_errors,
+                            "conversations_in_error": sum(errs.values())}
     metrics = compute_metrics(rows_by_model, errors, CONDITIONS, cfg.metrics.min_n, cfg.judge.kind)
+    roles = {m.name: m.role for m in cfg.models}
     statistics = all_statistics(rows_by_model, metrics, request_times(cfg, index, scenes), CONDITIONS,
-                                cfg.metrics.min_n)
+                                cfg.metrics.min_n, roles)
+    statistics["output_checks"] = output_checks(produced, roles, cfg.metrics.suspect_peak_dbfs)
+    statistics["failures"] = failures
     statistics["scoring_cost"] = spend
     all_rows = [r for rows in rows_by_model.values() for r in rows]
     put_json(store, lay.file(plan.reduce, "metrics.json"), metrics)
@@ -505,7 +546,8 @@ def _conversation_pages(cfg: RunConfig, store: ObjectStore, plan: RunPlan, scene
                 rec = json.loads(read_output(store, recs[sid], "json"))
                 page = conversation_page(m.name, scenes[sid], rec, np.asarray(segs[sid]["segments"]).reshape(-1, 2),
                                          [r for r in rows if r["scene_id"] == sid], cfg.protocol.sample_rate,
-                                         cfg.protocol.fresh_onset_window_s)
+                                         cfg.protocol.fresh_onset_window_s,
+                                         truncated=segs[sid].get("truncated", False))
                 store.put(lay.file(plan.reduce, f"conversations/{m.name}/{sid}.html"), page.encode())
 
 

@@ -1,5 +1,7 @@
 """What a run has done so far: every stage's marker and, per model, infer shards complete /
-failed (with reasons) / missing, device-hours spent and the projected cost to finish.
+failed (with reasons) / missing, failed attempts and conversation errors (counted separately),
+device-hours spent and the projected cost to finish, and, once reduce ran, every model whose
+output is suspect (no speech anywhere, or a peak below ``metrics.suspect_peak_dbfs``).
 
 It reads the store only and changes nothing (``make status RUN=...``).
 """
@@ -9,7 +11,7 @@ from __future__ import annotations
 from harness.runtime.config import RunConfig
 from harness.runtime.ledger import ModelLedger, read_ledger
 from harness.runtime.plan import RunPlan
-from harness.store.base import ObjectStore
+from harness.store.base import ObjectStore, get_json
 
 
 def _money(hours: float, cfg: RunConfig) -> str:
@@ -23,8 +25,10 @@ def _infer_line(led: ModelLedger, cfg: RunConfig) -> list[str]:
     failed = led.failed
     missing = len(led.missing) - len(failed)
     projected = led.projected_hours()
+    attempts = sum(map(len, led.failures.values()))
     lines = [f"  infer     {led.model:10} {len(led.markers)}/{len(led.shards)} shards complete, {len(failed)} failed, "
-             f"{missing} missing; {led.conversation_errors} conversation errors; spent {_money(led.spent_hours, cfg)}"
+             f"{missing} missing; {attempts} failed attempts; {led.conversation_errors} conversation errors; "
+             f"spent {_money(led.spent_hours, cfg)}"
              + ("" if not led.missing else
                 f"; to finish ~{_money(projected, cfg)}" if projected is not None else "; to finish: no rate yet")]
     lines += [f"            {led.model:10}   {shard} failed: {reason}" for shard, reason in sorted(failed.items())]
@@ -50,6 +54,11 @@ def run_status(cfg: RunConfig, store: ObjectStore) -> str:
         for m in cfg.models:
             lines.append(f"  {stage:9} {m.name:10} {mark(getattr(plan, stage)[m.name])}")
     lines.append(f"  reduce    {mark(plan.reduce):9} {plan.reduce}")
+    if store.exists(lay.marker(plan.reduce)):
+        checks = get_json(store, lay.file(plan.reduce, "statistics.json")).get("output_checks", {})
+        lines += [f"  SUSPECT   {m:10} {'; '.join(c['reasons'])}"
+                  + (" (expected for a baseline that never speaks)" if c["role"] == "baseline" else "")
+                  for m, c in checks.items() if c["suspect"]]
     spent = sum(led.spent_hours for led in ledgers)
     rates = [led.projected_hours() for led in ledgers if led.missing]
     budget = cfg.budget

@@ -16,6 +16,7 @@ import numpy as np
 import pytest
 
 from harness.metrics.outcomes import conversation_outcomes
+from harness.metrics.scores import SCORE_TITLES, SCORES
 from harness.protocol.scheduler import ProtocolSettings
 from harness.report.conversation import (
     conversation_document,
@@ -75,11 +76,35 @@ def _silence() -> dict:
                                   "human-directed": {"failures": 2, "windows": 99},
                                   "self-talk": {"failures": 4, "windows": 42},
                                   "statements": {"failures": 3, "windows": 80}},
+            "judge_windows": {"empty_transcript": 3, "judged": 16, "occupied_0ms": 19},
             "threshold_sweep": {str(k): {"n": 249, "occupied": 19 - k // 100, "passes": 230 + k // 100,
                                          "rate": (230 + k // 100) / 249} for k in (0, 100, 200, 300, 500)}}
 
 
+def _bin(k: int) -> dict:
+    """A request-timing bin: n requests, every score with n/a under min_n (as analyses.request_timing writes)."""
+    scores = {s: {"n": 10 + k, "rate": None, "status": "n/a", "successes": 5} for s in
+              ("answering_window_yield", "conditional_answer_accuracy", "fresh_onset_response_rate",
+               "response_presence", "silence_preservation", "window_response")}
+    scores["silence_preservation"] = {"n": 40 + k, "rate": (30 + k) / (40 + k), "status": "scored", "successes": 30 + k}
+    return {"n": 10 + k, **scores}
+
+
 STATISTICS = {
+    "comparison_family": {"excluded": {"oracle": "baseline"}, "m": 2, "models": ["alpha", "beta"], "pairs": 1},
+    "failures": {"alpha": {"conversations_in_error": 0, "failed_attempts": 0, "infer_conversation_errors": 0,
+                           "shards": 1},
+                 "beta": {"conversations_in_error": 1, "failed_attempts": 2, "infer_conversation_errors": 1,
+                          "shards": 1}},
+    "output_checks": {
+        "alpha": {"conversations": 64, "peak": 0.5, "peak_dbfs": -6.020599913279624, "reasons": [],
+                  "role": "evaluated", "suspect": False, "truncated": 3, "with_speech": 60},
+        "beta": {"conversations": 63, "peak": 0.0005, "peak_dbfs": -66.02059991327963,
+                 "reasons": ["no speech detected in any of its 63 conversations",
+                             "output peak -66.0 dBFS stays below -60 dBFS in every conversation"],
+                 "role": "evaluated", "suspect": True, "truncated": 0, "with_speech": 0}},
+    "silence_explicit_vs_implicit": {"alpha": {"diff": 0.0125, "hi": 0.04, "lo": -0.015, "n_pairs": 32},
+                                     "beta": {"diff": None, "hi": None, "lo": None, "n_pairs": 0}},
     "between_models": {c: [{"a": "alpha", "a_only": 22, "b": "beta", "b_only": 0, "m": 2,
                             "metric": "fresh_onset_response_rate", "n": 32, "p": 4.76837158203125e-07,
                             "p_bonferroni": 9.5367431640625e-07, "significant": True}]
@@ -88,8 +113,7 @@ STATISTICS = {
                              for m in METRICS},
     "metric_choice_spearman": {"entries": ["alpha/explicit", "alpha/implicit", "beta/explicit", "beta/implicit"],
                                "rho": 0.8},
-    "request_timing": {"bins": {m: {str(k): {"fresh_onset": None, "n": 10 + k, "response_presence": None}
-                                    for k in range(3)} for m in METRICS},
+    "request_timing": {"bins": {m: {str(k): _bin(k) for k in range(3)} for m in METRICS},
                        "boundaries_s": [8.514541666666666, 18.558708333333332]},
     "silence": {m: {c: _silence() for c in ("explicit", "implicit")} for m in METRICS},
     "silence_bootstrap": {c: [{"a": "alpha", "b": "beta", "diff": 0.0321, "hi": 0.061, "lo": -0.0043,
@@ -323,7 +347,8 @@ def test_timeline_png_and_data():
     assert d["lanes"] == ["scheduler", "windows", "yield", "Aria (model)", "A", "B", "C", "preamble"]
     assert d["preamble"] == (0.0, 2.0)
     sil = [w for w in d["windows"] if w["kind"] == "silence"]
-    assert [(w["start"], w["end"], w["passed"]) for w in sil] == [(2.5, 4.5, False), (10.01, 12.01, True),
+    # the N1 window right after T starts at the T decision's rule time (10.00 s), where the T window ends
+    assert [(w["start"], w["end"], w["passed"]) for w in sil] == [(2.5, 4.5, False), (10.0, 12.01, True),
                                                                      (19.01, 20.51, True)]
     (t,) = [w for w in d["windows"] if w["kind"] == "T"]
     assert (t["start"], t["end"], t["onset"], t["onset_limit"]) == (6.5, 10.0, 7.07, 11.5)
@@ -405,3 +430,78 @@ def test_inline_links_are_relative_only():
     assert inline_html("[a](x/y.html)") == '<a href="x/y.html">a</a>'
     assert "<a" not in inline_html("[a](javascript:alert(1))")  # nothing with a scheme becomes a link
     assert inline_html("`[a](b.html)`") == "<code>[a](b.html)</code>"
+
+
+# -- what a reader must be able to trust ------------------------------------------------------------
+
+
+def test_report_flags_suspect_models_and_counts_both_kinds_of_failure():
+    md = render_report(*ARGS)
+    assert "**Suspect output:** `beta`." in md
+    assert ("| beta | evaluated | 63 | 0 | 0 | -66.0 | SUSPECT: no speech detected in any of its 63 conversations; "
+            "output peak -66.0 dBFS stays below -60 dBFS in every conversation |") in md
+    assert "| alpha | evaluated | 64 | 60 | 3 | -6.0 | ok |" in md
+    # failed attempts (retried) and conversations in error are separate columns
+    assert ("| model | infer shards | failed attempts (retried) | conversation errors in infer | "
+            "conversations in error (all stages) |") in md
+    assert "| beta | 1 | 2 | 1 | 1 |" in md and "| alpha | 1 | 0 | 0 | 0 |" in md
+
+
+def test_report_states_the_comparison_family():
+    md = render_report(*ARGS)
+    assert ("Comparison family: 2 evaluated model(s) (`alpha`, `beta`), 1 pair(s) × 2 scores: **m = 2** per "
+            "addressing condition. Not compared (self-test baselines and reference systems): `oracle` "
+            "(baseline).") in md
+    assert "Models: `alpha`, `beta`." in md  # oracle has no metrics here, so it is not listed as a model
+
+
+def test_report_silence_explicit_vs_implicit_timing_bins_and_judge_counts():
+    md = render_report(*ARGS)
+    assert "| model | pairs | explicit − implicit | 95 % CI |" in md
+    assert "| alpha | 32 | +0.0125 | [-0.0150, +0.0400] |" in md and "| beta | 0 | n/a | [n/a, n/a] |" in md
+    titles = " | ".join(SCORE_TITLES[s] for s in SCORES)
+    assert f"| model | bin | requests | {titles} |" in md
+    # bin 0: every score n/a (n=10) except silence preservation 30/40
+    assert ("| alpha | 0 | 10 | n/a (n=10) | n/a (n=10) | 0.7500 (n=40) | n/a (n=10) | n/a (n=10) | n/a (n=10) |"
+            in md)
+    assert "judged | empty transcript |" in md
+    assert "| alpha | explicit | 0.9237 (19 occupied) | 0.9277 (18 occupied) |" in md
+    assert md.count("(14 occupied) | 16 | 3 |") == 4  # 2 models x 2 conditions: 19 occupied at 0 ms = 16 + 3
+
+
+def test_truncated_segment_is_marked_on_the_conversation_page():
+    rows = rows_for(SEGMENTS)
+    md = to_markdown(conversation_document("alpha", SCENE, RECORD, SEGMENTS, rows, 1000, figure=False,
+                                           truncated=True))
+    assert "| 2 | 14.50 | 17.50 | 3.00 | truncated |" in md and "| 0 | 2.80 | 4.04 | 1.24 | pause |" in md
+    assert "**Truncated:** the model was still speaking when the stored output ended" in md
+    plain = to_markdown(conversation_document("alpha", SCENE, RECORD, SEGMENTS, rows, 1000, figure=False))
+    assert "| 2 | 14.50 | 17.50 | 3.00 | pause |" in plain and "**Truncated:**" not in plain
+
+
+@pytest.mark.parametrize(("active", "n_frames"), [
+    ((10, 40), 100),  # closed by a confirmed pause long before the end
+    ((10, 75), 100),  # the pause is 25 frames (800 ms = 25 x 32 ms at 24 kHz): exactly confirmed at the end
+    ((10, 76), 100),  # 24 frames of pause before the end: never confirmed
+    ((10, 100), 100),  # speaking through the last frame
+    ((3, 5), 100),  # too short to be a segment (64 ms < 120 ms)
+])
+def test_segment_entry_truncated_iff_the_pause_was_never_confirmed(active, n_frames):
+    """``truncated`` (vad stage, segments.json) against the post-processor itself: a segment is
+    truncated exactly when only the end-of-stream flush emitted it (it is missing without the flush)."""
+    from harness.runtime.config import RunConfig
+    from harness.runtime.stages import segment_entry
+    from harness.vad.segments import SegmentRules, SpeechTracker
+
+    cfg = RunConfig()
+    sr, frame = cfg.protocol.sample_rate, 768
+    assert cfg.vad.rules == SegmentRules()  # 120 ms / 800 ms
+    probs = np.zeros((1, n_frames), np.float32)
+    probs[0, active[0]:active[1]] = 0.9
+    flushed, unflushed = SpeechTracker(1, frame, cfg.vad.rules, sr), SpeechTracker(1, frame, cfg.vad.rules, sr)
+    flushed.push(probs, final=True)
+    unflushed.push(probs, final=False)
+    entry = segment_entry(np.array(flushed.segments(0)), n_frames * frame, cfg)
+    assert entry["segments"] == [list(s) for s in flushed.segments(0)]
+    assert entry["truncated"] == (len(flushed.segments(0)) > len(unflushed.segments(0)))
+    assert entry["truncated"] == (active in ((10, 76), (10, 100)))
