@@ -12,9 +12,9 @@ from __future__ import annotations
 
 import json
 import os
-import tempfile
+import secrets
 import unicodedata
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Protocol
 
@@ -51,13 +51,43 @@ class ObjectStore(Protocol):
     def exists(self, key: str) -> bool: ...
     def list(self, prefix: str) -> Iterator[str]: ...
     def describe(self) -> str: ...
+    def probe(self) -> None: ...  # raises StoreError: the store cannot be written or ignores if_absent
+
+
+PROBE_KEY = "_probe/conditional-put.json"  # the one object a probe writes (and leaves) under a store's root
+
+
+def conditional_put_problem(put_if_absent: Callable[[str, bytes], bool], get: Callable[[str], bytes]) -> str | None:
+    """Check that a conditional put refuses an existing object; return what is wrong, or None.
+
+    Writes :data:`PROBE_KEY` if it is absent (a small JSON object, left in place so no delete
+    permission is needed; concurrent probes are harmless), reads it, makes a second conditional
+    put of it with a different body, which must return False, and reads it again, which must
+    give the same bytes. Request failures propagate (``StoreError``/``OSError``) unchanged.
+    """
+    put_if_absent(PROBE_KEY, json_bytes({"purpose": "conditional-put probe (docs/storage.md); safe to keep"}))
+    try:
+        before = get(PROBE_KEY)
+        accepted = put_if_absent(PROBE_KEY, json_bytes({"purpose": "must never be stored",
+                                                        "nonce": secrets.token_hex(8)}))
+        after = get(PROBE_KEY)
+    except FileNotFoundError:
+        return f"the probe object {PROBE_KEY!r} vanished right after it was written"
+    if accepted:
+        return (f"a conditional put (create only if absent) of the existing probe object {PROBE_KEY!r} was "
+                "accepted instead of refused")
+    if after != before:
+        return f"a refused conditional put of the existing probe object {PROBE_KEY!r} overwrote it anyway"
+    return None
 
 
 class LocalStore:
     """Objects as files under ``root``; writes are atomic (temp file + rename).
 
     ``put(if_absent=True)`` is a conditional put: it returns False and writes nothing when
-    the key already exists.
+    the key already exists. Files are created with mode ``0o666`` and directories ``0o777``,
+    both less the process umask (and any default ACL), as other tools do: 0644/0755 under the
+    usual umask 022, so colleagues on a shared disk can read the results.
     """
 
     def __init__(self, root: str | os.PathLike[str]):
@@ -73,7 +103,9 @@ class LocalStore:
     def put(self, key: str, data: bytes, if_absent: bool = False) -> bool:
         path = self._path(key)
         path.parent.mkdir(parents=True, exist_ok=True)
-        fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=".tmp-")
+        # not tempfile.mkstemp, which makes 0600 files whatever the umask: 0o666 less the umask
+        tmp = path.parent / f".tmp-{secrets.token_hex(8)}"
+        fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o666)
         try:
             with os.fdopen(fd, "wb") as fh:
                 fh.write(data)
@@ -102,6 +134,17 @@ class LocalStore:
 
     def describe(self) -> str:
         return f"local:{self.root}"
+
+    def probe(self) -> None:
+        """Check that the root is writable and that ``put(if_absent=True)`` refuses an existing
+        file (a filesystem without hard links fails here); leaves :data:`PROBE_KEY` under the root.
+        Raises :class:`StoreError` naming the root and the cause."""
+        try:
+            problem = conditional_put_problem(lambda k, d: self.put(k, d, if_absent=True), self.get)
+        except OSError as e:
+            raise StoreError(f"{self.describe()}: not usable as a store: {type(e).__name__}: {e}") from e
+        if problem:
+            raise StoreError(f"{self.describe()}: {problem}")
 
 
 def json_bytes(obj: Any) -> bytes:

@@ -8,13 +8,17 @@ token); nothing here takes, stores or prints a secret. Each request is retried b
 throttling and connection errors). Puts and gets go through boto3's managed transfers
 (``upload_fileobj``/``download_fileobj`` with a :class:`~boto3.s3.transfer.TransferConfig`), so
 objects from ``multipart_threshold_mb`` on move in parallel parts. A conditional put is one
-``PutObject`` with ``If-None-Match: *`` (S3's limit for one PUT: 5 GiB). See docs/storage.md.
+``PutObject`` with ``If-None-Match: *`` (S3's limit for one PUT: 5 GiB). Several S3-compatible
+servers ignore that header, which would let two writers both "win" a marker: :meth:`S3Store.probe`
+detects it (once per endpoint, bucket and prefix in a process, and before the first conditional
+put at the latest) and refuses such a store. See docs/storage.md.
 """
 
 from __future__ import annotations
 
 import errno
 import io
+import threading
 from collections.abc import Iterator
 
 import boto3
@@ -23,13 +27,21 @@ from boto3.s3.transfer import TransferConfig
 from botocore.config import Config
 from botocore.exceptions import BotoCoreError, ClientError
 
-from harness.store.base import InvalidKey, StoreError, check_key
+from harness.store.base import InvalidKey, StoreError, check_key, conditional_put_problem
 
 MIB = 1024 * 1024
 MAX_KEY_BYTES = 1024  # S3's limit on a full object key (prefix included), UTF-8
 _MISSING = ("404", "NoSuchKey", "NotFound")
 _PRECONDITION_FAILED = ("412", "PreconditionFailed")
 _CONDITIONAL_CONFLICT = ("409", "ConditionalRequestConflict")  # a concurrent conditional write: retry
+# Fields of an S3 error body that say what was refused and can hold no secret; others can
+# (SignatureDoesNotMatch's CanonicalRequest holds the session token, InvalidToken's Token-0 the token)
+_ERROR_DETAIL_FIELDS = ("Header", "Condition", "ArgumentName", "Method", "ResourceType")
+_MAX_SERVER_MESSAGE = 200  # characters of the server's own message kept in a StoreError
+# Probe results per (endpoint, bucket, prefix) in this process: None (conditional puts are
+# honoured) or what is wrong. A probe that could not run (a request failed) is not cached.
+_PROBED: dict[tuple[str, str, str], str | None] = {}
+_PROBE_LOCK = threading.Lock()
 
 
 class S3Store:
@@ -46,8 +58,9 @@ class S3Store:
 
     Errors: :class:`~harness.store.base.InvalidKey` before any request for a bad key;
     ``FileNotFoundError`` from :meth:`get` for a missing object;
-    :class:`~harness.store.base.StoreError` (naming the store and the key) when a request fails
-    for good.
+    :class:`~harness.store.base.StoreError` (naming the store and the key, and carrying the
+    server's error code, HTTP status and own message) when a request fails for good, and from
+    :meth:`probe` and conditional puts when the endpoint ignores ``If-None-Match: *``.
     """
 
     def __init__(self, bucket: str, prefix: str = "", *, endpoint_url: str | None = None,
@@ -72,10 +85,21 @@ class S3Store:
         return full
 
     def _failed(self, op: str, key: str, e: Exception) -> StoreError:
+        """``<store>: <op> <key> failed: <Code> (HTTP <status>, after <n> of <max> attempts):
+        <server's message> [<Header: ...>]``; of the error body only the server's message (at most
+        :data:`_MAX_SERVER_MESSAGE` characters) and :data:`_ERROR_DETAIL_FIELDS`, never a secret."""
         if isinstance(e, ClientError):
+            err = e.response.get("Error", {})
             meta = e.response.get("ResponseMetadata", {})
-            why = (f"{e.response.get('Error', {}).get('Code', '?')} (HTTP {meta.get('HTTPStatusCode', '?')}) "
-                   f"after {meta.get('RetryAttempts', 0) + 1} of {self.max_attempts} attempts")
+            why = (f"{err.get('Code', '?')} (HTTP {meta.get('HTTPStatusCode', '?')}, "
+                   f"after {meta.get('RetryAttempts', 0) + 1} of {self.max_attempts} attempts)")
+            message = " ".join(str(err.get("Message") or "").split())
+            if message:
+                cut = len(message) > _MAX_SERVER_MESSAGE
+                why += f": {message[:_MAX_SERVER_MESSAGE]}{'...' if cut else ''}"
+            details = [f"{f}: {' '.join(str(err[f]).split())[:100]}" for f in _ERROR_DETAIL_FIELDS if err.get(f)]
+            if details:
+                why += f" [{'; '.join(details)}]"
             if meta.get("RetryQuotaReached"):
                 why += " (botocore's retry quota for this client is spent: the endpoint fails persistently)"
         else:
@@ -99,12 +123,28 @@ class S3Store:
 
     def put(self, key: str, data: bytes, if_absent: bool = False) -> bool:
         """Write ``data`` at ``key``. ``if_absent``: a conditional put (``If-None-Match: *``) that
-        returns False and writes nothing when the object already exists."""
+        returns False and writes nothing when the object already exists; the first one in a
+        process runs :meth:`probe` first and raises its ``StoreError`` if the endpoint fails it."""
+        full = self._full(key)  # a bad key raises before any request, the probe's included
+        if not if_absent:
+            try:
+                self.client.upload_fileobj(io.BytesIO(data), self.bucket, full, Config=self.transfer)
+            except (ClientError, BotoCoreError, Boto3Error) as e:
+                raise self._failed("put", key, e) from e
+            return True
+        try:
+            problem = self._probe_problem()
+        except StoreError as e:
+            where = f"{self.describe()}: "
+            raise StoreError(f"{where}put {key!r} failed: conditional-put probe: {str(e).removeprefix(where)}") from e
+        if problem:
+            raise StoreError(f"{self.describe()}: put {key!r} refused: {problem}")
+        return self._put_if_absent(key, data)
+
+    def _put_if_absent(self, key: str, data: bytes) -> bool:
+        """One ``PutObject`` with ``If-None-Match: *``, retried on 409; False on 412 (exists)."""
         full = self._full(key)
         try:
-            if not if_absent:
-                self.client.upload_fileobj(io.BytesIO(data), self.bucket, full, Config=self.transfer)
-                return True
             for attempt in range(1, self.max_attempts + 1):
                 try:
                     self.client.put_object(Bucket=self.bucket, Key=full, Body=data, IfNoneMatch="*")
@@ -146,3 +186,27 @@ class S3Store:
     def describe(self) -> str:
         """``s3://bucket/prefix (endpoint)``: where the objects are; never credentials."""
         return f"s3://{self.bucket}/{self.prefix} ({self.client.meta.endpoint_url})"
+
+    def probe(self) -> None:
+        """Check that the endpoint honours conditional puts (``If-None-Match: *``) under this
+        bucket and prefix: a second conditional put of :data:`~harness.store.base.PROBE_KEY`
+        must be refused with 412 and leave the object unchanged (the object stays; see
+        :func:`~harness.store.base.conditional_put_problem`). Runs once per endpoint, bucket and
+        prefix in a process. Raises :class:`~harness.store.base.StoreError` naming the endpoint
+        when it does not, or when a probe request fails for good."""
+        problem = self._probe_problem()
+        if problem:
+            raise StoreError(f"{self.describe()}: {problem}")
+
+    def _probe_problem(self) -> str | None:
+        """The cached probe result (see :meth:`probe`); probes on first use."""
+        where = (str(self.client.meta.endpoint_url), self.bucket, self.prefix)
+        with _PROBE_LOCK:
+            if where not in _PROBED:
+                problem = conditional_put_problem(self._put_if_absent, self.get)
+                _PROBED[where] = problem and (
+                    f"{problem}: the endpoint ignores If-None-Match: * (a second conditional PutObject was not "
+                    "refused with 412 PreconditionFailed), so two attempts could both win a shard marker and "
+                    "overwrite a frozen shard plan; this store is refused. Use a service or version that "
+                    "honours conditional writes (docs/storage.md, 'S3-compatible services')")
+            return _PROBED[where]

@@ -4,7 +4,11 @@ key and id validation (no key can escape the store's root or prefix)."""
 
 from __future__ import annotations
 
+import errno
 import logging
+import os
+import re
+import stat
 import threading
 from pathlib import Path
 
@@ -12,7 +16,7 @@ import pytest
 from omegaconf import OmegaConf
 
 from harness.runtime.config import ConfigError, RunConfig, StoreSettings
-from harness.store.base import InvalidKey, LocalStore, StoreError, check_key, open_store
+from harness.store.base import PROBE_KEY, InvalidKey, LocalStore, StoreError, check_key, open_store
 from harness.store.layout import RunLayout, check_id, settings_hash
 from harness.store.s3 import S3Store
 from tests.fixtures.s3 import S3Endpoint, aws_test_env, moto_url_fixture, s3_fixture  # noqa: F401
@@ -45,7 +49,7 @@ def test_put_get_exists_list(store):
 
 
 def test_missing_key_is_file_not_found(store):
-    with pytest.raises(FileNotFoundError):
+    with pytest.raises(FileNotFoundError, match=r"(?i)no such .*r/missing'$"):
         store.get("r/missing")
     assert not store.exists("r/missing")
 
@@ -63,7 +67,8 @@ def test_conditional_put_never_overwrites(store):
     assert store.get("k") == b"first"
     assert store.put("k", b"third") is True
     assert store.get("k") == b"third"
-    assert list(store.list("")) == ["k"]  # no temp object left behind
+    store.probe()  # S3 has already probed before its first conditional put; again is a no-op
+    assert list(store.list("")) == [PROBE_KEY, "k"]  # the probe's one object, no temp object left behind
 
 
 def test_conditional_put_race_has_one_winner(store):
@@ -87,9 +92,11 @@ def test_conditional_put_race_has_one_winner(store):
 
 def test_escaping_key_rejected_before_any_io(store, request):
     for key in BAD_KEYS:
-        for op in (lambda k=key: store.put(k, b"x"), lambda k=key: store.put(k, b"x", if_absent=True),
-                   lambda k=key: store.get(k), lambda k=key: store.exists(k), lambda k=key: list(store.list(f"{k}/x"))):
-            with pytest.raises(InvalidKey):
+        for named, op in ((key, lambda k=key: store.put(k, b"x")),
+                          (key, lambda k=key: store.put(k, b"x", if_absent=True)),
+                          (key, lambda k=key: store.get(k)), (key, lambda k=key: store.exists(k)),
+                          (f"{key}/x", lambda k=key: list(store.list(f"{k}/x")))):
+            with pytest.raises(InvalidKey, match=f"^invalid object key {re.escape(repr(named))}: "):
                 op()
     if isinstance(store, S3Store):
         assert request.getfixturevalue("s3").proxy.requests == []  # nothing was sent
@@ -118,13 +125,107 @@ def test_describe(tmp_path, s3):
 
 
 def test_local_store_leaves_nothing_outside_its_root(tmp_path):
-    with pytest.raises(InvalidKey):
+    with pytest.raises(InvalidKey, match=r"^invalid object key '\.\./outside': empty, '\.' or '\.\.' path part$"):
         LocalStore(tmp_path / "root").put("../outside", b"x")
     assert not (tmp_path / "outside").exists()
     s = LocalStore(tmp_path / "root")
     s.put("k", b"1", if_absent=True)
     s.put("k", b"2", if_absent=True)
     assert [p.name for p in (tmp_path / "root").iterdir()] == ["k"]  # no temp file left behind
+
+
+@pytest.mark.parametrize(("umask", "file_mode", "dir_mode"), [(0o022, 0o644, 0o755), (0o077, 0o600, 0o700)])
+def test_local_files_follow_the_umask(tmp_path, umask, file_mode, dir_mode):
+    """Files 0666 and directories 0777 less the umask, as other tools make them (not mkstemp's 0600)."""
+    old = os.umask(umask)
+    try:
+        store = LocalStore(tmp_path / "root")
+        store.put("a/b/plain.json", b"1")
+        store.put("a/c/once.json", b"1", if_absent=True)
+        store.put("a/b/plain.json", b"2")  # a replacement gets the same mode
+    finally:
+        os.umask(old)
+    root = tmp_path / "root"
+    modes = {p.relative_to(root).as_posix(): stat.S_IMODE(p.stat().st_mode) for p in [root, *root.rglob("*")]}
+    assert modes == {".": dir_mode, "a": dir_mode, "a/b": dir_mode, "a/c": dir_mode,
+                     "a/b/plain.json": file_mode, "a/c/once.json": file_mode}
+
+
+# -- the probe: is the store writable, does a conditional put refuse an existing object -------------
+def test_local_probe_passes_and_leaves_one_object(tmp_path):
+    store = LocalStore(tmp_path)
+    store.probe()
+    store.probe()  # again: the object exists already, still passes
+    assert list(store.list("")) == [PROBE_KEY]
+    assert b"conditional-put probe" in store.get(PROBE_KEY)
+
+
+def test_local_probe_refuses_a_disk_without_hard_links(tmp_path, monkeypatch):
+    store = LocalStore(tmp_path)
+
+    def no_links(src, dst):
+        raise PermissionError(errno.EPERM, "Operation not permitted")
+
+    monkeypatch.setattr(os, "link", no_links)
+    message = f"local:{tmp_path.resolve()}: not usable as a store: PermissionError: [Errno 1] Operation not permitted"
+    with pytest.raises(StoreError, match=f"^{re.escape(message)}$"):
+        store.probe()
+
+
+@pytest.mark.parametrize(("answer", "problem"), [
+    (True, "a conditional put (create only if absent) of the existing probe object '{}' was accepted "
+           "instead of refused"),
+    (False, "a refused conditional put of the existing probe object '{}' overwrote it anyway"),
+])
+def test_probe_refuses_a_store_whose_conditional_put_overwrites(tmp_path, answer, problem):
+    class Overwriting(LocalStore):  # if_absent ignored, like a server that ignores If-None-Match
+        def put(self, key, data, if_absent=False):
+            existed = self.exists(key)
+            super().put(key, data)
+            return answer or not existed  # answer: what it says when the object existed
+
+    store = Overwriting(tmp_path)
+    message = f"local:{tmp_path.resolve()}: {problem.format(PROBE_KEY)}"
+    with pytest.raises(StoreError, match=f"^{re.escape(message)}$"):
+        store.probe()
+
+
+def test_s3_probe_passes_on_an_honest_server_once_per_process(s3):
+    store = open_store(StoreSettings(**s3.store_settings(prefix="team")))
+    store.probe()
+    probe_path = f"/{s3.bucket}/team/{PROBE_KEY}"
+    # conditional PUT (created), HEAD+GET, conditional PUT refused with 412, HEAD+GET
+    assert s3.proxy.requests == [("PUT", probe_path, 200), ("HEAD", probe_path, 200), ("GET", probe_path, 200),
+                                 ("PUT", probe_path, 412), ("HEAD", probe_path, 200), ("GET", probe_path, 200)]
+    again = open_store(StoreSettings(**s3.store_settings(prefix="team")))
+    again.probe()
+    assert again.put("run/plan.json", b"1", if_absent=True) is True
+    assert len(s3.proxy.requests) == 7  # the result is cached per endpoint, bucket and prefix: one more PUT
+
+
+def test_s3_first_conditional_put_probes_first(s3):
+    store = open_store(StoreSettings(**s3.store_settings(prefix="team")))
+    assert store.put("run/plan.json", b"1", if_absent=True) is True
+    assert [p for _, p, _ in s3.proxy.requests] == [f"/{s3.bucket}/team/{PROBE_KEY}"] * 6 + [
+        f"/{s3.bucket}/team/run/plan.json"]
+
+
+def test_s3_probe_refuses_an_endpoint_that_ignores_if_none_match(s3):
+    s3.proxy.ignore_if_none_match = True
+    store = open_store(StoreSettings(**s3.store_settings(prefix="team")))
+    with pytest.raises(StoreError) as err:
+        store.probe()
+    msg = str(err.value)
+    assert msg.startswith(f"s3://{s3.bucket}/team ({s3.endpoint_url}): a conditional put (create only if absent) "
+                          f"of the existing probe object '{PROBE_KEY}' was accepted instead of refused: "
+                          "the endpoint ignores If-None-Match: *")
+    assert "testing" not in msg and "dummy-secret" not in msg
+    n = len(s3.proxy.requests)
+    with pytest.raises(StoreError, match=rf"^s3://{s3.bucket}/team \(.*\): put 'run/plan.json' refused: "
+                                         r"a conditional put .* the endpoint ignores If-None-Match"):
+        store.put("run/plan.json", b"1", if_absent=True)
+    assert len(s3.proxy.requests) == n  # the refusal is cached: no request, nothing written
+    assert not store.exists("run/plan.json")
 
 
 # -- S3: multipart, pagination, key length ---------------------------------------------------
@@ -174,7 +275,7 @@ def test_every_operation_succeeds_through_30_percent_faults(s3):
     assert store.put("f/big", big)
     assert all(store.get(k) == v for k, v in blobs.items()) and store.get("f/big") == big
     assert all(store.exists(k) for k in blobs) and not store.exists("f/none")
-    with pytest.raises(FileNotFoundError):
+    with pytest.raises(FileNotFoundError, match="f/none"):
         store.get("f/none")
     assert list(store.list("f")) == sorted([*blobs, "f/big"])
     assert store.put("f/plan.json", b"once", if_absent=True) is True
@@ -187,6 +288,7 @@ def test_concurrent_conditional_write_conflict_is_retried(s3):
     """S3 answers 409 ConditionalRequestConflict while another conditional write is in flight;
     botocore does not retry it, the store does."""
     store = open_store(StoreSettings(**s3.store_settings()))
+    store.probe()  # its GETs before the faults: S3 answers only conditional writes with 409
     s3.proxy.statuses = (409,)
     s3.proxy.fail_rate = 0.5
     for i in range(5):
@@ -217,6 +319,28 @@ def test_persistent_faults_fail_with_a_clear_error_and_no_secret(s3, caplog):
     assert "after 3 of 3 attempts" in messages[0]
     assert s3.proxy.injected.total() > 0
     assert SECRET not in caplog.text and SECRET not in store.describe() and SECRET not in repr(vars(store))
+
+
+def test_store_error_keeps_the_servers_message(s3):
+    """The server's code, status, own message and the refused header, never a secret field."""
+    store = open_store(StoreSettings(**s3.store_settings(max_attempts=3)))
+    s3.proxy.statuses = (501,)
+    s3.proxy.error_message = "A header you provided implies functionality that is not implemented"
+    s3.proxy.error_fields = {"Header": "If-None-Match", "Token-0": SECRET}
+    s3.proxy.fail_rate = 1.0
+    why = ("NotImplemented (HTTP 501, after 1 of 3 attempts): A header you provided implies functionality that "
+           "is not implemented [Header: If-None-Match]")  # 501 is not retried
+    with pytest.raises(StoreError) as err:
+        store.put("run/x.json", b"1")
+    assert str(err.value) == f"s3://{s3.bucket}/ ({s3.endpoint_url}): put 'run/x.json' failed: {why}"
+    with pytest.raises(StoreError) as err:
+        store.probe()  # a server that refuses the conditional put's header outright
+    assert str(err.value) == f"s3://{s3.bucket}/ ({s3.endpoint_url}): put '{PROBE_KEY}' failed: {why}"
+    with pytest.raises(StoreError) as err:
+        store.put("run/_SUCCESS.json", b"1", if_absent=True)  # the probe did not pass: tried again, same answer
+    assert str(err.value) == (f"s3://{s3.bucket}/ ({s3.endpoint_url}): put 'run/_SUCCESS.json' failed: "
+                              f"conditional-put probe: put '{PROBE_KEY}' failed: {why}")
+    assert s3.proxy.injected[501] == 3
 
 
 def test_no_credentials_is_a_clear_error(s3, monkeypatch):
@@ -277,13 +401,13 @@ def test_credentials_cannot_enter_the_config():
 # -- keys and ids -------------------------------------------------------------------------------
 @pytest.mark.parametrize("key", BAD_KEYS)
 def test_bad_keys_rejected(key):
-    with pytest.raises(InvalidKey):
+    with pytest.raises(InvalidKey, match=f"^invalid object key {re.escape(repr(key))}: "):
         check_key(key)
 
 
 @pytest.mark.parametrize("run_id", ["..", "a/b", "", "x\ty", "_cache", "_x", ".hidden", "a\x85b", "../x"])
 def test_bad_run_id(run_id):
-    with pytest.raises(InvalidKey):
+    with pytest.raises(InvalidKey, match=f"^invalid run id {re.escape(repr(run_id))}"):
         RunLayout(run_id)
 
 
