@@ -63,11 +63,11 @@ def test_mcnemar_symmetric_and_matches_binomial_sum(b: int, c: int) -> None:
 
 def test_mcnemar_accepts_numpy_ints_and_rejects_bad_counts() -> None:
     assert mcnemar_exact(np.int64(0), np.int32(5)) == pytest.approx(0.0625)
-    with pytest.raises(ValueError):
+    with pytest.raises(ValueError, match="n_a_only must be >= 0, got -1"):
         mcnemar_exact(-1, 3)
-    with pytest.raises(ValueError):
+    with pytest.raises(ValueError, match="n_b_only must be >= 0, got -1"):
         mcnemar_exact(3, -1)
-    with pytest.raises(TypeError):
+    with pytest.raises(TypeError, match="n_a_only must be an integer count, got float"):
         mcnemar_exact(2.5, 3)
 
 
@@ -82,9 +82,13 @@ def test_paired_effect_sign_and_scale() -> None:
     assert paired_effect_pp(131, 0, 2000) == pytest.approx(6.55)
 
 
-@pytest.mark.parametrize("args", [(1, 1, 0), (-1, 0, 10), (6, 5, 10)])
-def test_paired_effect_rejects_bad_counts(args: tuple[int, int, int]) -> None:
-    with pytest.raises(ValueError):
+@pytest.mark.parametrize(("args", "message"), [
+    ((1, 1, 0), "n_pairs must be > 0"),
+    ((-1, 0, 10), "n_a_only must be >= 0"),
+    ((6, 5, 10), r"6 \+ 5 discordant pairs exceed n_pairs=10"),
+])
+def test_paired_effect_rejects_bad_counts(args: tuple[int, int, int], message: str) -> None:
+    with pytest.raises(ValueError, match=message):
         paired_effect_pp(*args)
 
 
@@ -99,9 +103,9 @@ def test_bonferroni_scalar_array_and_cap() -> None:
     assert out.shape == (2, 2)
     np.testing.assert_allclose(out, [[0.0, 0.02], [0.8, 1.0]])
     for bad in (1.5, -0.1, float("nan")):
-        with pytest.raises(ValueError):
+        with pytest.raises(ValueError, match=r"p-values must lie in \[0, 1\]"):
             bonferroni(bad)
-    with pytest.raises(ValueError):
+    with pytest.raises(ValueError, match="m must be >= 1"):
         bonferroni(0.1, m=0)
 
 
@@ -112,11 +116,11 @@ def test_paired_counts() -> None:
     assert paired_counts(b, a) == (1, 2)
     assert paired_counts([1, 0, 1], [0, 0, 1]) == (1, 0)  # 0/1 ints are accepted
     assert paired_counts(np.array([], dtype=bool), np.array([], dtype=bool)) == (0, 0)
-    with pytest.raises(ValueError):
+    with pytest.raises(ValueError, match="paired outcomes need equal shapes"):
         paired_counts(a, b[:-1])
-    with pytest.raises(ValueError):
+    with pytest.raises(ValueError, match="a must be boolean"):
         paired_counts([0.5, 1.0], [1, 0])
-    with pytest.raises(ValueError):
+    with pytest.raises(ValueError, match=r"a must be 1-D, got shape \(2, 3\)"):
         paired_counts(a.reshape(2, 3), b.reshape(2, 3))
 
 
@@ -201,19 +205,19 @@ def test_bootstrap_totals_may_differ_between_models() -> None:
 
 def test_bootstrap_rejects_bad_input() -> None:
     pa, ta, pb, tb = scene_counts(10, 0.9, 0.5)
-    with pytest.raises(ValueError):
+    with pytest.raises(ValueError, match="models a and b need the same scenes"):
         bootstrap_diff_ci(pa, ta, pb[:-1], tb[:-1])
-    with pytest.raises(ValueError):
+    with pytest.raises(ValueError, match="need 0 <= pass_a <= total_a"):
         bootstrap_diff_ci(ta + 1, ta, pb, tb)  # passes exceed totals
-    with pytest.raises(ValueError):
+    with pytest.raises(ValueError, match="need 0 <= pass_a <= total_a"):
         bootstrap_diff_ci(-pa, ta, pb, tb)
-    with pytest.raises(TypeError):
+    with pytest.raises(TypeError, match="pass_a must hold integer counts"):
         bootstrap_diff_ci(pa.astype(float), ta, pb, tb)
-    with pytest.raises(ValueError):
+    with pytest.raises(ValueError, match=r"alpha must lie in \(0, 1\)"):
         bootstrap_diff_ci(pa, ta, pb, tb, alpha=1.0)
-    with pytest.raises(ValueError):
+    with pytest.raises(ValueError, match="chunk must be >= 1"):
         bootstrap_diff_ci(pa, ta, pb, tb, chunk=0)
-    with pytest.raises(ValueError):  # a replicate drawing only the empty scene has no rate
+    with pytest.raises(ValueError, match="drew only scenes without windows"):  # that replicate has no rate
         bootstrap_diff_ci(np.array([0, 3]), np.array([0, 4]), np.array([0, 1]), np.array([0, 4]), reps=100)
 
 
@@ -239,14 +243,14 @@ def test_spearman_with_ties_is_pearson_on_mid_ranks() -> None:
     assert spearman_rankings([1.0, 2.0, 2.0, 3.0], [1.0, 2.0, 3.0, 4.0]) == pytest.approx(math.sqrt(0.9))
 
 
-@pytest.mark.parametrize(("x", "y"), [
-    ([0.1, float("nan"), 0.3], [0.1, 0.2, 0.3]),
-    ([0.1, 0.2], [0.1, 0.2, 0.3]),
-    ([0.1], [0.2]),
-    ([0.5, 0.5, 0.5], [0.1, 0.2, 0.3]),
+@pytest.mark.parametrize(("x", "y", "message"), [
+    ([0.1, float("nan"), 0.3], [0.1, 0.2, 0.3], "scores must be finite"),
+    ([0.1, 0.2], [0.1, 0.2, 0.3], "need two 1-D score vectors of equal length"),
+    ([0.1], [0.2], "need at least 2 entries to rank"),
+    ([0.5, 0.5, 0.5], [0.1, 0.2, 0.3], "a constant score vector has no ranking"),
 ])
-def test_spearman_rejects(x, y) -> None:
-    with pytest.raises(ValueError):
+def test_spearman_rejects(x, y, message) -> None:
+    with pytest.raises(ValueError, match=message):
         spearman_rankings(x, y)
 
 
@@ -284,8 +288,9 @@ def test_tertiles_reproduce_paper_split() -> None:
 
 
 def test_tertiles_reject_bad_input() -> None:
-    for bad in ([1.0, 2.0], [1.0, float("nan"), 3.0], np.ones((2, 3))):
-        with pytest.raises(ValueError):
+    for bad, message in (([1.0, 2.0], "at least 3 request times"), ([1.0, float("nan"), 3.0], "must be finite"),
+                         (np.ones((2, 3)), r"got shape \(2, 3\)")):
+        with pytest.raises(ValueError, match=message):
             timing_tertiles(bad)
 
 
@@ -317,13 +322,13 @@ def test_threshold_sweep_exact_threshold_passes_at_every_rate(sr: int) -> None:
 def test_threshold_sweep_edge_cases() -> None:
     assert threshold_sweep([])[0] == {"rate": None, "n": 0, "passes": 0, "occupied": 0}
     assert threshold_sweep([0.25], thresholds_ms=(250,))[250]["occupied"] == 0
-    with pytest.raises(ValueError):
+    with pytest.raises(ValueError, match="speech durations must be >= 0 and not NaN"):
         threshold_sweep([-0.1])
-    with pytest.raises(ValueError):
+    with pytest.raises(ValueError, match="speech durations must be >= 0 and not NaN"):
         threshold_sweep([float("nan")])
-    with pytest.raises(ValueError):
+    with pytest.raises(ValueError, match="threshold_ms must be >= 0, got -100"):
         threshold_sweep([0.1], thresholds_ms=(-100,))
-    with pytest.raises(TypeError):
+    with pytest.raises(TypeError, match="threshold_ms must be an integer count, got float"):
         threshold_sweep([0.1], thresholds_ms=(0.1,))
 
 
@@ -348,9 +353,9 @@ def test_turn_type(label: str, target: str, category: str) -> None:
 
 def test_turn_type_rejects_non_silence_labels_and_unknown_targets() -> None:
     for label in ("T", "N4_Q", "N4_R"):
-        with pytest.raises(ValueError):
+        with pytest.raises(ValueError, match=rf"'{label}' is not a silence label"):
             turn_type(label, "aria")
-    with pytest.raises(ValueError):
+    with pytest.raises(ValueError, match="unknown target 'robot'"):
         turn_type("N2", "robot")
 
 
@@ -374,7 +379,7 @@ def test_failure_breakdown() -> None:
         "self-talk": {"windows": 1, "failures": 1},
     }
     assert failure_breakdown([]) == {c: {"windows": 0, "failures": 0} for c in BREAKDOWN_CATEGORIES}
-    with pytest.raises(ValueError):
+    with pytest.raises(ValueError, match="'silent' must be a bool, got 1"):
         failure_breakdown([{"label": "N1", "target": "group", "silent": 1}])
-    with pytest.raises(ValueError):
+    with pytest.raises(ValueError, match="'T' is not a silence label"):
         failure_breakdown([{"label": "T", "target": "aria", "silent": True}])
