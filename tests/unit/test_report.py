@@ -505,3 +505,45 @@ def test_segment_entry_truncated_iff_the_pause_was_never_confirmed(active, n_fra
     assert entry["segments"] == [list(s) for s in flushed.segments(0)]
     assert entry["truncated"] == (len(flushed.segments(0)) > len(unflushed.segments(0)))
     assert entry["truncated"] == (active in ((10, 76), (10, 100)))
+
+
+def test_status_counts_failed_attempts_and_flags_suspect_models(tmp_path):
+    """``make status``: failed attempts and conversation errors are separate counts, and every
+    suspect model of the reduce output is named (a baseline's flag is marked expected)."""
+    from harness.runtime.config import RunConfig
+    from harness.runtime.plan import RunPlan
+    from harness.runtime.status import run_status
+    from harness.store.base import LocalStore, put_json
+
+    cfg = RunConfig.from_dict({"run_id": "st", "store": {"kind": "local", "root": str(tmp_path)},
+                               "model": {"silent": {"target": "silent", "role": "baseline"},
+                                         "moshi": {"target": "x:Y"}}})
+    store, plan = LocalStore(str(tmp_path)), RunPlan.from_config(cfg)
+    lay = plan.layout
+    for model, errors in (("silent", 0), ("moshi", 1)):
+        prefix = plan.infer[model]
+        put_json(store, lay.file(prefix, "plan.json"), {"s0000": ["a", "b"], "s0001": ["c"]})
+        put_json(store, lay.marker(lay.shard(prefix, "s0000")),
+                 {"ok": 2 - errors, "error": errors, "device_hours": 0.5, "conversations": {}})
+    moshi = lay.shard(plan.infer["moshi"], "s0001")
+    for attempt in ("20260101T000000Z-aaaaaaaa", "20260101T000100Z-bbbbbbbb"):  # two failed attempts, no marker
+        put_json(store, lay.failure(moshi, attempt), {"attempt": attempt, "reason": "CUDA out of memory",
+                                                      "wall_s": 1.0, "device_hours": 0.25})
+    put_json(store, lay.failure(lay.shard(plan.infer["silent"], "s0001"), "20260101T000000Z-cccccccc"),
+             {"attempt": "20260101T000000Z-cccccccc", "reason": "node lost", "wall_s": 1.0, "device_hours": 0.1})
+    put_json(store, lay.marker(lay.shard(plan.infer["silent"], "s0001")),  # retried, then complete
+             {"ok": 1, "error": 0, "device_hours": 0.5, "conversations": {}})
+    text = run_status(cfg, store)
+    assert "silent     2/2 shards complete, 0 failed, 0 missing; 1 failed attempts; 0 conversation errors" in text
+    assert "moshi      1/2 shards complete, 1 failed, 0 missing; 2 failed attempts; 1 conversation errors" in text
+    assert "SUSPECT" not in text  # reduce has not run
+    put_json(store, lay.file(plan.reduce, "statistics.json"), {"output_checks": {
+        "silent": {"role": "baseline", "suspect": True,
+                   "reasons": ["no speech detected in any of its 3 conversations"]},
+        "moshi": {"role": "evaluated", "suspect": True,
+                  "reasons": ["output peak -75.0 dBFS stays below -60 dBFS in every conversation"]}}})
+    put_json(store, lay.marker(plan.reduce), {"models": ["silent", "moshi"]})
+    lines = run_status(cfg, store).splitlines()
+    assert ("  SUSPECT   silent     no speech detected in any of its 3 conversations (expected for a baseline that "
+            "never speaks)") in lines
+    assert "  SUSPECT   moshi      output peak -75.0 dBFS stays below -60 dBFS in every conversation" in lines
