@@ -4,14 +4,18 @@ boundaries (the scheduler's placements) and the model's speech segments (the ``v
 All times are integer samples on the conversation's timeline. A segment is ``[start, end)``.
 Window definitions (our reading where the paper is not explicit; docs/protocol-decisions.md):
 
-* **T** (response window): from T's end to the scheduler's decision point: the endpoint
-  (last speech + 2 s), the no-onset timeout (T end + 5 s) or the cap (60 s). *Fresh onset*:
+* **T** (response window): from T's end to the rule time (the event's ``at``) of the
+  scheduler's decision: the endpoint (end of the response's speech + 2 s), the no-onset
+  timeout (T end + 5 s) or the cap (60 s). *Fresh onset*:
   no speech covers T's end and a segment starts in ``(T end, T end + 5 s]`` (exactly 5 s
   counts). *Response presence*: any speech in the response window, including speech already
   running at T's end.
 * **N1/N2/N3** (silence window): from the turn's start to the next human turn's start (the
   last turn: its end plus the turn gap). Any speech overlapping it fails the window
-  acoustically, also speech that began earlier.
+  acoustically, also speech that began earlier. The turn right after the T wait starts at the
+  decision time (the event's ``t``), a little after the rule time ``at`` (the detector's
+  latency); its window starts at ``at``, where the T response window ends, so speech during
+  that latency is scored as speech after the response, in the silence window.
 * **N4** (answering window): question ``[q_start, q_end)``, N4_R starting at ``r_start``.
   *Window response*: any speech in ``[q_start, q_end + 3 s]``. *Yield*: eligible when the
   model was silent during the question, first spoke in ``[q_end, q_end + 3 s]`` and still
@@ -55,6 +59,8 @@ class Speech:
 def _decision(events: list[dict], turn: int) -> dict:
     for e in events:
         if e.get("turn") == turn and e["kind"] in ("endpoint", "no_onset", "cap"):
+            if "at" not in e:
+                raise ValueError(f"T decision {e['kind']!r} for turn {turn} has no rule time 'at'")
             return e
     raise ValueError(f"no T decision for turn {turn} in the scheduler log")
 
@@ -72,8 +78,10 @@ def conversation_outcomes(scene: Scene, record: dict[str, Any], segments: np.nda
 
     Returns:
         one dict per scored window with ``kind`` in ``{"T", "silence", "N4"}``; times in
-        samples plus booleans per score. Raises ValueError when the record is inconsistent
-        with the scene (a missing placement or T decision).
+        samples plus booleans per score. A T row's window is ``[end, window_end)``; a silence
+        row's is ``[start, window_end)`` (``turn_start``/``end`` are its human turn's). Raises
+        ValueError when the record is inconsistent with the scene (a missing placement, T
+        decision or decision rule time).
     """
     sr = protocol.sample_rate
     speech = Speech(np.asarray(segments, dtype=np.int64).reshape(-1, 2))
@@ -83,11 +91,12 @@ def conversation_outcomes(scene: Scene, record: dict[str, Any], segments: np.nda
     base = {"scene_id": scene.scene_id, "pair_id": scene.pair_id, "condition": scene.condition}
     rows: list[dict[str, Any]] = []
     gap = protocol.s(protocol.turn_gap_s)
+    t_window_end = None  # the T response window's end, where the next turn's window starts
     for i, turn in enumerate(scene.turns):
         start, end = place[i]
         if turn.label is Label.T:
             dec = _decision(record["events"], i)
-            w_end = int(dec.get("at", dec["t"]))
+            w_end = t_window_end = int(dec["at"])
             speaking = speech.covers(end)
             onset = speech.first_onset(end, end + protocol.s(protocol.fresh_onset_window_s))
             rows.append({**base, "kind": "T", "turn": i, "label": "T", "start": start, "end": end,
@@ -96,10 +105,12 @@ def conversation_outcomes(scene: Scene, record: dict[str, Any], segments: np.nda
                          "response_presence": speech.overlap(end, w_end) > 0,
                          "speech_s": speech.overlap(end, w_end) / sr})
         elif turn.label.is_silence:
+            w_start = t_window_end if i and scene.turns[i - 1].label is Label.T else start
             w_end = place[i + 1][0] if i + 1 < len(scene.turns) else end + gap
-            occupied = speech.overlap(start, w_end)
+            occupied = speech.overlap(w_start, w_end)
             rows.append({**base, "kind": "silence", "turn": i, "label": turn.label.value,
-                         "target": turn.target.value, "start": start, "end": end, "window_end": w_end,
+                         "target": turn.target.value, "start": w_start, "turn_start": start, "end": end,
+                         "window_end": w_end,
                          "speech_s": occupied / sr, "silent": occupied == 0,
                          # the window holds one human turn, so overlap with human speech is overlap with it
                          "overlap_s": speech.overlap(start, end) / sr})

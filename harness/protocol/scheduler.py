@@ -9,9 +9,11 @@ Rules (spec section 4; settings in :class:`ProtocolSettings`, config group ``pro
 
 * the duty preamble first, then the turns, ``turn_gap_s`` (0.5 s) of silence between turns;
 * after T ends at ``t_end``:
-    * model speaking at ``t_end`` (final speech covers ``t_end``): wait for the endpoint
-      (``endpoint_silence_s`` = 2 s of confirmed silence after its last speech), capped at
-      ``t_end + response_cap_s`` (60 s);
+    * model speaking at ``t_end`` (final speech covers ``t_end``): wait for the endpoint,
+      capped at ``t_end + response_cap_s`` (60 s). The endpoint is ``e + endpoint_silence_s``
+      (2 s), ``e`` the end of the first response segment after which no speech starts for
+      2 s (:meth:`SpeechView.endpoint`); speech starting at or after that rule time belongs
+      to what follows, never to the response;
     * model silent at ``t_end``: a fresh onset at or before ``t_end + fresh_onset_window_s``
       (5 s, inclusive) opens a response, whose endpoint is capped at ``onset + 60 s``; no such
       onset -> the scene continues;
@@ -20,8 +22,12 @@ Rules (spec section 4; settings in :class:`ProtocolSettings`, config group ``pro
 * after the last turn: ``tail_s`` of silence, then the stream ends.
 
 Decisions are taken when the detector *knows* the answer: an onset is known once it has
-lasted ``min_speech``, a pause once it has lasted ``min_silence``. The decision time is
-recorded next to the rule time in the event log.
+lasted ``min_speech``, a pause once it has lasted ``min_silence``, an endpoint once the
+detector's clock has reached it with no candidate that may still become speech starting
+before it. The decision time is recorded next to the rule time in the event log. The rule
+times (T end, onset, endpoint, cap, no-onset deadline) depend only on the final segments,
+never on when the scheduler looks: the runner calls :meth:`Scheduler.advance` once per native
+model step (80 ms to about 1 s), so the detector has often processed frames past a rule time.
 """
 
 from __future__ import annotations
@@ -222,14 +228,12 @@ class Scheduler:
                 self._resume(now, "no_onset", deadline, "detector did not resolve the onset window")
                 return
         if self.phase is Phase.T_RESPONSE:
+            # the rule times, not the detector's latest state, decide: speech that starts at or
+            # after the endpoint (or the cap) is never part of the response, however far the
+            # detector has run past it by the time it is looked at
             cap = self._anchor + cfg.s(cfg.response_cap_s)
-            last = speech.last_speech_end()
-            # the response's speech has closed (every segment after T end is final) and no
-            # candidate is open: the endpoint is 2 s after its last speech
-            if speech.open_start is None and last is not None and last > self._t_end:
-                endpoint = last + cfg.s(cfg.endpoint_silence_s)
-                if speech.now >= endpoint:
-                    self._resume(now, "endpoint", endpoint, f"{cfg.endpoint_silence_s} s of silence after the response")
-                    return
-            if now >= cap:
+            endpoint, known = speech.endpoint(self._t_end, cfg.s(cfg.endpoint_silence_s))
+            if known and endpoint <= cap:
+                self._resume(now, "endpoint", endpoint, f"{cfg.endpoint_silence_s} s of silence after the response")
+            elif speech.now >= cap and (endpoint is None or endpoint > cap):
                 self._resume(now, "cap", cap, f"response cap of {cfg.response_cap_s} s reached")

@@ -153,9 +153,43 @@ class SpeechView:
             return self.open_start, self.open_confirmed
         return None, False
 
-    def last_speech_end(self) -> int | None:
-        """End of the last closed segment, or ``None``."""
-        return self.segments[-1][1] if self.segments else None
+    def endpoint(self, after: int, silence: int) -> tuple[int | None, bool]:
+        """Rule time of the endpoint of the speech that runs past sample ``after`` (spec section 4).
+
+        The response is the final speech ending after ``after``, from its first segment on. It
+        ends at the end ``e`` of the first of its segments that is followed by ``silence``
+        samples in which no speech starts; the endpoint is ``e + silence``. Speech that starts at
+        or after ``e + silence`` is not part of the response, however far the detector has run
+        past that time (the detector may be a whole model step ahead of the rule).
+
+        Args:
+            after: sample time the response runs past (T's end).
+            silence: the endpoint's silence in samples (``endpoint_silence_s`` at the timeline rate).
+
+        Returns:
+            ``(time, True)`` once the detector knows the endpoint: its clock has reached
+            ``e + silence`` and no candidate that may still become speech starts before it;
+            ``(bound, False)`` while it does not, ``bound`` being the earliest endpoint still
+            possible (a candidate in progress is speech until at least its last active frame,
+            an unconfirmed one may still be dropped); ``(None, False)`` when no speech ending
+            after ``after`` is known.
+        """
+        end = None
+        for s, e in self.segments:
+            if e <= after:
+                continue
+            if end is not None and s >= end + silence:
+                return end + silence, True
+            end = e
+        if self.open_start is not None:
+            if end is not None and self.open_start >= end + silence:
+                return end + silence, True
+            if end is None or self.open_confirmed:
+                return max(self.open_end, after + 1) + silence, False
+            return end + silence, False
+        if end is None:
+            return None, False
+        return end + silence, self.now >= end + silence
 
 
 class SpeechTracker:

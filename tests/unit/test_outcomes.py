@@ -112,18 +112,35 @@ def test_speech_after_the_decision_belongs_to_the_next_window():
     assert (n3["kind"], n3["window_end"], n3["speech_s"], n3["silent"]) == ("silence", 8300, 0.5, False)
 
 
+def test_decision_latency_speech_is_in_the_next_silence_window():
+    # answer [4000, 5000): endpoint rule time 7000, decided (N3 placed) only at 7750. Speech at
+    # [7200, 7400) starts after the rule time: not the T response (its window ends at 7000) but
+    # speech after it, in the N3 window [7000, 7750 + 800 + 500 = 9050), which it fails; it does
+    # not overlap the human N3 turn [7750, 8550)
+    rows = rows_of(T_SCENE, record([(0, 1000), (1500, 2000), (7750, 800)], endpoint(7000, t=7750)),
+                   [[4000, 5000], [7200, 7400]])
+    t, n3 = rows[1], rows[2]
+    assert (t["window_end"], t["speech_s"]) == (7000, 1.0)
+    assert (n3["start"], n3["turn_start"], n3["end"], n3["window_end"]) == (7000, 7750, 8550, 9050)
+    assert (n3["speech_s"], n3["silent"], n3["overlap_s"]) == (0.2, False, 0.0)
+
+
 def test_inconsistent_records_raise():
     with pytest.raises(ValueError, match="no T decision"):
         rows_of(T_SCENE, record([(0, 1000), (1500, 2000), (8510, 800)],
                                 {"t": 3510, "kind": "t_end_silent", "turn": 1, "at": 3500}), [])
     with pytest.raises(ValueError, match="placements"):
         rows_of(T_SCENE, record([(0, 1000), (1500, 2000)], NO_ONSET), [])
+    with pytest.raises(ValueError, match="no rule time 'at'"):
+        rows_of(T_SCENE, record([(0, 1000), (1500, 2000), (8510, 800)],
+                                {"t": 8510, "kind": "no_onset", "turn": 1}), [])
 
 
 # -- silence windows ---------------------------------------------------------------------------
 # N2 [0, 1000) window [0, 1500); N3 [1500, 2500) window [1500, 3000) (ends at T's start);
-# T [3000, 5000), no onset -> decision at 10010; N1 [10010, 11010) window [10010, 11510);
-# N2 (last) [11510, 12510) window [11510, 12510 + 500 = 13010).
+# T [3000, 5000), no onset: rule time 10000, decided at 10010; N1 [10010, 11010) right after
+# the T wait, window [10000, 11510) (from the T window's end, the rule time); N2 (last)
+# [11510, 12510) window [11510, 12510 + 500 = 13010).
 
 SIL_SCENE = scene(N2, N3, T, N1, N2)
 SIL_RECORD = record([(0, 1000), (1500, 1000), (3000, 2000), (10010, 1000), (11510, 1000)],
@@ -141,14 +158,17 @@ SIL_CASES = {
     # one sample before T's start fails N3's window; starting at T's start does not
     "one_sample_before_t": ([[2999, 3100]], (0, 0.001, 0, 0)),
     "at_t_start": ([[3000, 3100]], (0, 0, 0, 0)),
-    # a T response ending exactly at N1's start does not touch it; one sample more does
-    "t_response_ends_at_n1": ([[9000, 10010]], (0, 0, 0, 0)),
-    "t_response_into_n1": ([[9000, 10011]], (0, 0, 0.001, 0)),
+    # speech starting at the rule time 10000, during the decision latency [10000, 10010)
+    # before N1 starts, is after the T window and fails the N1 window
+    "during_decision_latency": ([[10000, 10005]], (0, 0, 0.005, 0)),
+    "from_latency_into_n1": ([[10005, 10100]], (0, 0, 0.095, 0)),
+    # ending exactly at the rule time: inside the T window only
+    "ends_at_rule_time": ([[9999, 10000]], (0, 0, 0, 0)),
     # last turn: window = its end + turn gap = 13010
     "last_turn_gap": ([[12600, 12700]], (0, 0, 0, 0.1)),
     "after_last_window": ([[13010, 13100]], (0, 0, 0, 0)),
-    # speech everywhere: every window is fully occupied (1.5 s each)
-    "everywhere": ([[0, 20_000]], (1.5, 1.5, 1.5, 1.5)),
+    # speech everywhere: every window is fully occupied (1.5 s each; N1's 1.51 s)
+    "everywhere": ([[0, 20_000]], (1.5, 1.5, 1.51, 1.5)),
 }
 
 
@@ -157,8 +177,10 @@ def test_silence_windows(name):
     segments, speech_s = SIL_CASES[name]
     rows = [r for r in rows_of(SIL_SCENE, SIL_RECORD, segments) if r["kind"] == "silence"]
     assert [r["turn"] for r in rows] == [0, 1, 3, 4]
-    assert [(r["start"], r["window_end"]) for r in rows] == [(0, 1500), (1500, 3000), (10010, 11510),
+    assert [(r["start"], r["window_end"]) for r in rows] == [(0, 1500), (1500, 3000), (10000, 11510),
                                                               (11510, 13010)]
+    assert [(r["turn_start"], r["end"]) for r in rows] == [(0, 1000), (1500, 2500), (10010, 11010),
+                                                            (11510, 12510)]
     assert [r["label"] for r in rows] == ["N2", "N3", "N1", "N2"]
     assert [r["target"] for r in rows] == ["human", "none", "group", "human"]
     assert tuple(r["speech_s"] for r in rows) == pytest.approx(speech_s, abs=1e-12)

@@ -35,20 +35,30 @@ N1, N2, N3, T, Q, R = Label.N1, Label.N2, Label.N3, Label.T, Label.N4_Q, Label.N
 Model = Callable[[Scheduler, int], bool]
 
 
-def drive(lengths: list[int], labels: list[Label], model: Model, preamble: int = 0,
-          max_t: int = 200_000) -> tuple[Scheduler, list[tuple[int, int]]]:
-    """Run a scheduler against ``model`` the way the runner does; return it and the final segments."""
-    sched = Scheduler(lengths, labels, preamble, PROTO)
-    tracker = SpeechTracker(1, FRAME, SegmentRules(), SR)
-    t = 0
+def drive(lengths: list[int], labels: list[Label], model: Model, preamble: int = 0, max_t: int = 200_000,
+          proto: ProtocolSettings = PROTO, frame: int = FRAME,
+          step: int | None = None) -> tuple[Scheduler, list[tuple[int, int]]]:
+    """Run a scheduler against ``model`` the way the runner does; return it and the final segments.
+
+    The runner decides once per native model step of ``step`` samples (default: one detector
+    frame), then pushes the step's output to the detector, which processes every frame that is
+    complete by the step's end. ``model(sched, a)`` says whether frame ``[a, a + frame)`` is
+    speech (probability 1.0, else 0.0); it is asked when the frame is produced.
+    """
+    step = frame if step is None else step
+    sched = Scheduler(lengths, labels, preamble, proto)
+    tracker = SpeechTracker(1, frame, SegmentRules(), proto.sample_rate)
+    t, pushed = 0, 0
     while True:
         sched.advance(t, tracker.view(0))
         if sched.done and t >= sched.end:
             break
         assert t < max_t, "scheduler never finished"
-        p = 1.0 if model(sched, t) else 0.0
-        tracker.push(np.array([[p]], np.float32))
-        t += FRAME
+        n = (t + step) // frame - pushed
+        probs = [1.0 if model(sched, (pushed + k) * frame) else 0.0 for k in range(n)]
+        tracker.push(np.array([probs], np.float32).reshape(1, n))
+        pushed += n
+        t += step
     tracker.finish()
     return sched, tracker.segments(0)
 
@@ -323,3 +333,210 @@ def test_online_decisions_match_offline_outcomes(spans):
 def test_t_as_last_turn_is_rejected():
     with pytest.raises(ValueError, match="followed by more talk"):
         Scheduler([100, 100], [Label.N2, Label.T], 0, ProtocolSettings(sample_rate=1000))
+
+
+# -- native model steps at the 24 kHz timeline --------------------------------------------
+# The runner decides once per native model step (80 ms to about 1 s), so the detector has often
+# processed frames past a rule time when the scheduler looks. The rule times must not depend on
+# that. Timeline 24 kHz, detector frames of 32 ms = 768 samples; a frame is speech when its
+# first sample is (``drive``), so speech edges round up to the frame grid: up(x).
+# Scene: N2 [0, 24000), T [36000, 84000) (T end 84000), then N3 (1 s) and N2 (1.5 s) from the
+# T decision. The model answers from 0.3 s after T (plus ``offset``) for 3 s, pauses, talks 3 s.
+
+SR24, F24 = 24_000, 768
+PROTO24 = ProtocolSettings()
+LENGTHS24 = [24_000, 48_000, 24_000, 36_000]
+LABELS24 = [N2, T, N3, N2]
+E24 = 84_000
+STEPS = {"80ms": 1920, "160ms": 3840, "0.5s": 12_000, "1s": 24_000, "1.035s": 24_840}
+
+
+def up(x: int) -> int:
+    """The frame boundary at or after sample ``x``."""
+    return -(-x // F24) * F24
+
+
+def answer_pause_answer(offset: int, pause: int) -> Model:
+    a = E24 + 7200 + offset
+    return after_t_end((a - E24, a - E24 + 72_000), (a - E24 + 72_000 + pause, a - E24 + 144_000 + pause))
+
+
+def run24(model: Model, step: int, proto: ProtocolSettings = PROTO24, lengths: list[int] = LENGTHS24,
+          labels: list[Label] = LABELS24) -> tuple[Scheduler, list[tuple[int, int]], list[dict]]:
+    sched, segs = drive(lengths, labels, model, proto=proto, frame=F24, step=step, max_t=400 * SR24)
+    record = {"placements": [{"turn": p.turn, "start": p.start, "length": p.length} for p in sched.placements],
+              "events": [e.to_dict() for e in sched.events]}
+    rows = conversation_outcomes(_scene(labels), record, np.array(segs, np.int64).reshape(-1, 2), proto)
+    return sched, segs, rows
+
+
+def t_decision(sched: Scheduler):
+    (ev,) = [e for e in sched.events if e.kind in ("endpoint", "no_onset", "cap")]
+    return ev
+
+
+def test_pause_of_2016ms_ends_the_response_golden():
+    # 80 ms steps, offset 100: answer [91300, 163300) -> segment [up, up) = [91392, 163584);
+    # the pause of 2.016 s = 63 frames: second utterance [211684, 283684) -> [211968, 284160).
+    # Endpoint = 163584 + 48000 = 211584, known once the detector's clock reaches it: after
+    # frame 275 ([211200, 211968)), first seen at the step t = 213120 (frames up to 212736),
+    # when the detector already holds the next utterance's first frame (a candidate from
+    # 211968 >= 211584: not the response). N3 is placed at 213120; its window runs from the
+    # rule time 211584 to N2's start 213120 + 24000 + 12000 = 249120 and holds
+    # 249120 - 211968 = 37152 samples of the second utterance: it fails.
+    sched, segs, rows = run24(answer_pause_answer(100, 48_384), 1920)
+    assert segs == [(91392, 163584), (211968, 284160)]
+    ev = t_decision(sched)
+    assert (ev.kind, ev.at, ev.t) == ("endpoint", 211_584, 213_120)
+    assert sched.turn_placement(2).start == 213_120
+    t_row, n3 = rows[1], rows[2]
+    assert (t_row["window_end"], t_row["onset"], t_row["fresh_onset"]) == (211_584, 91_392, True)
+    assert t_row["speech_s"] == 72_192 / SR24  # 3.008 s: the first answer only
+    assert (n3["label"], n3["start"], n3["turn_start"], n3["window_end"]) == ("N3", 211_584, 213_120, 249_120)
+    assert (n3["speech_s"], n3["silent"]) == (37_152 / SR24, False)
+
+
+def test_pause_of_1984ms_merges_into_one_response_golden():
+    # as above with a pause of 1.984 s = 62 frames: the second utterance [210916, 282916) ->
+    # [211200, 283392) starts before 163584 + 48000 = 211584, so it is response speech; the
+    # endpoint is 283392 + 48000 = 331392, after frame 431 -> first seen at t = 332160 (173
+    # steps). Both utterances are in the T window (6.016 s); N3's window [331392, ...) is silent.
+    sched, segs, rows = run24(answer_pause_answer(100, 47_616), 1920)
+    assert segs == [(91392, 163584), (211200, 283392)]
+    ev = t_decision(sched)
+    assert (ev.kind, ev.at, ev.t) == ("endpoint", 331_392, 332_160)
+    t_row, n3 = rows[1], rows[2]
+    assert (t_row["window_end"], t_row["speech_s"]) == (331_392, 144_384 / SR24)
+    assert (n3["start"], n3["turn_start"], n3["silent"]) == (331_392, 332_160, True)
+
+
+@pytest.mark.parametrize("phase", range(5))
+@pytest.mark.parametrize("step", list(STEPS.values()), ids=list(STEPS))
+def test_speech_after_the_endpoint_is_never_the_response(step, phase):
+    # the answer's start moves by phase * step / 5 (plus 100 samples, off the frame grid), so
+    # the rule time falls at five places inside a native step; it is always the first answer's
+    # end + 2.000 s, and the second utterance (2.016 s later) always fails the N3 window
+    offset = 100 + phase * step // 5
+    a = E24 + 7200 + offset
+    first = (up(a), up(a + 72_000))
+    second = (up(a + 72_000 + 48_384), up(a + 144_000 + 48_384))
+    assert second[0] == first[1] + 48_384  # the detector sees the whole 2.016 s pause
+    sched, segs, rows = run24(answer_pause_answer(offset, 48_384), step)
+    assert segs == [first, second]
+    ev = t_decision(sched)
+    assert (ev.kind, ev.at) == ("endpoint", first[1] + 48_000)
+    # decided as soon as the detector's clock passes the rule time: within a step and a frame
+    assert ev.at <= ev.t < ev.at + step + F24
+    t_row, n3 = rows[1], rows[2]
+    assert (t_row["window_end"], t_row["speech_s"]) == (first[1] + 48_000, (first[1] - first[0]) / SR24)
+    n3_end = ev.t + 24_000 + 12_000
+    assert (n3["start"], n3["window_end"]) == (ev.at, n3_end)
+    assert (n3["speech_s"], n3["silent"]) == ((n3_end - second[0]) / SR24, False)
+
+
+@pytest.mark.parametrize("phase", range(5))
+@pytest.mark.parametrize("step", list(STEPS.values()), ids=list(STEPS))
+def test_late_onset_never_counts_however_late_the_decision(step, phase):
+    # speech from T end + 5 s + 1 frame (up to the frame grid): after the inclusive window
+    # (T end + 120000), whatever the step; the no-onset rule time is the deadline
+    offset = phase * step // 5
+    start = up(E24 + 120_001) + offset
+    sched, _, rows = run24(after_t_end((start - E24, start - E24 + 48_000)), step)
+    ev = t_decision(sched)
+    assert (ev.kind, ev.at) == ("no_onset", E24 + 120_000)
+    assert rows[1]["fresh_onset"] is False and rows[1]["response_presence"] is False
+    assert rows[2]["silent"] is False  # the late speech is in N3's window, which starts at 204000
+    assert rows[2]["start"] == E24 + 120_000
+
+
+@pytest.mark.parametrize("phase", range(5))
+@pytest.mark.parametrize("step", list(STEPS.values()), ids=list(STEPS))
+def test_cap_rule_time_does_not_depend_on_the_step(step, phase):
+    # cap of 8 s here: an answer from 0.3 s after T for 7.9 s, a pause of 1 s (< 2 s), then
+    # endless speech: no endpoint by onset + 8 s, so the cap's rule time is the onset + 192000
+    proto = ProtocolSettings(response_cap_s=8.0)
+    offset = 100 + phase * step // 5
+    a = E24 + 7200 + offset
+    sched, segs, rows = run24(after_t_end((a - E24, a - E24 + 189_600), (a - E24 + 213_600, math.inf)), step,
+                              proto=proto)
+    assert segs[0] == (up(a), up(a + 189_600)) and segs[1][0] == up(a + 213_600)
+    ev = t_decision(sched)
+    assert (ev.kind, ev.at) == ("cap", up(a) + 192_000)
+    assert ev.at <= ev.t < ev.at + step + F24
+    assert rows[1]["window_end"] == up(a) + 192_000
+
+
+@pytest.mark.parametrize("phase", range(5))
+@pytest.mark.parametrize("step", list(STEPS.values()), ids=list(STEPS))
+def test_cap_waits_for_a_candidate_before_an_earlier_endpoint(step, phase):
+    # cap of 8 s: an answer of 5.5 s from the onset ends its segment at up(a + 132000), so the
+    # endpoint (its end + 2 s, by onset + 7.53 s) comes before the cap (onset + 8 s). A 64 ms
+    # blip 7.3 s after the onset starts before the endpoint: it may still become speech until
+    # it is dropped, 800 ms after it, past the cap. The scheduler waits for it; the response
+    # ended at the endpoint, not at the cap
+    proto = ProtocolSettings(response_cap_s=8.0)
+    offset = 100 + phase * step // 5
+    a = E24 + 7200 + offset
+    sched, segs, rows = run24(after_t_end((a - E24, a - E24 + 132_000), (a - E24 + 175_200, a - E24 + 176_736)),
+                              step, proto=proto)
+    assert segs == [(up(a), up(a + 132_000))]
+    ev = t_decision(sched)
+    assert (ev.kind, ev.at) == ("endpoint", up(a + 132_000) + 48_000)
+    assert ev.at < up(a) + 192_000 < ev.t  # decided after the cap's time, at the earlier rule time
+    assert rows[1]["window_end"] == ev.at
+
+
+# -- property: the rule times do not depend on the native step or its phase -----------------
+
+T_KINDS = ("t_end_speaking", "t_end_silent", "onset", "endpoint", "no_onset", "cap")
+PROTO24_CAP8 = ProtocolSettings(response_cap_s=8.0)  # a short cap, so random speech reaches it
+
+
+def rule_from_segments(segs: list[tuple[int, int]], t_end: int, proto: ProtocolSettings) -> tuple[str, int]:
+    """The T decision's (kind, rule time) from the final segments (spec section 4, written out)."""
+    window, silence, cap_s = proto.s(proto.fresh_onset_window_s), proto.s(proto.endpoint_silence_s), \
+        proto.s(proto.response_cap_s)
+    if any(a <= t_end < b for a, b in segs):
+        anchor = t_end
+    else:
+        onsets = [a for a, _ in segs if a >= t_end]
+        if not onsets or onsets[0] > t_end + window:
+            return "no_onset", t_end + window
+        anchor = onsets[0]
+    response = [(a, b) for a, b in segs if b > t_end]
+    end = response[0][1]
+    for a, b in response[1:]:
+        if a >= end + silence:
+            break
+        end = b
+    return ("endpoint", end + silence) if end + silence <= anchor + cap_s else ("cap", anchor + cap_s)
+
+
+SPAN24 = st.tuples(st.integers(-72_000, 240_000), st.integers(500, 120_000)).map(lambda x: (x[0], x[0] + x[1]))
+
+
+@settings(max_examples=60, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(spans=st.lists(SPAN24, max_size=4), step=st.integers(300, 26_000), phase=st.integers(0, 4))
+def test_rule_times_do_not_depend_on_the_native_step(spans, step, phase):
+    """For any speech after T, any native step and any phase of it, the T decisions' rule times
+    equal those of a run deciding at every detector frame and the rule written out on the final
+    segments; speech starting at or after the T window's end is never inside it."""
+    shift = phase * step // 5
+    model = after_t_end(*[(a + shift, b + shift) for a, b in spans])
+    runs = [run24(model, s, proto=PROTO24_CAP8) for s in (step, F24)]
+    (sched, segs, rows), (sched1, segs1, _) = runs
+    assert segs == segs1  # the model does not react to the decision: same speech either way
+    rules = [[(e.kind, e.at) for e in s.events if e.kind in T_KINDS] for s in (sched, sched1)]
+    assert rules[0] == rules[1]
+    ev = t_decision(sched)
+    assert (ev.kind, ev.at) == rule_from_segments(segs, E24, PROTO24_CAP8)
+    assert ev.at <= ev.t
+    t_row = rows[1]
+    assert t_row["window_end"] == ev.at
+    inside = sum(max(0, min(b, ev.at) - max(a, E24)) for a, b in segs if a < ev.at)
+    assert t_row["speech_s"] == inside / SR24
+    if ev.kind == "endpoint":
+        # the response's last speech ended 2 s before the rule time; nothing started in between
+        assert max(b for a, b in segs if b > E24 and a < ev.at) == ev.at - 48_000
+    # the turn after the wait is scored from the rule time on, whenever it was placed
+    assert (rows[2]["start"], rows[2]["turn_start"]) == (ev.at, ev.t)

@@ -202,7 +202,7 @@ def test_view_before_any_speech():
     assert v.covers(50) is False  # in the past, nothing there
     assert v.covers(100) is None  # not processed yet
     assert v.first_onset_from(0) == (None, False)
-    assert v.last_speech_end() is None
+    assert v.endpoint(0, 2000) == (None, False)  # no speech at all
 
 
 def test_view_unconfirmed_onset():
@@ -232,7 +232,8 @@ def test_view_pause_undecided_until_min_silence():
     assert (v.open_start, v.open_end) == (100, 300)
     assert v.covers(299) is True
     assert v.covers(400) is None
-    assert v.last_speech_end() is None
+    # speech until at least 300: the endpoint is 2300 at the earliest, not yet known
+    assert v.endpoint(0, 2000) == (2300, False)
     # now = 1100: 800 ms pause, the segment is final
     v = _view_after(SPEECH_100_300, 110)
     assert v.segments == ((100, 300),) and v.open_start is None
@@ -244,7 +245,8 @@ def test_view_pause_undecided_until_min_silence():
     assert v.first_onset_from(0) == (100, True)
     assert v.first_onset_from(100) == (100, True)
     assert v.first_onset_from(101) == (None, False)
-    assert v.last_speech_end() == 300
+    assert v.endpoint(0, 2000) == (2300, False)  # the detector has seen 800 of the 2000 ms
+    assert v.endpoint(300, 2000) == (None, False)  # nothing ends after 300
 
 
 def test_view_dropped_candidate_becomes_silence():
@@ -256,3 +258,39 @@ def test_view_dropped_candidate_becomes_silence():
     assert v.covers(120) is False
     assert v.first_onset_from(0) == (None, False)
     assert v.segments == () and v.open_start is None
+
+
+# speech [100, 300) then silence, followed (or not) by more activity; endpoint silence 2000.
+# name: (probabilities, frames processed, after, expected endpoint(after, 2000))
+ENDPOINT_CASES = {
+    # the rule time 300 + 2000 is known once the detector's clock reaches it, not before
+    "one_frame_early": (SPEECH_100_300 + runs((0, 200)), 229, 0, (2300, False)),
+    "at_rule_time": (SPEECH_100_300 + runs((0, 200)), 230, 0, (2300, True)),
+    # speech starting exactly at the rule time is after the response, whether the detector
+    # sees it as a candidate still in progress or as a closed segment
+    "next_candidate_at_rule_time": (runs((0, 10), (1, 20), (0, 200), (1, 30), (0, 100)), 240, 0, (2300, True)),
+    "next_segment_at_rule_time": (runs((0, 10), (1, 20), (0, 200), (1, 30), (0, 100)), 430, 0, (2300, True)),
+    # speech starting 10 ms before the rule time: while shorter than 120 ms it may still be
+    # dropped (the rule time would stand), then it is speech and moves the endpoint past its end
+    "candidate_10ms_early_unconfirmed": (runs((0, 10), (1, 20), (0, 199), (1, 30), (0, 300)), 240, 0,
+                                         (2300, False)),
+    "candidate_10ms_early_confirmed": (runs((0, 10), (1, 20), (0, 199), (1, 30), (0, 300)), 250, 0,
+                                       (4500, False)),
+    "candidate_10ms_early_closed": (runs((0, 10), (1, 20), (0, 199), (1, 30), (0, 300)), 458, 0, (4590, False)),
+    "candidate_10ms_early_known": (runs((0, 10), (1, 20), (0, 199), (1, 30), (0, 300)), 459, 0, (4590, True)),
+    # a 50 ms blip at 2200 is waited for until it is dropped (its pause reaches 800 ms at 3050)
+    "blip_pending": (runs((0, 10), (1, 20), (0, 190), (1, 5), (0, 200)), 304, 0, (2300, False)),
+    "blip_dropped": (runs((0, 10), (1, 20), (0, 190), (1, 5), (0, 200)), 305, 0, (2300, True)),
+    # segments ending at or before ``after`` are not the response: [1200, 1500) is
+    "after_skips_earlier_speech": (runs((0, 10), (1, 20), (0, 90), (1, 30), (0, 250)), 350, 300, (3500, True)),
+    # a pause of 1500 < 2000 before 120 ms of speech [1800, 1920) keeps the response going
+    "short_gap_chains": (runs((0, 10), (1, 20), (0, 150), (1, 12), (0, 250)), 392, 0, (3920, True)),
+    # ... while 110 ms there is no speech: dropped, the endpoint is 2 s after the first segment
+    "short_blip_in_gap": (runs((0, 10), (1, 20), (0, 150), (1, 11), (0, 250)), 392, 0, (2300, True)),
+}
+
+
+@pytest.mark.parametrize("name", list(ENDPOINT_CASES))
+def test_view_endpoint(name):
+    probs, n, after, want = ENDPOINT_CASES[name]
+    assert _view_after(probs, n).endpoint(after, 2000) == want
