@@ -29,7 +29,7 @@ from harness.scoring.judge import CORRECT, Cost
 from harness.scoring.judge.lexical import LexicalJudge
 from harness.store.base import LocalStore, get_json
 from harness.store.layout import cache_prefix
-from tests.fixtures.fake_llm import FakeAnthropic, FakeGemini
+from tests.fixtures.fake_llm import FakeAnthropic, FakeGemini, ProviderAPI, provider_env
 
 
 # ---------------------------------------------------------------------------------------------
@@ -266,6 +266,26 @@ def test_gemini_reference_temperature_zero_and_thinking_billed():
     assert (d.cost.input_tokens, d.cost.output_tokens) == (900, 48)
     assert d.cost.usd == pytest.approx((900 * 0.30 + 48 * 2.50) / 1e6)
     assert fake.calls[0]["config"]["temperature"] == 0 and fake.calls[0]["model"] == "gemini-2.5-flash"
+
+
+# the real installed SDK clients over a mock HTTP transport returning the providers' documented JSON
+@pytest.mark.parametrize(("kind", "thoughts", "tokens", "usd"), [
+    # claude-sonnet-4-5, $3 / $15 per MTok: 2000 * 3e-6 + 15 * 15e-6 = 0.006225
+    ("anthropic", 0, (2000, 15), 0.006225),
+    # gemini-2.5-flash, $0.30 / $2.50 per MTok, thinking billed as output: 2000 * 0.3e-6 + (15 + 60) * 2.5e-6
+    ("gemini", 60, (2000, 75), 0.0007875),
+])
+def test_llm_reference_through_the_real_sdk_books_tokens_and_cost(monkeypatch, kind, thoughts, tokens, usd):
+    provider_env(monkeypatch)
+    api = ProviderAPI(attentive, input_tokens=2000, output_tokens=15, thoughts_tokens=thoughts)
+    ref = build_reference(kind, http_client=api.http_client())
+    inp = turn_inputs(P2_EXPLICIT, DUTY_TEXT)[1]
+    d = ref.decide(inp, 1)
+    assert (d.decision, d.answer, d.raw) == (RESPOND, "Lima.", "RESPOND\nLima.")
+    assert (d.cost.input_tokens, d.cost.output_tokens) == tokens
+    assert d.cost.usd == pytest.approx(usd, abs=1e-12)
+    assert api.prompts() == [ref.prompt_text(inp)]
+    assert ref.stats()["cost"] == {"input_tokens": tokens[0], "output_tokens": tokens[1], "usd": d.cost.usd}
 
 
 def test_llm_reference_scores_answers_with_the_judge(tmp_path):
