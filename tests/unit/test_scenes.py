@@ -84,7 +84,7 @@ def test_base_scene_is_valid():
 @pytest.mark.parametrize("case", sorted(BROKEN))
 def test_validation_rule(case):
     scene, rule, turn = BROKEN[case]
-    with pytest.raises(SceneError) as info:
+    with pytest.raises(SceneError, match=rf"\[rule {rule}\]$") as info:
         scene.validate()
     err = info.value
     assert (err.rule, err.turn, err.scene_id) == (rule, turn, SID)
@@ -123,7 +123,7 @@ def test_invalid_json_line_is_reported_and_iteration_continues():
 def test_missing_field(missing):
     d = _scene().to_dict()
     del d[missing]
-    with pytest.raises(SceneError) as info:
+    with pytest.raises(SceneError, match=f"missing field '{missing}'") as info:
         Scene.from_dict(d)
     assert (info.value.rule, info.value.turn, info.value.scene_id) == ("missing_field", None, SID)
     assert repr(SID) in str(info.value) and missing in str(info.value)
@@ -134,12 +134,12 @@ def test_missing_field(missing):
 def test_missing_turn_field_and_bad_label():
     d = _scene().to_dict()
     del d["turns"][1]["text"]
-    with pytest.raises(SceneError) as info:
+    with pytest.raises(SceneError, match="missing field 'text'") as info:
         Scene.from_dict(d)
     assert (info.value.rule, info.value.scene_id) == ("missing_field", SID)
     d = _scene().to_dict()
     d["turns"][1]["label"] = "N9"
-    with pytest.raises(SceneError) as info:
+    with pytest.raises(SceneError, match="'N9' is not a valid Label") as info:
         Scene.from_dict(d)
     assert (info.value.rule, info.value.scene_id) == ("bad_value", SID)
 
@@ -370,6 +370,6 @@ def test_generated_scenes_always_validate(seed, n_pairs, four_party_share, n4_sh
 
 @pytest.mark.parametrize("bad", ["../escape", "a/b", "_SUCCESS", ".hidden", "tab\there"])
 def test_scene_id_that_could_escape_its_prefix_is_rejected(bad):
-    with pytest.raises(SceneError) as info:
+    with pytest.raises(SceneError, match=r"\[rule scene_id\]$") as info:
         _scene(scene_id=bad).validate()
     assert info.value.rule == "scene_id" and repr(bad) in str(info.value)

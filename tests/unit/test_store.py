@@ -23,6 +23,16 @@ from tests.fixtures.s3 import S3Endpoint, aws_test_env, moto_url_fixture, s3_fix
 
 CONF_S3 = Path(__file__).resolve().parents[2] / "conf" / "store" / "s3.yaml"
 SECRET = "SENTINEL-secret-7f3a9c"  # must never show up anywhere
+def exactly(text: str) -> str:
+    """A ``match`` pattern for exactly ``text``."""
+    return f"^{re.escape(text)}$"
+
+
+def starts(text: str) -> str:
+    """A ``match`` pattern for a message that starts with ``text``."""
+    return f"^{re.escape(text)}"
+
+
 BAD_KEYS = ["", "/abs", "a/../b", "..", "a//b", "a/./b", "a\\b", "a\nb", "a\x00b", "a/", "a\x7fb", "a\x85b",
             "a\ud800b"]
 
@@ -96,7 +106,7 @@ def test_escaping_key_rejected_before_any_io(store, request):
                           (key, lambda k=key: store.put(k, b"x", if_absent=True)),
                           (key, lambda k=key: store.get(k)), (key, lambda k=key: store.exists(k)),
                           (f"{key}/x", lambda k=key: list(store.list(f"{k}/x")))):
-            with pytest.raises(InvalidKey, match=f"^invalid object key {re.escape(repr(named))}: "):
+            with pytest.raises(InvalidKey, match=starts(f"invalid object key {named!r}: ")):
                 op()
     if isinstance(store, S3Store):
         assert request.getfixturevalue("s3").proxy.requests == []  # nothing was sent
@@ -168,7 +178,7 @@ def test_local_probe_refuses_a_disk_without_hard_links(tmp_path, monkeypatch):
 
     monkeypatch.setattr(os, "link", no_links)
     message = f"local:{tmp_path.resolve()}: not usable as a store: PermissionError: [Errno 1] Operation not permitted"
-    with pytest.raises(StoreError, match=f"^{re.escape(message)}$"):
+    with pytest.raises(StoreError, match=exactly(message)):
         store.probe()
 
 
@@ -186,7 +196,7 @@ def test_probe_refuses_a_store_whose_conditional_put_overwrites(tmp_path, answer
 
     store = Overwriting(tmp_path)
     message = f"local:{tmp_path.resolve()}: {problem.format(PROBE_KEY)}"
-    with pytest.raises(StoreError, match=f"^{re.escape(message)}$"):
+    with pytest.raises(StoreError, match=exactly(message)):
         store.probe()
 
 
@@ -213,16 +223,14 @@ def test_s3_first_conditional_put_probes_first(s3):
 def test_s3_probe_refuses_an_endpoint_that_ignores_if_none_match(s3):
     s3.proxy.ignore_if_none_match = True
     store = open_store(StoreSettings(**s3.store_settings(prefix="team")))
-    with pytest.raises(StoreError) as err:
+    where = f"s3://{s3.bucket}/team ({s3.endpoint_url}): "
+    refused = (f"a conditional put (create only if absent) of the existing probe object '{PROBE_KEY}' was accepted "
+               "instead of refused: the endpoint ignores If-None-Match: *")
+    with pytest.raises(StoreError, match=starts(where + refused)) as err:
         store.probe()
-    msg = str(err.value)
-    assert msg.startswith(f"s3://{s3.bucket}/team ({s3.endpoint_url}): a conditional put (create only if absent) "
-                          f"of the existing probe object '{PROBE_KEY}' was accepted instead of refused: "
-                          "the endpoint ignores If-None-Match: *")
-    assert "testing" not in msg and "dummy-secret" not in msg
+    assert "testing" not in str(err.value) and "dummy-secret" not in str(err.value)
     n = len(s3.proxy.requests)
-    with pytest.raises(StoreError, match=rf"^s3://{s3.bucket}/team \(.*\): put 'run/plan.json' refused: "
-                                         r"a conditional put .* the endpoint ignores If-None-Match"):
+    with pytest.raises(StoreError, match=starts(f"{where}put 'run/plan.json' refused: {refused}")):
         store.put("run/plan.json", b"1", if_absent=True)
     assert len(s3.proxy.requests) == n  # the refusal is cached: no request, nothing written
     assert not store.exists("run/plan.json")
@@ -310,7 +318,7 @@ def test_persistent_faults_fail_with_a_clear_error_and_no_secret(s3, caplog):
                "put-if-absent": lambda: store.put("run/x.json", b"1", if_absent=True)}
         messages = []
         for op in ops.values():
-            with pytest.raises(StoreError) as err:
+            with pytest.raises(StoreError, match=r"'run/x\.json' failed: ") as err:
                 op()
             messages.append(str(err.value))
     for msg in messages:
@@ -330,16 +338,14 @@ def test_store_error_keeps_the_servers_message(s3):
     s3.proxy.fail_rate = 1.0
     why = ("NotImplemented (HTTP 501, after 1 of 3 attempts): A header you provided implies functionality that "
            "is not implemented [Header: If-None-Match]")  # 501 is not retried
-    with pytest.raises(StoreError) as err:
+    where = f"s3://{s3.bucket}/ ({s3.endpoint_url}): "
+    with pytest.raises(StoreError, match=exactly(f"{where}put 'run/x.json' failed: {why}")):
         store.put("run/x.json", b"1")
-    assert str(err.value) == f"s3://{s3.bucket}/ ({s3.endpoint_url}): put 'run/x.json' failed: {why}"
-    with pytest.raises(StoreError) as err:
+    with pytest.raises(StoreError, match=exactly(f"{where}put '{PROBE_KEY}' failed: {why}")):
         store.probe()  # a server that refuses the conditional put's header outright
-    assert str(err.value) == f"s3://{s3.bucket}/ ({s3.endpoint_url}): put '{PROBE_KEY}' failed: {why}"
-    with pytest.raises(StoreError) as err:
+    with pytest.raises(StoreError, match=exactly(f"{where}put 'run/_SUCCESS.json' failed: conditional-put probe: "
+                                                 f"put '{PROBE_KEY}' failed: {why}")):
         store.put("run/_SUCCESS.json", b"1", if_absent=True)  # the probe did not pass: tried again, same answer
-    assert str(err.value) == (f"s3://{s3.bucket}/ ({s3.endpoint_url}): put 'run/_SUCCESS.json' failed: "
-                              f"conditional-put probe: put '{PROBE_KEY}' failed: {why}")
     assert s3.proxy.injected[501] == 3
 
 
@@ -401,13 +407,13 @@ def test_credentials_cannot_enter_the_config():
 # -- keys and ids -------------------------------------------------------------------------------
 @pytest.mark.parametrize("key", BAD_KEYS)
 def test_bad_keys_rejected(key):
-    with pytest.raises(InvalidKey, match=f"^invalid object key {re.escape(repr(key))}: "):
+    with pytest.raises(InvalidKey, match=starts(f"invalid object key {key!r}: ")):
         check_key(key)
 
 
 @pytest.mark.parametrize("run_id", ["..", "a/b", "", "x\ty", "_cache", "_x", ".hidden", "a\x85b", "../x"])
 def test_bad_run_id(run_id):
-    with pytest.raises(InvalidKey, match=f"^invalid run id {re.escape(repr(run_id))}"):
+    with pytest.raises(InvalidKey, match=starts(f"invalid run id {run_id!r}")):
         RunLayout(run_id)
 
 
