@@ -1,9 +1,11 @@
 """A shard with broken inputs: those conversations become errors, the rest complete, the marker is last;
+a model failure that may be transient fails the attempt (nothing committed, retried, then reported);
 the stored online probabilities give the offline detector's segments; scoring failures stay local."""
 
 from __future__ import annotations
 
 import hashlib
+import os
 
 import numpy as np
 import pytest
@@ -11,7 +13,9 @@ import pytest
 from harness.audio.io import decode, encode
 from harness.runtime import stages
 from harness.runtime.config import RunConfig
+from harness.runtime.ledger import read_ledger
 from harness.runtime.plan import RunPlan
+from harness.runtime.runner import ModelFailure, ModelStalled
 from harness.runtime.shard import CorruptOutput, InferWorker, read_output
 from harness.runtime.stages import infer_records, scenes_stage, segment_stored_probs, synth_stage
 from harness.scoring.flow import ConversationScorer
@@ -52,6 +56,107 @@ def test_corrupt_and_wrong_rate_clips_fail_their_conversations(tmp_path):
     # a completed shard is skipped on a second call
     again = worker.run("shard-00000", ids)
     assert again.skipped and (again.ok, again.error) == (summary.ok, summary.error)
+
+
+def _model_run(tmp_path, models: dict[str, dict], **cfg) -> tuple[RunConfig, LocalStore, RunPlan, list[str]]:
+    """A run of ``models`` ({name: model settings}) over one synthesised scene pair, each with
+    one planned shard ``shard-00000`` of both conversations."""
+    cfg = RunConfig.from_dict({"run_id": "fail", "scenes": {"n_pairs": 1, "seed": 3, "n4_share": 0.0},
+                               "model": models, "store": {"root": str(tmp_path)}, **cfg})
+    store = LocalStore(tmp_path)
+    scenes_stage(cfg, store)
+    synth_stage(cfg, store)
+    plan = RunPlan.from_config(cfg)
+    ids = sorted(get_json(store, plan.layout.file(plan.synth, "index.json"))["conversations"])
+    for name in models:
+        put_json(store, plan.layout.file(plan.infer[name], "plan.json"), {"shard-00000": ids})
+    return cfg, store, plan, ids
+
+
+FAULTY = "tests.fixtures.faulty_models"
+
+
+def test_a_model_failure_fails_the_attempt_and_commits_nothing(tmp_path):
+    cfg, store, plan, ids = _model_run(tmp_path, {"crashing": {"target": f"{FAULTY}:CrashingModel"}})
+    worker = InferWorker(cfg, cfg.models[0], store)
+    with pytest.raises(ModelFailure, match=r"^model crashing: step 3 at 0\.24 s of stream raised RuntimeError: "
+                                           r"CUDA out of memory"):
+        worker.run("shard-00000", ids)
+    shard_prefix = plan.layout.shard(plan.infer["crashing"], "shard-00000")
+    assert not store.exists(plan.layout.marker(shard_prefix))
+    assert list(store.list(shard_prefix)) == []  # not even a conversation's json: nothing to mistake for a result
+    assert read_ledger(store, plan, "crashing").missing == ["shard-00000"]  # what rerun-failed runs
+
+
+def test_a_stalled_model_fails_the_attempt_and_its_worker_takes_no_more(tmp_path):
+    cfg, store, plan, ids = _model_run(tmp_path, {"stalling": {"target": f"{FAULTY}:StallingModel"}},
+                                       infer={"step_timeout_s": 0.2})
+    worker = InferWorker(cfg, cfg.models[0], store)
+    try:
+        with pytest.raises(ModelStalled, match=r"^model stalling: step 2 at 0\.16 s of stream did not return "
+                                               r"within 0\.2 s \(infer\.step_timeout_s\)"):
+            worker.run("shard-00000", ids)
+        with pytest.raises(ModelStalled, match=r"open at 0\.00 s of stream not started: an earlier call "
+                                               r"\(step 2 at 0\.16 s of stream\) never returned"):
+            worker.run("shard-00000", ids)
+    finally:
+        worker.model.release.set()
+    assert not store.exists(plan.layout.marker(plan.layout.shard(plan.infer["stalling"], "shard-00000")))
+
+
+def test_a_row_error_in_a_shard_blames_only_its_conversation(tmp_path):
+    cfg, store, plan, ids = _model_run(tmp_path, {"tone": {"target": f"{FAULTY}:ToneModel",
+                                                           "params": {"fault_step": 4, "rows": [1]}}})
+    summary = InferWorker(cfg, cfg.models[0], store).run("shard-00000", ids)
+    assert (summary.ok, summary.error, summary.committed) == (1, 1, True)
+    conv = read_ledger(store, plan, "tone").markers["shard-00000"]["conversations"]
+    assert conv[ids[0]]["status"] == "ok" and set(conv[ids[0]]["objects"]) == {"json", "flac", "probs.npy"}
+    assert conv[ids[1]]["status"] == "error" and set(conv[ids[1]]["objects"]) == {"json"}
+    assert conv[ids[1]]["reason"] == "model tone step 4 at 0.32 s of stream: decoder failed on stream 1"
+
+
+@pytest.mark.slow
+def test_the_executor_retries_a_failed_attempt_then_reports_the_shard(tmp_path):
+    """Through Ray and InferWorker: a one-off model failure costs an attempt, not conversations;
+    one that recurs leaves a failed shard without a marker, which rerun-failed runs again."""
+    from harness.runtime.executor import ray_session, run_shards
+
+    flags = tmp_path / "flags"
+    flags.mkdir()
+    cfg, store, plan, ids = _model_run(
+        tmp_path / "store", {"flaky": {"target": f"{FAULTY}:CrashingModel", "params": {"flag_dir": str(flags)}},
+                             "broken": {"target": f"{FAULTY}:CrashingModel"}},
+        infer={"actors_per_model": 1},
+        cluster={"num_cpus": 2, "shard_attempts": 2, "ray_tmp": f"/tmp/dmpe-ray-{os.getpid()}"})
+    with ray_session(cfg):
+        report = run_shards(cfg, store, {m: {"shard-00000": ids} for m in ("flaky", "broken")})
+    assert [(s.model, s.shard_id, s.ok, s.error) for s in report.done] == [("flaky", "shard-00000", 2, 0)]
+    assert list(report.failed) == [("broken", "shard-00000")]
+    # the reason names the adapter (ModelInfo.name), the call and the stream time
+    assert report.failed[("broken", "shard-00000")] == ("ModelFailure: model crashing: step 3 at 0.24 s of stream "
+                                                        "raised RuntimeError: CUDA out of memory. Tried to allocate "
+                                                        "2.00 GiB")
+    flaky, broken = read_ledger(store, plan, "flaky"), read_ledger(store, plan, "broken")
+    assert not flaky.missing and len(flaky.failures["shard-00000"]) == 1
+    assert "CUDA out of memory" in flaky.failures["shard-00000"][0]["reason"]
+    assert broken.missing == ["shard-00000"] and len(broken.failures["shard-00000"]) == 2
+
+
+def test_room_tone_changes_the_infer_stage_and_is_recorded_in_run_json(tmp_path):
+    """What the model hears changes with the room tone: a new infer prefix (synthesis is reused)."""
+    from harness.runtime.manifest import write_run_manifest
+
+    def cfg(**protocol):
+        return RunConfig.from_dict({"run_id": "rt", "model": {"silent": {"target": "silent"}},
+                                    "protocol": protocol, "store": {"root": str(tmp_path)}})
+
+    default, zeros, louder = cfg(), cfg(room_tone="zeros"), cfg(room_tone_dbfs=-60.0)
+    plans = [RunPlan.from_config(c) for c in (default, zeros, louder)]
+    assert len({p.synth for p in plans}) == 1 and len({p.infer["silent"] for p in plans}) == 3
+    stored = write_run_manifest(zeros, LocalStore(tmp_path))
+    proto = stored["config"]["protocol"]
+    assert (proto["room_tone"], proto["room_tone_dbfs"]) == ("zeros", -70.0)
+    assert RunConfig.from_dict(stored["config"]) == zeros
 
 
 def _babble_shard(tmp_path, run_id: str) -> tuple[RunConfig, LocalStore, RunPlan, dict]:
