@@ -191,7 +191,9 @@ class Scheduler:
         """Take every decision due at stream time ``now`` (samples) given the detector view.
 
         The detector may lag the stream (``speech.now <= now``); the scheduler waits, streaming
-        silence, until the detector knows enough to decide.
+        silence, until the detector knows enough to decide. It never decides on the stream
+        clock alone: a detector that stopped advancing keeps it waiting until the runner's
+        duration limit fails the conversation, which is never scored as silence.
         """
         cfg = self.cfg
         if self.phase is Phase.SCRIPTED and self._t_end is not None and now >= self._t_end:
@@ -223,9 +225,6 @@ class Scheduler:
                                          reason=f"fresh onset {(onset - self._t_end) / cfg.sample_rate:.3f} s after T"))
             elif onset is None and speech.now > deadline:
                 self._resume(now, "no_onset", deadline, "no speech onset within the window")
-                return
-            elif now >= deadline + cfg.s(cfg.response_cap_s):  # detector stalled: never wait forever
-                self._resume(now, "no_onset", deadline, "detector did not resolve the onset window")
                 return
         if self.phase is Phase.T_RESPONSE:
             # the rule times, not the detector's latest state, decide: speech that starts at or

@@ -540,3 +540,16 @@ def test_rule_times_do_not_depend_on_the_native_step(spans, step, phase):
         assert max(b for a, b in segs if b > E24 and a < ev.at) == ev.at - 48_000
     # the turn after the wait is scored from the rule time on, whenever it was placed
     assert (rows[2]["start"], rows[2]["turn_start"]) == (ev.at, ev.t)
+
+
+def test_a_stopped_detector_is_never_taken_for_silence():
+    # the detector's clock stops at 6000 (silence so far) while the stream runs on for 100 s:
+    # "silent at T end" is known, the onset window (to 10200) is not, so no_onset is never
+    # decided (the runner's duration limit then fails the stream: an error, not silence)
+    sched = Scheduler(LENGTHS, LABELS, 0, PROTO)
+    tracker = SpeechTracker(1, FRAME, SegmentRules(), SR)
+    tracker.push(np.zeros((1, 600), np.float32))
+    for t in range(0, 105_200, FRAME):
+        sched.advance(t, tracker.view(0))
+    assert events(sched) == [*scripted_head(), ("t_end_silent", 5200, 2, 5200)]
+    assert sched.phase == "t_fresh" and not sched.done
