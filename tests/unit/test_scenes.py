@@ -176,6 +176,28 @@ def test_duplicate_scene_id_is_an_error_on_every_line_naming_them_all():
         read_manifest(lines)
 
 
+def test_imported_manifest_with_a_duplicate_id_records_it_as_invalid(tmp_path):
+    """The scenes stage keeps neither copy and records why, under the id, in invalid.json."""
+    from harness.runtime.config import RunConfig
+    from harness.runtime.plan import RunPlan
+    from harness.runtime.stages import scenes_stage
+    from harness.store.base import LocalStore, get_json
+
+    first, implicit, later = _scene(), _scene(scene_id="p00042-implicit", condition="implicit"), _scene()
+    path = tmp_path / "import.jsonl"
+    path.write_text("".join(json.dumps(s.to_dict()) + "\n" for s in (first, implicit, later)), encoding="utf-8")
+    cfg = RunConfig.from_dict({"run_id": "dup", "scenes": {"manifest": str(path)},
+                               "model": {"silent": {"target": "silent"}}, "store": {"root": str(tmp_path / "store")}})
+    store = LocalStore(tmp_path / "store")
+    prefix = scenes_stage(cfg, store)
+    plan = RunPlan.from_config(cfg)
+    assert get_json(store, plan.layout.file(prefix, "invalid.json")) == {
+        SID: f"scene {SID!r}: scene id on manifest lines 1 and 3; none of them is used (which one is right is "
+             "unknown) [rule duplicate_id]"}
+    assert read_manifest(store.get(plan.layout.file(prefix, "scenes.jsonl")).decode().splitlines()) == [implicit]
+    assert get_json(store, plan.layout.marker(prefix)) == {"scenes": 1, "invalid": 1}
+
+
 def test_round_trip_hand_made_and_generated():
     scenes = [_scene(), *generate_pairs(10, seed=3)]
     buf = io.StringIO()
