@@ -390,7 +390,7 @@ def test_with_verdict_merges_and_requires_verdicts():
     assert (row["exempt_backchannel"], row["silence_preserved"], row["verdict"]) == (True, True, "BACKCHANNEL")
     row = with_verdict(loud, {"silence:3": {"transcript": "", "label": "UNPARSEABLE", "passed": False}})
     assert row["silence_preserved"] is False
-    with pytest.raises(KeyError):
+    with pytest.raises(KeyError, match="silence:3"):
         with_verdict(loud, {})  # speech without a verdict is never scored as silence
     t = {"kind": "T", "turn": 1, "response_presence": True}
     assert with_verdict(t, {"T:1": {"transcript": "thursday", "label": "CORRECT", "passed": True}})["answer_correct"]

@@ -150,15 +150,15 @@ def test_placements_before_t_are_fixed_at_construction():
     assert not sched.done and sched.end is None
 
 
-@pytest.mark.parametrize(("lengths", "labels", "preamble"), [
-    ([1000, 2000], [N2, T, N3], 0),  # lengths and labels differ
-    ([], [], 0),  # empty
-    ([1000, 0, 800], [N2, T, N3], 0),  # zero-length clip
-    ([1000, 2000, -5], [N2, T, N3], 0),  # negative clip
-    ([1000, 2000, 800], [N2, T, N3], -1),  # negative preamble
+@pytest.mark.parametrize(("lengths", "labels", "preamble", "message"), [
+    ([1000, 2000], [N2, T, N3], 0, "equal length"),  # lengths and labels differ
+    ([], [], 0, "non-empty"),  # empty
+    ([1000, 0, 800], [N2, T, N3], 0, "must be positive"),  # zero-length clip
+    ([1000, 2000, -5], [N2, T, N3], 0, "must be positive"),  # negative clip
+    ([1000, 2000, 800], [N2, T, N3], -1, "must be positive"),  # negative preamble
 ])
-def test_rejects_bad_lengths(lengths, labels, preamble):
-    with pytest.raises(ValueError):
+def test_rejects_bad_lengths(lengths, labels, preamble, message):
+    with pytest.raises(ValueError, match=message):
         Scheduler(lengths, labels, preamble, PROTO)
 
 

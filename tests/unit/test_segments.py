@@ -7,6 +7,8 @@ neg_threshold 0.35, min_speech 0.12 s = 120 samples, min_silence 0.8 s = 800 sam
 
 from __future__ import annotations
 
+import re
+
 import numpy as np
 import pytest
 from hypothesis import HealthCheck, given, settings
@@ -39,15 +41,15 @@ def test_rules_in_samples():
     assert RULES.samples(24_000) == (2880, 19_200)
 
 
-@pytest.mark.parametrize("kwargs", [
-    {"threshold": 0.5, "neg_threshold": 0.6},  # neg above threshold
-    {"threshold": 1.0, "neg_threshold": 0.35},  # threshold must be < 1
-    {"threshold": 0.5, "neg_threshold": 0.0},  # neg must be > 0
-    {"min_speech_s": -0.01},
-    {"min_silence_s": 0.0},
+@pytest.mark.parametrize(("kwargs", "message"), [
+    ({"threshold": 0.5, "neg_threshold": 0.6}, "neg_threshold <= threshold"),  # neg above threshold
+    ({"threshold": 1.0, "neg_threshold": 0.35}, "threshold < 1"),  # threshold must be < 1
+    ({"threshold": 0.5, "neg_threshold": 0.0}, "need 0 < neg_threshold"),  # neg must be > 0
+    ({"min_speech_s": -0.01}, "min_speech_s must be >= 0"),
+    ({"min_silence_s": 0.0}, "min_silence_s > 0"),
 ])
-def test_rules_reject_bad_settings(kwargs):
-    with pytest.raises(ValueError):
+def test_rules_reject_bad_settings(kwargs, message):
+    with pytest.raises(ValueError, match=message):
         SegmentRules(**kwargs)
 
 
@@ -139,9 +141,9 @@ def test_tracker_closes_open_speech_only_at_finish():
 
 def test_tracker_rejects_wrong_shape():
     tr = SpeechTracker(2, FRAME, RULES, SR)
-    with pytest.raises(ValueError):
+    with pytest.raises(ValueError, match=re.escape("probs must be [2, k], got (1, 5)")):
         tr.push(np.zeros((1, 5), np.float32))
-    with pytest.raises(ValueError):
+    with pytest.raises(ValueError, match=re.escape("probs must be [2, k], got (5,)")):
         tr.push(np.zeros(5, np.float32))
 
 
