@@ -177,7 +177,7 @@ def test_stored_online_probabilities_give_the_offline_segments(tmp_path):
     audio gives the same segments (spec section 4: one causal detector)."""
     cfg, store, _, recs = _babble_shard(tmp_path, "probs")
     ids = sorted(recs)
-    stored = segment_stored_probs(cfg, store, [recs[s] for s in ids])
+    stored = [e["segments"] for e in segment_stored_probs(cfg, store, [recs[s] for s in ids])]
     waves = [decode(read_output(store, recs[s], "flac"))[0] for s in ids]
     offline = [x.tolist() for x in detect(waves, 24_000, cfg.vad)]
     assert stored == offline and all(len(x) > 0 for x in stored)
@@ -199,8 +199,8 @@ def test_scoring_failure_marks_the_conversation_error(tmp_path, monkeypatch):
     monkeypatch.setattr(ConversationScorer, "score", boom)
     cfg, store, plan, recs = _babble_shard(tmp_path, "sc")
     ids = sorted(recs)
-    segs = {sid: {"status": "ok", "segments": s}
-            for sid, s in zip(ids, segment_stored_probs(cfg, store, [recs[s] for s in ids]), strict=True)}
+    segs = {sid: {"status": "ok", **entry}
+            for sid, entry in zip(ids, segment_stored_probs(cfg, store, [recs[s] for s in ids]), strict=True)}
     put_json(store, plan.layout.file(plan.vad["babble"], "segments.json"), segs)
     out = stages.ConversationScoring(cfg).score("babble", [(sid, recs[sid]) for sid in ids])
     assert all("decoder crashed" in out["results"][sid][stages.ERROR_KEY] for sid in ids)
