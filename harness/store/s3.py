@@ -205,8 +205,8 @@ class S3Store:
             if where not in _PROBED:
                 problem = conditional_put_problem(self._put_if_absent, self.get)
                 _PROBED[where] = problem and (
-                    f"{problem}: the endpoint ignores If-None-Match: * (a second conditional PutObject was not "
-                    "refused with 412 PreconditionFailed), so two attempts could both win a shard marker and "
-                    "overwrite a frozen shard plan; this store is refused. Use a service or version that "
-                    "honours conditional writes (docs/storage.md, 'S3-compatible services')")
+                    f"{problem}: this endpoint does not honour conditional puts (If-None-Match: *, which must be "
+                    "answered 412 PreconditionFailed for an existing object), so two attempts could both win a "
+                    "shard marker and overwrite a frozen shard plan; this store is refused. Use a service or "
+                    "version that honours conditional writes (docs/storage.md, 'The probe')")
             return _PROBED[where]

@@ -225,7 +225,7 @@ def test_s3_probe_refuses_an_endpoint_that_ignores_if_none_match(s3):
     store = open_store(StoreSettings(**s3.store_settings(prefix="team")))
     where = f"s3://{s3.bucket}/team ({s3.endpoint_url}): "
     refused = (f"a conditional put (create only if absent) of the existing probe object '{PROBE_KEY}' was accepted "
-               "instead of refused: the endpoint ignores If-None-Match: *")
+               "instead of refused: this endpoint does not honour conditional puts (If-None-Match: *")
     with pytest.raises(StoreError, match=starts(where + refused)) as err:
         store.probe()
     assert "testing" not in str(err.value) and "dummy-secret" not in str(err.value)
