@@ -1,10 +1,17 @@
 """The input-silence signal: what the model hears where no human speaks (spec section 4).
 
 The spec says that while the scheduler waits "the model keeps receiving silence (room
-tone)". :class:`RoomTone` is a seeded, stationary noise floor streamed under the whole
-input (preamble, turns, gaps and waits alike, a constant floor), or exact digital zeros.
+tone)". :class:`RoomTone` is a stationary noise floor streamed under the whole input
+(preamble, turns, gaps and waits alike: a constant floor), or exact digital zeros.
 Settings: ``protocol.room_tone`` (one of :data:`ROOM_TONE_KINDS`) and
 ``protocol.room_tone_dbfs``; the decision is argued in docs/protocol-decisions.md.
+
+The noise is read from one fixed, seeded table of :data:`TABLE_SAMPLES` samples (174.8 s at
+24 kHz) that is periodic by construction (shaped in the frequency domain, so its end joins
+its start without a seam), starting at an offset drawn from the conversation seed: the same
+conversation always hears the same floor, whatever the model's native step, and reading it
+costs a slice per frame. ``pink`` has a 1/f power spectrum (-3 dB per octave) from
+:data:`PINK_LOW_HZ` to the Nyquist frequency and nothing below; ``white`` is flat.
 
 Levels are RMS in dB relative to full scale 1.0 (``20 * log10(rms)``): -70 dBFS is an RMS of
 3.16e-4, about 10 steps of the 16-bit grid.
@@ -12,20 +19,15 @@ Levels are RMS in dB relative to full scale 1.0 (``20 * log10(rms)``): -70 dBFS 
 
 from __future__ import annotations
 
+from functools import lru_cache
+
 import numpy as np
-from scipy.signal import lfilter
 
 ROOM_TONE_KINDS = ("zeros", "white", "pink")
-
-# 1/f ("pink") filter of J. O. Smith, "Spectral Audio Signal Processing", section
-# "Example: Synthesis of 1/F Noise (Pink Noise)": -3 dB/octave within about 1 dB over three decades.
-_PINK_B = np.array([0.049922035, -0.095993537, 0.050612699, -0.004408786])
-_PINK_A = np.array([1.0, -2.494956002, 2.017265875, -0.522189400])
-# RMS of the filter's output for unit white noise: the L2 norm of its impulse response (the
-# slowest pole is 0.995, so 2**16 samples hold it to double precision)
-_PINK_GAIN = float(np.sqrt(np.sum(lfilter(_PINK_B, _PINK_A, np.r_[1.0, np.zeros(2**16 - 1)]) ** 2)))
-_PINK_BURN_IN = 4096  # samples discarded at the start so the stream starts stationary (0.995**4096 < 1e-8)
-_STREAM_KEY = 0x726F6F6D  # "room": separates this generator from others seeded with the conversation seed
+TABLE_SAMPLES = 2**22
+PINK_LOW_HZ = 20.0  # below the band a room microphone records; keeps the 1/f floor from drifting
+_TABLE_SEED = 20260902
+_STREAM_KEY = 0x726F6F6D  # "room": separates the offset from other draws seeded with the conversation seed
 
 
 def check_room_tone(kind: str, dbfs: float) -> None:
@@ -36,37 +38,45 @@ def check_room_tone(kind: str, dbfs: float) -> None:
         raise ValueError(f"room_tone_dbfs must be below 0 dBFS, got {dbfs!r}")
 
 
+@lru_cache(maxsize=4)
+def noise_table(kind: str, sample_rate: int) -> np.ndarray:
+    """The periodic unit-RMS noise table ``float32[TABLE_SAMPLES]`` of ``kind`` (``white``, ``pink``)."""
+    x = np.random.default_rng(_TABLE_SEED).standard_normal(TABLE_SAMPLES)
+    if kind == "pink":
+        f = np.fft.rfftfreq(TABLE_SAMPLES, 1.0 / sample_rate)
+        gain = np.zeros_like(f)
+        band = f >= PINK_LOW_HZ
+        gain[band] = f[band] ** -0.5
+        x = np.fft.irfft(np.fft.rfft(x) * gain, TABLE_SAMPLES)
+    return (x / np.sqrt(np.mean(x**2))).astype(np.float32)
+
+
 class RoomTone:
     """One conversation's input-silence stream on the timeline, read frame by frame.
 
-    The stream depends only on ``(kind, dbfs, seed)``: reading it in frames of any size gives
-    the same samples as one long read, so every model hears the same floor under the same
-    conversation whatever its native step.
+    The stream depends only on ``(kind, dbfs, seed, sample_rate)``: reading it in frames of
+    any size gives the same samples as one long read.
 
     Args:
         kind: ``"zeros"`` (digital silence), ``"white"`` or ``"pink"`` Gaussian noise.
         dbfs: RMS level of the noise in dBFS (ignored for ``"zeros"``).
         seed: the conversation seed (:meth:`harness.runtime.config.RunConfig.conversation_seed`).
+        sample_rate: the timeline's rate in Hz.
 
     Raises:
         ValueError: unknown ``kind`` or a level at or above 0 dBFS.
     """
 
-    def __init__(self, kind: str, dbfs: float, seed: int):
+    def __init__(self, kind: str, dbfs: float, seed: int, sample_rate: int):
         check_room_tone(kind, dbfs)
-        self.kind = kind
-        self._rms = 10.0 ** (dbfs / 20.0)
-        self._rng = np.random.default_rng([_STREAM_KEY, seed])
-        self._zi = np.zeros(len(_PINK_A) - 1)
-        if kind == "pink":
-            self.read(_PINK_BURN_IN)
+        self._table = None if kind == "zeros" else noise_table(kind, sample_rate)
+        self._gain = np.float32(10.0 ** (dbfs / 20.0))
+        self._pos = int(np.random.default_rng([_STREAM_KEY, seed]).integers(TABLE_SAMPLES))
 
     def read(self, n: int) -> np.ndarray:
         """The next ``n`` samples as ``float32[n]``."""
-        if self.kind == "zeros":
+        if self._table is None:
             return np.zeros(n, np.float32)
-        x = self._rng.standard_normal(n)
-        if self.kind == "pink":
-            x, self._zi = lfilter(_PINK_B, _PINK_A, x, zi=self._zi)
-            x /= _PINK_GAIN
-        return (x * self._rms).astype(np.float32)
+        x = np.take(self._table, np.arange(self._pos, self._pos + n), mode="wrap") * self._gain
+        self._pos = (self._pos + n) % TABLE_SAMPLES
+        return x

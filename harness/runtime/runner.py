@@ -278,7 +278,7 @@ def run_batch(model: DuplexModel, convs: Sequence[ConversationInput], protocol: 
 
     det = StreamingDetector(n, sr, vad)
     reads_schedule = READS_SCHEDULE in info.capabilities
-    tones = [RoomTone(protocol.room_tone, protocol.room_tone_dbfs, c.seed) for c in convs]
+    tones = [RoomTone(protocol.room_tone, protocol.room_tone_dbfs, c.seed, sr) for c in convs]
     prev_out = np.zeros((n, frame), np.float32)
     limit = round(max_duration_s * sr)
     t = k = 0

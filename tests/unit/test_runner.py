@@ -9,7 +9,7 @@ import numpy as np
 import pytest
 from scipy.signal import welch
 
-from harness.audio.room_tone import RoomTone
+from harness.audio.room_tone import TABLE_SAMPLES, RoomTone, noise_table
 from harness.models.base import RowError
 from harness.models.registry import build_model
 from harness.protocol.scheduler import ProtocolSettings
@@ -181,16 +181,26 @@ def test_check_output_tolerates_less_than_one_16_bit_step_over_full_scale():
 # --- the input: room tone and echo -------------------------------------------------------------
 
 def test_room_tone_is_the_same_stream_whatever_the_frame_size():
-    whole = RoomTone("pink", -70.0, 7).read(24_000)
-    tone = RoomTone("pink", -70.0, 7)
+    whole = RoomTone("pink", -70.0, 7, SR).read(24_000)
+    tone = RoomTone("pink", -70.0, 7, SR)
     np.testing.assert_array_equal(np.concatenate([tone.read(n) for n in (1920, 1280, 333, 20_467)]), whole)
-    assert not np.array_equal(RoomTone("pink", -70.0, 8).read(24_000), whole)  # seeded per conversation
+    assert not np.array_equal(RoomTone("pink", -70.0, 8, SR).read(24_000), whole)  # seeded per conversation
+
+
+def test_room_tone_loops_without_a_seam():
+    tone = RoomTone("white", -70.0, 7, SR)
+    start = tone.read(10)
+    tone.read(TABLE_SAMPLES - 10)
+    np.testing.assert_array_equal(tone.read(10), start)  # the table is periodic: the read wraps around
+    table = noise_table("pink", SR).astype(np.float64)
+    step = np.abs(np.diff(table))
+    assert abs(table[0] - table[-1]) <= step.max()  # its end joins its start like any two neighbours
 
 
 @pytest.mark.parametrize("kind", ["white", "pink"])
 def test_room_tone_level_and_spectrum(kind):
-    x = RoomTone(kind, -70.0, 3).read(60 * SR).astype(np.float64)
-    assert 20 * np.log10(np.sqrt(np.mean(x**2))) == pytest.approx(-70.0, abs=0.2)
+    x = RoomTone(kind, -70.0, 3, SR).read(TABLE_SAMPLES).astype(np.float64)  # one whole period
+    assert 20 * np.log10(np.sqrt(np.mean(x**2))) == pytest.approx(-70.0, abs=1e-3)
     f, p = welch(x, SR, nperseg=4096)
 
     def band_db(lo):  # mean power density over one octave
@@ -205,7 +215,7 @@ def test_room_tone_runs_under_the_whole_input(scene):
     m = _model("EchoProbeModel")
     run_batch(m, [conv], ProtocolSettings(), VadSettings())  # default: pink at -70 dBFS
     heard = np.concatenate([f[0] for f in m.inputs])
-    tone = RoomTone("pink", -70.0, 5).read(len(heard))
+    tone = RoomTone("pink", -70.0, 5, SR).read(len(heard))
     # turn 0 (speech) is samples [0, 24000), then the 0.5 s gap: the floor runs under both
     np.testing.assert_array_equal(heard[:SR], conv.turn_clips[0] + tone[:SR])
     np.testing.assert_array_equal(heard[SR:SR + SR // 2], tone[SR:SR + SR // 2])
