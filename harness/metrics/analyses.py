@@ -216,9 +216,12 @@ def request_timing(rows_by_model: Mapping[str, Sequence[Mapping[str, Any]]],
     bin_of = dict(zip(ids, bins.tolist(), strict=True))
     out: dict[str, Any] = {"boundaries_s": boundaries.tolist(), "bins": {}}
     for model, rows in rows_by_model.items():
+        by_bin: dict[int, list[Mapping[str, Any]]] = {0: [], 1: [], 2: []}
+        for r in rows:
+            if r["scene_id"] in bin_of:
+                by_bin[bin_of[r["scene_id"]]].append(r)
         per: dict[str, dict[str, Any]] = {}
-        for k in range(3):
-            sel = [r for r in rows if bin_of.get(r["scene_id"]) == k]
+        for k, sel in by_bin.items():
             entries = condition_scores(sel, 0, min_n)
             per[str(k)] = {"n": sum(r["kind"] == "T" for r in sel),
                            **{s: {f: entries[s][f] for f in ("rate", "n", "successes", "status")} for s in SCORES}}
