@@ -92,9 +92,12 @@ class ClusterSettings:
     max_restarts: int = 2  # Ray restarts of a dead ShardRunner actor
     max_task_retries: int = 2  # Ray retries of a shard whose actor died (on the restarted actor)
     shard_attempts: int = 3  # driver-level attempts per shard after Ray gave up (a fresh actor each)
+    resource_wait_s: float = 0.0  # wait this long for a node that can hold an actor's request, then fail
 
     def __post_init__(self) -> None:
         _positive(self, "shard_attempts")
+        if self.resource_wait_s < 0:
+            raise ValueError("resource_wait_s must be >= 0")
         if self.max_restarts < 0 or self.max_task_retries < 0:
             raise ValueError("max_restarts and max_task_retries must be >= 0")
 

@@ -2,12 +2,16 @@
 
 One actor per GPU (``model.num_gpus`` each; Ray sets the actor's ``CUDA_VISIBLE_DEVICES``),
 or per CPU slot on a CPU machine; each actor loads its model once and runs one shard at a
-time until none remain for its model, then is killed to free its slot. Failures:
+time until none can start on it (its model's queue is empty, or the budget stopped the
+stage), then is killed to free its slot for actors still waiting for one. Before any actor
+starts, :func:`require_resources` checks that some node can hold each model's request.
+Failures:
 
 * Ray-level (actor died, node lost, preemption): Ray restarts the actor and re-runs the
   shard on it (``cluster.max_restarts`` / ``cluster.max_task_retries``); when Ray gives up,
-  the driver records the failed attempt (reason, measured spend) under the shard's
-  ``failures/`` prefix and re-queues the shard on a fresh actor, up to
+  or the worker raised (e.g. the runner's step watchdog), the driver records the failed
+  attempt (reason, measured spend) under the shard's ``failures/`` prefix, kills that actor
+  (a stuck step may still run in it) and re-queues the shard on a fresh actor, up to
   ``cluster.shard_attempts`` attempts in all. A shard that still fails has no marker, so
   ``make rerun-failed`` picks it up.
 * An error inside one conversation is recorded on that conversation by the worker and never
@@ -15,7 +19,11 @@ time until none remain for its model, then is killed to free its slot. Failures:
 
 The budget (``budget.*``) is checked before each shard starts: spent (this and earlier
 invocations) + the estimate of every running shard + the next shard's estimate must stay
-within it, else no new shard starts, running ones finish, and the report says why.
+within it, else no new shard starts, idle actors are killed, running shards finish, and the
+report says why. Under a budget a model with no estimate yet runs one shard at a time until
+its first shard calibrates it, so the overshoot is bounded by the in-flight shards' spend
+beyond their estimates (docs/cluster.md). No actor outlives :func:`run_shards`, and
+:func:`ray_session` turns SIGTERM into SystemExit so that Ray stops with the driver.
 Ray is imported only here.
 """
 
@@ -24,6 +32,8 @@ from __future__ import annotations
 import logging
 import os
 import re
+import signal
+import threading
 import time
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
@@ -58,10 +68,29 @@ def ray_session(cfg: RunConfig) -> Iterator[None]:
         os.makedirs(c.ray_tmp, exist_ok=True)
         ray.init(num_cpus=c.num_cpus or os.cpu_count(), num_gpus=c.num_gpus, include_dashboard=False,
                  _temp_dir=c.ray_tmp, logging_level="WARNING", log_to_driver=True)
+    with _exit_on_sigterm():
+        try:
+            yield
+        finally:  # stops this driver's actors (a joined cluster kills the actors a driver owned)
+            ray.shutdown()
+
+
+@contextmanager
+def _exit_on_sigterm() -> Iterator[None]:
+    """SIGTERM (``kubectl delete``, ``kill``) raises SystemExit(143) so that ``finally`` blocks run
+    and Ray's actors stop with the driver (Python's default would end the process at once)."""
+    if threading.current_thread() is not threading.main_thread():
+        yield
+        return
+
+    def stop(signum: int, _frame: object) -> None:
+        raise SystemExit(128 + signum)
+
+    previous = signal.signal(signal.SIGTERM, stop)
     try:
         yield
     finally:
-        ray.shutdown()
+        signal.signal(signal.SIGTERM, previous)
 
 
 def _actor_class():
@@ -103,6 +132,10 @@ class Budget:
     settings: BudgetSettings
     spent_hours: float = 0.0
 
+    @property
+    def limited(self) -> bool:
+        return self.settings.gpu_hours is not None or self.settings.usd is not None
+
     def refusal(self, projected_extra_hours: float) -> str | None:
         total = self.spent_hours + projected_extra_hours
         s = self.settings
@@ -115,6 +148,18 @@ class Budget:
         return None
 
 
+@dataclass(frozen=True)
+class _Running:
+    """A shard attempt in flight: where it runs, the estimate it was admitted with, its start."""
+
+    model: str
+    shard: str
+    scene_ids: list[str]
+    actor: object
+    estimate: float
+    t0: float
+
+
 @dataclass
 class InferReport:
     done: list[ShardSummary] = field(default_factory=list)
@@ -124,6 +169,43 @@ class InferReport:
     spent_hours: float = 0.0  # by this invocation
 
 
+class UnmetResources(RuntimeError):
+    """No node of the Ray cluster can hold an actor's CPU/GPU request (it would wait forever)."""
+
+
+def unmet_requests(requests: dict[str, tuple[float, float]], nodes: list[dict[str, float]]) -> list[str]:
+    """One message per request no single node can hold.
+
+    Args:
+        requests: ``{who: (num_cpus, num_gpus)}`` per actor, e.g. ``{"model 'silent'": (1, 0)}``.
+        nodes: each node's total resources (Ray's names: ``{"CPU": 16.0, "GPU": 2.0, ...}``).
+    """
+    out = []
+    for who, (cpus, gpus) in requests.items():
+        if any(n.get("CPU", 0.0) >= cpus and n.get("GPU", 0.0) >= gpus for n in nodes):
+            continue
+        have = "; ".join(f"{n.get('CPU', 0.0):g} CPU, {n.get('GPU', 0.0):g} GPU" for n in nodes) or "no node"
+        out.append(f"{who} asks for num_cpus={cpus:g}, num_gpus={gpus:g} per actor, but no node of the Ray "
+                   f"cluster has that (nodes: {have})")
+    return out
+
+
+def require_resources(requests: dict[str, tuple[float, float]], wait_s: float = 0.0) -> None:
+    """Raise :class:`UnmetResources` unless some alive node of the connected Ray cluster can hold
+    each request, waiting up to ``wait_s`` seconds for nodes to join (a KubeRay worker pod
+    starting); a request no node meets would otherwise queue forever with no message."""
+    import ray
+
+    deadline = time.monotonic() + wait_s
+    while True:
+        nodes = [n["Resources"] for n in ray.nodes() if n.get("Alive")]
+        problems = unmet_requests(requests, nodes)
+        if not problems or time.monotonic() >= deadline:
+            break
+        time.sleep(min(5.0, max(0.0, deadline - time.monotonic())))
+    if problems:
+        raise UnmetResources("; ".join(problems) + ". Lower the request (e.g. model.<name>.num_gpus=0 on a "
+                             "machine without GPUs) or give Ray the devices (cluster.num_gpus=N).")
 
 
 def actor_count(wanted: int | None, num_cpus: float, num_gpus: float, work_items: int) -> int:
@@ -165,9 +247,15 @@ def run_shards(cfg: RunConfig, store: ObjectStore, work: dict[str, dict[str, lis
         spent_hours: device-hours earlier invocations of this run spent (counts against the budget).
         shard_estimates: device-hours of one shard per model, from earlier completed shards;
             replaced by the running mean as shards complete. A model with no estimate yet
-            borrows the mean of the others, else 0 (its first shard calibrates it).
+            borrows the mean of the others, else 0; under a budget it runs one shard at a time
+            until its first shard completes and calibrates it.
         factory: builds the worker inside each actor (tests and ``bench/cluster_sim.py`` pass
             a worker that does not stream).
+
+    Every actor this call starts is stopped before it returns or raises: an idle actor as soon
+    as no shard can start on it (its model's queue is empty or the budget stopped the stage),
+    and the actor of a failed attempt at once (a stuck step may still run inside it; the retry
+    gets a fresh actor). Raises :class:`UnmetResources` when no node can hold a model's actor.
     """
     import ray
 
@@ -175,6 +263,8 @@ def run_shards(cfg: RunConfig, store: ObjectStore, work: dict[str, dict[str, lis
     models = {m.name: m for m in cfg.models}
     plan = RunPlan.from_config(cfg)
     lay = plan.layout
+    require_resources({f"model {n!r}": (models[n].num_cpus, models[n].num_gpus) for n in work},
+                      cfg.cluster.resource_wait_s)
     queue = [(m, s, ids) for m, shards in work.items() for s, ids in shards.items()]
     report = InferReport()
     budget = Budget(cfg.budget, spent_hours)
@@ -182,7 +272,7 @@ def run_shards(cfg: RunConfig, store: ObjectStore, work: dict[str, dict[str, lis
     estimates = dict(shard_estimates or {})
     attempts: dict[tuple[str, str], int] = {}
     idle: list[tuple[str, object]] = []
-    inflight: dict[object, tuple[str, str, list[str], object, float, float]] = {}
+    inflight: dict[object, _Running] = {}
 
     def estimate(model: str) -> float:
         if done_hours[model]:
@@ -192,18 +282,23 @@ def run_shards(cfg: RunConfig, store: ObjectStore, work: dict[str, dict[str, lis
         known = [fmean(v) for v in done_hours.values() if v] or list(estimates.values())
         return fmean(known) if known else 0.0
 
+    def calibrating(model: str) -> bool:
+        """Under a budget, a model with no estimate of its own runs one shard until it has one."""
+        return (budget.limited and not done_hours[model] and model not in estimates
+                and any(r.model == model for r in inflight.values()))
+
     def dispatch(name: str, actor: object) -> bool:
         job = next((q for q in queue if q[0] == name), None)
-        if job is None:
+        if job is None or calibrating(name):
             return False
         est = estimate(name)
-        why = budget.refusal(sum(e for *_, e, _t in inflight.values()) + est)
+        why = budget.refusal(sum(r.estimate for r in inflight.values()) + est)
         if why:
             report.budget_stop = why
             return False
         queue.remove(job)
         attempts[job[:2]] = attempts.get(job[:2], 0) + 1
-        inflight[actor.run.remote(job[1], job[2])] = (name, job[1], job[2], actor, est, time.perf_counter())
+        inflight[actor.run.remote(job[1], job[2])] = _Running(name, job[1], job[2], actor, est, time.perf_counter())
         return True
 
     def new_actor(name: str) -> object:
@@ -211,61 +306,65 @@ def run_shards(cfg: RunConfig, store: ObjectStore, work: dict[str, dict[str, lis
         return runner.options(num_gpus=m.num_gpus, num_cpus=m.num_cpus, max_restarts=cfg.cluster.max_restarts,
                               max_task_retries=cfg.cluster.max_task_retries).remote(cfg, m, factory)
 
-    for name, shards in work.items():
-        m = models[name]
-        for _ in range(actor_count(cfg.infer.actors_per_model, m.num_cpus, m.num_gpus, len(shards))):
-            idle.append((name, new_actor(name)))
+    def has_work(name: str) -> bool:
+        return report.budget_stop is None and any(q[0] == name for q in queue)
+
     bar = tqdm(total=len(queue), desc="infer shards", unit="shard")
     n_ok = n_err = 0
-    while True:
-        if report.budget_stop is None:
+    try:
+        for name, shards in work.items():
+            m = models[name]
+            for _ in range(actor_count(cfg.infer.actors_per_model, m.num_cpus, m.num_gpus, len(shards))):
+                idle.append((name, new_actor(name)))
+        while True:
             for name, actor in list(idle):
+                if report.budget_stop is not None:
+                    break
                 if dispatch(name, actor):
                     idle.remove((name, actor))
-        if not inflight:
-            break
-        [ref], _ = ray.wait(list(inflight), num_returns=1)
-        name, shard, ids, actor, _est, t0 = inflight.pop(ref)
-        try:
-            s = ray.get(ref)
-            report.done.append(s)
-            budget.spent_hours += s.device_hours
-            if not s.skipped:
-                done_hours[name].append(s.device_hours)
-            n_ok, n_err = n_ok + s.ok, n_err + s.error
-            bar.update(1)
-            reusable = True
-        except Exception as e:  # Ray gave up on this attempt (actor died, node lost) or the worker raised
-            reason = _reason(e)
-            wall = time.perf_counter() - t0
-            spend = device_hours(wall, models[name].num_gpus)
-            budget.spent_hours += spend
-            record = new_attempt_id()  # the worker's own attempt id died with it
-            put_json(store, lay.failure(lay.shard(plan.infer[name], shard), record),
-                     {"attempt": record, "reason": reason, "wall_s": round(wall, 3), "device_hours": spend})
-            reusable = not isinstance(e, ray.exceptions.RayActorError)
-            if attempts[(name, shard)] < cfg.cluster.shard_attempts:
-                log.warning("infer %s %s attempt %d failed (%s); retrying", name, shard, attempts[(name, shard)],
-                            reason)
-                queue.append((name, shard, ids))
-            else:
-                report.failed[(name, shard)] = reason
-                bar.update(1)
-        bar.set_postfix(conversations=f"{n_ok} ok/{n_err} error", failed=len(report.failed),
-                        spent=f"{budget.spent_hours:.3f} dev-h")
-        if not reusable:
-            ray.kill(actor, no_restart=True)
-            if any(q[0] == name for q in queue):
-                actor = new_actor(name)
-                reusable = True
-        if reusable:
-            if any(q[0] == name for q in queue):
-                idle.append((name, actor))
-            else:  # nothing left for this model: free its CPU/GPU for the actors still waiting
+            # an idle actor that can get no shard holds its CPU/GPU from actors still waiting for one
+            for name, actor in [a for a in idle if not has_work(a[0])]:
+                idle.remove((name, actor))
                 ray.kill(actor)
-    bar.close()
-    for _name, actor in idle:
-        ray.kill(actor)
+            if not inflight:
+                break
+            [ref], _ = ray.wait(list(inflight), num_returns=1)
+            run = inflight.pop(ref)
+            name, shard = run.model, run.shard
+            try:
+                s = ray.get(ref)
+            except Exception as e:  # Ray gave up on this attempt (actor died, node lost) or the worker raised
+                reason = _reason(e)
+                wall = time.perf_counter() - run.t0
+                spend = device_hours(wall, models[name].num_gpus)
+                budget.spent_hours += spend
+                record = new_attempt_id()  # the worker's own attempt id died with it
+                put_json(store, lay.failure(lay.shard(plan.infer[name], shard), record),
+                         {"attempt": record, "reason": reason, "wall_s": round(wall, 3), "device_hours": spend})
+                ray.kill(run.actor, no_restart=True)  # never reused: a stuck step may still run in it
+                if attempts[(name, shard)] < cfg.cluster.shard_attempts:
+                    log.warning("infer %s %s attempt %d failed (%s); retrying on a fresh actor", name, shard,
+                                attempts[(name, shard)], reason)
+                    queue.append((name, shard, run.scene_ids))
+                else:
+                    report.failed[(name, shard)] = reason
+                    bar.update(1)
+                if has_work(name):
+                    idle.append((name, new_actor(name)))
+            else:
+                report.done.append(s)
+                budget.spent_hours += s.device_hours
+                if not s.skipped:
+                    done_hours[name].append(s.device_hours)
+                n_ok, n_err = n_ok + s.ok, n_err + s.error
+                bar.update(1)
+                idle.append((name, run.actor))  # stopped above when no shard can start on it
+            bar.set_postfix(conversations=f"{n_ok} ok/{n_err} error", failed=len(report.failed),
+                            spent=f"{budget.spent_hours:.3f} dev-h")
+    finally:  # also on an interrupt (SIGINT, SIGTERM): no actor outlives this call
+        bar.close()
+        for actor in [a for _, a in idle] + [r.actor for r in inflight.values()]:
+            ray.kill(actor, no_restart=True)
     report.not_started = [(m, s) for m, s, _ in queue]
     report.spent_hours = budget.spent_hours - spent_hours
     return report

@@ -69,5 +69,10 @@ def run_status(cfg: RunConfig, store: ObjectStore) -> str:
              ([f"${budget.usd:,.2f}"] if budget.usd is not None else [])
     if limits:
         total += f"; budget {' and '.join(limits)}"
+        caps = ([budget.gpu_hours] if budget.gpu_hours is not None else []) + \
+               ([budget.usd / budget.usd_per_gpu_hour] if budget.usd is not None else [])
+        if spent > min(caps):  # docs/cluster.md: the largest possible overshoot
+            total += (f" (overshoot {spent - min(caps):.4f} device-h: shards in flight when the budget was "
+                      "reached ran to the end)")
     lines.append(total)
     return "\n".join(lines)

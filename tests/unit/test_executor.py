@@ -9,6 +9,8 @@ from __future__ import annotations
 
 import hashlib
 import os
+import threading
+import time
 from collections import defaultdict
 
 import pytest
@@ -19,6 +21,7 @@ from harness.runtime.ledger import read_ledger
 from harness.runtime.plan import RunPlan
 from harness.runtime.shard import read_output
 from harness.runtime.simulate import NullWorker
+from harness.runtime.status import run_status
 from harness.store.base import LocalStore, get_json, put_json
 from tests.fixtures import executor_workers
 
@@ -101,20 +104,122 @@ def test_shard_failing_every_attempt_is_reported_with_its_reason(ray_gpus, tmp_p
     assert led.spent_hours > 0  # failed attempts are spend too
 
 
-def test_budget_stops_cleanly_and_the_books_match(ray_gpus, tmp_path):
-    # each shard sleeps 4 x 0.05 s = 0.2 s on one GPU ~ 5.6e-5 device-hours
-    cfg, store, plan, shards = _setup(tmp_path, n_shards=12, actors=2, params={"seconds_per_conversation": 0.05},
-                                      budget={"gpu_hours": 2.5e-4})
+def _models_setup(tmp_path, models, n_shards, budget, actors=None, per_shard=2):
+    """A run of several ``models`` ({name: device-hours per shard}), each with ``n_shards`` stored shards."""
+    cfg = RunConfig.from_dict({
+        "run_id": "ex", "store": {"root": str(tmp_path / "store")},
+        "model": {name: {"target": "null", "num_gpus": 1, "num_cpus": 0.5, "params": {"device_hours": cost}}
+                  for name, cost in models.items()},
+        "infer": {"shard_size": per_shard, "actors_per_model": actors}, "cluster": {"num_gpus": 4},
+        "budget": budget})
+    store = LocalStore(tmp_path / "store")
+    plan = RunPlan.from_config(cfg)
+    shards = {f"shard-{i:05d}": [f"s{i:03d}-{j}" for j in range(per_shard)] for i in range(n_shards)}
+    for name in models:
+        put_json(store, plan.layout.file(plan.infer[name], "plan.json"), shards)
+    return cfg, store, plan, shards
+
+
+def _bounded(*args, **kwargs):
+    """``run_shards(*args, **kwargs)`` in a thread: the test fails, instead of hanging the suite,
+    when the call does not return within 300 s (the hang guard of a budget stop)."""
+    out: dict = {}
+
+    def call() -> None:
+        try:
+            out["report"] = run_shards(*args, **kwargs)
+        except BaseException as e:  # re-raised in the test's thread
+            out["error"] = e
+
+    t = threading.Thread(target=call, daemon=True)
+    t.start()
+    t.join(300)
+    assert not t.is_alive(), "run_shards did not return: the budget stop hangs"
+    if "error" in out:
+        raise out["error"]
+    return out["report"]
+
+
+def _released(resource: str, total: float) -> bool:
+    """Bounded poll: every actor of the call is gone once Ray has all of ``resource`` free again
+    (``ray.kill`` is asynchronous)."""
+    for _ in range(300):
+        if ray.available_resources().get(resource, 0.0) == total:
+            return True
+        time.sleep(0.1)
+    return False
+
+
+def test_budget_stop_with_two_models_and_waiting_actors_returns_and_frees_every_actor(ray_gpus, tmp_path):
+    # 4 logical GPUs, 4 actors per model at 1 GPU each: model b's actors wait for a's GPUs.
+    # Every shard costs 1e-3 device-hours and is estimated so; budget 5.5e-3. In the first
+    # round a's shards 0-3 (4e-3 in flight) and b's shard 0 (5e-3) start; b's shard 1 would make
+    # 6e-3 with the shards in flight: refused, nothing else starts. b's shard 0 can only run once
+    # a's idle actors are stopped (before the fix they held the GPUs and the call never returned).
+    cfg, store, plan, shards = _models_setup(tmp_path, {"a": 1e-3, "b": 1e-3}, n_shards=6,
+                                             budget={"gpu_hours": 5.5e-3})
     with ray_session(cfg):
-        report = run_shards(cfg, store, {"null": shards}, factory=NullWorker)
-    assert report.budget_stop and "budget.gpu_hours" in report.budget_stop
-    led = read_ledger(store, plan, "null")
-    done = {s.shard_id for s in report.done}
-    assert 0 < len(done) < 12
-    assert set(led.markers) == done and set(led.missing) == {s for _, s in report.not_started}
-    assert led.spent_hours == pytest.approx(report.spent_hours)
-    # the stop is taken before a shard whose projected cost would exceed the budget
-    assert led.spent_hours <= 2.5e-4 + 2 * max(m["device_hours"] for m in led.markers.values())
+        report = _bounded(cfg, store, {"a": shards, "b": shards}, shard_estimates={"a": 1e-3, "b": 1e-3},
+                            factory=executor_workers.FixedCostWorker)
+        assert _released("GPU", 4.0)
+    assert sorted((s.model, s.shard_id) for s in report.done) == [
+        ("a", "shard-00000"), ("a", "shard-00001"), ("a", "shard-00002"), ("a", "shard-00003"),
+        ("b", "shard-00000")]
+    assert sorted(report.not_started) == [("a", "shard-00004"), ("a", "shard-00005")] + [
+        ("b", f"shard-{i:05d}") for i in range(1, 6)]
+    assert report.budget_stop == ("budget.gpu_hours 0.0055: 0.0000 device-hours spent, "
+                                  "0.0060 projected with the next shard")
+    assert report.spent_hours == pytest.approx(5e-3)
+    for name, done in (("a", 4), ("b", 1)):
+        led = read_ledger(store, plan, name)
+        assert len(led.markers) == done and led.spent_hours == pytest.approx(done * 1e-3)
+
+
+def test_budget_counts_shards_in_flight_before_starting_one(ray_gpus, tmp_path):
+    # one model, 2 actors, 1e-3 device-hours per shard (estimate and actual), budget 4.5e-3:
+    # spent + in flight + next <= 4.5e-3 admits exactly 4 shards whatever order they finish in;
+    # ignoring the shards in flight would start a 5th (spent 3e-3 + 1e-3 with one still running).
+    cfg, store, plan, shards = _models_setup(tmp_path, {"a": 1e-3}, n_shards=8, actors=2,
+                                             budget={"gpu_hours": 4.5e-3})
+    with ray_session(cfg):
+        report = _bounded(cfg, store, {"a": shards}, shard_estimates={"a": 1e-3},
+                            factory=executor_workers.FixedCostWorker)
+    assert sorted(s.shard_id for s in report.done) == [f"shard-{i:05d}" for i in range(4)]
+    assert sorted(report.not_started) == [("a", f"shard-{i:05d}") for i in range(4, 8)]
+    led = read_ledger(store, plan, "a")
+    assert set(led.markers) == {s.shard_id for s in report.done}
+    assert set(led.missing) == {s for _, s in report.not_started}
+    assert led.spent_hours == pytest.approx(report.spent_hours) == pytest.approx(4e-3)
+
+
+def test_a_model_without_an_estimate_runs_one_calibration_shard_under_a_budget(ray_gpus, tmp_path):
+    # no estimate yet: shard 0 runs alone (its cost is unknown); then 1e-3 is known, shard 1
+    # starts (2e-3 projected) and shard 2 would make 3e-3 > 2.5e-3 with shard 1 in flight.
+    # Without the calibration rule both actors would start at an estimate of 0.
+    cfg, store, _, shards = _models_setup(tmp_path, {"a": 1e-3}, n_shards=6, actors=2,
+                                          budget={"gpu_hours": 2.5e-3})
+    with ray_session(cfg):
+        report = _bounded(cfg, store, {"a": shards}, factory=executor_workers.FixedCostWorker)
+    assert sorted(s.shard_id for s in report.done) == ["shard-00000", "shard-00001"]
+    assert sorted(report.not_started) == [("a", f"shard-{i:05d}") for i in range(2, 6)]
+    assert report.spent_hours == pytest.approx(2e-3)
+
+
+def test_overshoot_is_the_in_flight_shards_spend_beyond_their_estimates_and_status_shows_it(
+        ray_gpus, tmp_path):
+    # estimated 1e-3 per shard, each really costs 2e-3; budget 2.5e-3, 2 actors: shards 0 (1e-3
+    # projected) and 1 (2e-3) start together, shard 2 (3e-3) is refused; both run to the end:
+    # spent 4e-3: overshoot 4e-3 - 2.5e-3 = 1.5e-3, within the bound 2 x (2e-3 - 1e-3) of the
+    # in-flight shards' spend beyond their estimates.
+    cfg, store, _, shards = _models_setup(tmp_path, {"a": 2e-3}, n_shards=4, actors=2,
+                                          budget={"gpu_hours": 2.5e-3})
+    with ray_session(cfg):
+        report = _bounded(cfg, store, {"a": shards}, shard_estimates={"a": 1e-3},
+                            factory=executor_workers.FixedCostWorker)
+    assert sorted(s.shard_id for s in report.done) == ["shard-00000", "shard-00001"]
+    assert report.spent_hours == pytest.approx(4e-3)
+    assert ("budget 0.0025 device-h (overshoot 0.0015 device-h: shards in flight when the budget was reached "
+            "ran to the end)") in run_status(cfg, store)
 
 
 def test_completed_shards_are_skipped_and_cost_nothing(ray_gpus, tmp_path):
