@@ -547,3 +547,53 @@ def test_status_counts_failed_attempts_and_flags_suspect_models(tmp_path):
     assert ("  SUSPECT   silent     no speech detected in any of its 3 conversations (expected for a baseline that "
             "never speaks)") in lines
     assert "  SUSPECT   moshi      output peak -75.0 dBFS stays below -60 dBFS in every conversation" in lines
+
+
+def test_judge_calls_through_the_scoring_flow_equal_judged_windows(tmp_path):
+    """The threshold sweep's relation through the real scoring flow: every window occupied at 0 ms
+    is transcribed; one with under 100 ms of clipped speech (the ASR input rule) has an empty
+    transcript and fails without a judge call; so occupied at 0 ms = judge calls + empty transcripts."""
+    from harness.metrics.analyses import silence_sweeps
+    from harness.metrics.outcomes import with_verdict
+    from harness.scoring.asr import Transcript, prepare_input
+    from harness.scoring.cache import ContentCache
+    from harness.scoring.flow import ConversationScorer
+    from harness.scoring.judge import CORRECT, answer_verdict, window_verdict
+    from harness.store.base import LocalStore
+
+    class RecognisesAnything:  # "mm hm" for any audio the ASR input rule lets through
+        name, version = "fake", "1"
+
+        def transcribe(self, audio, sample_rate, vocabulary=()):
+            y, _ = prepare_input(audio, sample_rate, vocabulary, 16_000)
+            return Transcript("" if y is None else "mm hm")
+
+    class RecordingJudge:
+        def __init__(self):
+            self.windows, self.answers = [], []
+
+        def classify_window(self, text, context, speech_s, overlap_s):
+            self.windows.append(text)
+            return window_verdict("BACKCHANNEL", "BACKCHANNEL")
+
+        def judge_answer(self, text, gold, question):
+            self.answers.append(text)
+            return answer_verdict(CORRECT, CORRECT)
+
+    # N2 window [2500, 4500): 50 ms of speech; N1 window from 10000: 500 ms; N3 window: 300 ms; T answer
+    segments = np.array([[2600, 2650], [7070, 8000], [10500, 11000], [19100, 19400]], dtype=np.int64)
+    rows = conversation_outcomes(SCENE, RECORD, segments, PROTO)
+    output = np.zeros(RECORD["n_samples"], np.float32)
+    for a, b in segments:
+        output[a:b] = 0.3 * np.sin(np.arange(b - a, dtype=np.float32))
+    judge = RecordingJudge()
+    scorer = ConversationScorer(RecognisesAnything(), judge, ContentCache(LocalStore(str(tmp_path)), "asr"), 1000,
+                                "preamble")
+    verdicts = scorer.score(SCENE, rows, output, segments)
+    merged = [with_verdict(r, verdicts) for r in rows]
+    counts = silence_sweeps(merged)["judge_windows"]
+    assert counts == {"occupied_0ms": 3, "judged": 2, "empty_transcript": 1}
+    assert len(judge.windows) == counts["judged"] and judge.answers == ["mm hm"]
+    assert counts["occupied_0ms"] == len(judge.windows) + counts["empty_transcript"]
+    n2 = next(r for r in merged if r["kind"] == "silence" and r["label"] == "N2")
+    assert (n2["transcript"], n2["silence_preserved"]) == ("", False)  # failed without a judge call
