@@ -96,6 +96,9 @@ class RowError(Exception):
         self.output = output
         super().__init__("; ".join(f"row {b}: {why}" for b, why in sorted(self.reasons.items())))
 
+    def __reduce__(self):  # picklable with its fields (e.g. across a Ray actor boundary)
+        return type(self), (self.reasons, self.output)
+
 
 class DuplexModel(ABC):
     """A full-duplex model: hears a frame, says a frame, every step, for a batch of streams.

@@ -3,6 +3,7 @@ step watchdog, the input room tone and the echo switch."""
 
 from __future__ import annotations
 
+import pickle
 from dataclasses import replace
 
 import numpy as np
@@ -252,6 +253,8 @@ def test_silent_model_output_is_zero_up_to_the_stream_end(scene):
     assert not res.output.any()
 
 
-def test_row_error_needs_a_row():
+def test_row_error_needs_a_row_and_pickles_with_its_fields():
     with pytest.raises(ValueError, match="RowError needs at least one row"):
         RowError({})
+    e = pickle.loads(pickle.dumps(RowError({2: "bad input"}, np.ones((3, 4), np.float32))))
+    assert e.reasons == {2: "bad input"} and e.output.shape == (3, 4) and str(e) == "row 2: bad input"
