@@ -6,7 +6,7 @@ import logging
 import sys
 from collections.abc import Callable
 from pathlib import Path
-from typing import TypeVar
+from typing import NoReturn, TypeVar
 
 import hydra
 from omegaconf import DictConfig, OmegaConf
@@ -34,17 +34,29 @@ OmegaConf.register_new_resolver("run_id_key", _run_dir_part, replace=True)
 CONF_DIR = str(Path(__file__).resolve().parents[1] / "conf")
 
 
+# Exit statuses of every job (docs/cluster.md, "Exit statuses"); 1 is an unexpected error (a
+# traceback), 143 a driver stopped by SIGTERM.
+COMPLETE = 0  # finished: every stage ran and no conversation is `error`
+CONFIG_ERROR = 2  # configuration, preflight or missing input: stopped before anything was spent
+BUDGET_STOP = 3  # the budget stopped infer before every shard ran; completed shards are kept
+FAILED_SHARDS = 4  # infer shards failed every attempt; completed shards are kept, later stages did not run
+FAILED_CONVERSATIONS = 5  # finished and the report is written, but some conversations are `error`
+
+
+def fail(message: str, status: int = CONFIG_ERROR) -> NoReturn:
+    """Print ``message`` to stderr and exit with ``status``."""
+    print(message, file=sys.stderr)
+    sys.exit(status)
+
+
 def setup(cfg: DictConfig) -> tuple[RunConfig, ObjectStore]:
     """Resolve and validate the config; exit with a clear message when it is wrong."""
     logging.getLogger("duplex_mpe").setLevel(logging.INFO)
     try:  # throw_on_missing: a required value left at ``???`` (store.bucket of store=s3) is named
         run = RunConfig.from_dict(OmegaConf.to_container(cfg, resolve=True, throw_on_missing=True))
     except (ConfigError, MissingMandatoryValue) as e:
-        sys.exit(f"config error: {e}")
+        fail(f"config error: {e}")
     return run, open_store(run.store)
-
-
-STOPPED = 3  # exit status: the run stopped cleanly before finishing (budget, failed shards)
 
 
 def existing_run(run: RunConfig, store: ObjectStore) -> RunConfig:
@@ -60,16 +72,18 @@ def existing_run(run: RunConfig, store: ObjectStore) -> RunConfig:
     try:
         return load_run_config(store, run, keep_budget=not budget_given)
     except FileNotFoundError:
-        sys.exit(f"no run {run.run_id!r} in {store.describe()} (no run.json): check run_id and the store "
-                 "overrides (e.g. ARGS=\"store=s3 store.bucket=...\")")
+        fail(f"no run {run.run_id!r} in {store.describe()} (no run.json): check run_id and the store "
+             "overrides (e.g. ARGS=\"store=s3 store.bucket=...\")")
     except ConfigError as e:
-        sys.exit(f"run {run.run_id!r}: its stored config is not valid for this harness version: {e}")
+        fail(f"run {run.run_id!r}: its stored config is not valid for this harness version: {e}")
 
 
 def run_until_stopped(fn: Callable[[RunConfig, ObjectStore], T], run: RunConfig, store: ObjectStore) -> T:
-    """``fn(run, store)``; a clean stop (budget reached, shards failed) prints why, the run's
-    status and how to continue, then exits with :data:`STOPPED`. Completed work is kept."""
-    from harness.runtime.executor import BudgetExceeded
+    """``fn(run, store)``; a clean stop prints why, the run's status and how to continue, then
+    exits with :data:`BUDGET_STOP` (budget reached) or :data:`FAILED_SHARDS` (shards failed);
+    a missing input or a resource request no node can hold exits with :data:`CONFIG_ERROR`.
+    Completed work is kept."""
+    from harness.runtime.executor import BudgetExceeded, UnmetResources
     from harness.runtime.stages import InferIncomplete, StageInputMissing
     from harness.runtime.status import run_status
 
@@ -77,12 +91,36 @@ def run_until_stopped(fn: Callable[[RunConfig, ObjectStore], T], run: RunConfig,
         return fn(run, store)
     except (BudgetExceeded, InferIncomplete) as e:
         where = "" if run.store.kind == "local" and run.store.root == "runs" else ' ARGS="store=..."'
-        print(f"\nstopped: {e}\n\n{run_status(run, store)}\n\nto continue: make rerun-failed RUN={run.run_id}{where}"
-              + (" (with budget.gpu_hours=... / budget.usd=... in ARGS to raise the budget)"
-                 if isinstance(e, BudgetExceeded) else ""), file=sys.stderr)
-        sys.exit(STOPPED)
+        fail(f"\nstopped: {e}\n\n{run_status(run, store)}\n\nto continue: make rerun-failed RUN={run.run_id}{where}"
+             + (" (with budget.gpu_hours=... / budget.usd=... in ARGS to raise the budget)"
+                if isinstance(e, BudgetExceeded) else ""),
+             BUDGET_STOP if isinstance(e, BudgetExceeded) else FAILED_SHARDS)
     except StageInputMissing as e:
-        sys.exit(f"cannot run: {e}")
+        fail(f"cannot run: {e}")
+    except UnmetResources as e:
+        fail(f"cannot schedule: {e}")
+
+
+def report_location(run: RunConfig, store: ObjectStore, key: str) -> str:
+    """Where the report is, for a person: a path for the local store, a URL-like name otherwise."""
+    where = f"{run.store.root}/{key}" if run.store.kind == "local" else f"{store.describe()} {key}"
+    return f"\nreport: {where}\n        {where.removesuffix('.md')}.html (figures, per-conversation pages)"
+
+
+def finish(run: RunConfig, store: ObjectStore) -> None:
+    """Print where the run's report is; exit with :data:`FAILED_CONVERSATIONS` when some
+    conversations are `error` (listed in the report and the reduce stage's ``errors.json``)."""
+    from harness.runtime.plan import RunPlan
+    from harness.store.base import get_json
+
+    plan = RunPlan.from_config(run)
+    print(report_location(run, store, plan.layout.file(plan.reduce, "report.md")))
+    errors = get_json(store, plan.layout.file(plan.reduce, "errors.json"))["conversations"]
+    if errors:
+        models = sorted({e["model"] for e in errors})
+        fail(f"finished with {len(errors)} conversation error(s) ({', '.join(models)}); the first: "
+             f"{errors[0]['model']} {errors[0]['scene_id']}: {errors[0]['reason']}. Every one is listed in the "
+             "report and in errors.json.", FAILED_CONVERSATIONS)
 
 
 def stage_main(stage: str):
@@ -93,5 +131,7 @@ def stage_main(stage: str):
     def main(cfg: DictConfig) -> None:
         run, store = setup(cfg)
         run_until_stopped(lambda r, s: run_stage(stage, r, s), run, store)
+        if stage == "reduce":
+            finish(run, store)
 
     return main

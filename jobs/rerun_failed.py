@@ -10,16 +10,15 @@ import hydra
 from omegaconf import DictConfig
 
 from harness.runtime.stages import run_pipeline
-from jobs._entry import CONF_DIR, existing_run, run_until_stopped, setup
-from jobs.pipeline import report_location
+from jobs._entry import CONF_DIR, existing_run, finish, run_until_stopped, setup
 
 
 @hydra.main(version_base="1.3", config_path=CONF_DIR, config_name="config")
 def main(cfg: DictConfig) -> None:
     run, store = setup(cfg)
     run = existing_run(run, store)
-    key = run_until_stopped(run_pipeline, run, store)
-    print(report_location(run, store, key))
+    run_until_stopped(run_pipeline, run, store)
+    finish(run, store)
 
 
 if __name__ == "__main__":

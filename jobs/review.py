@@ -7,8 +7,6 @@ The export writes a self-contained review page and the CSV to fill in; the impor
 two reviewers' CSVs, stores the results and adds them to the run's report.
 """
 
-import sys
-
 import hydra
 from omegaconf import DictConfig, OmegaConf, open_dict
 
@@ -16,7 +14,7 @@ from harness.review.forms import ReviewFormError
 from harness.review.kit import ReviewError, export_review, import_reviews
 from harness.review.results import load_results, update_report
 from harness.runtime.plan import RunPlan
-from jobs._entry import CONF_DIR, setup
+from jobs._entry import CONF_DIR, fail, setup
 
 
 def _where(run, key: str) -> str:
@@ -44,9 +42,9 @@ def main(cfg: DictConfig) -> None:
             report = update_report(store, plan.reduce, load_results(store, plan.review), run.run_id)
             print(f"report: {_where(run, report[0])}")
         else:
-            sys.exit(f"config error: review.action must be export or import, got {review['action']!r}")
+            fail(f"config error: review.action must be export or import, got {review['action']!r}")
     except (ReviewError, ReviewFormError, ValueError) as e:
-        sys.exit(f"review: {e}")
+        fail(f"review: {e}")
 
 
 if __name__ == "__main__":

@@ -256,7 +256,7 @@ class RunConfig:
             "vad": _vad(d.pop("vad", {}), "vad"),
             "detector": _vad(protocol.pop("detector", {}), "protocol.detector"),
             "protocol": _build(ProtocolSettings, protocol, "protocol"),
-            "models": tuple(_build(ModelSettings, {"name": k, **v}, f"model.{k}") for k, v in models.items()),
+            "models": tuple(_build(ModelSettings, {"name": str(k), **v}, f"model.{k}") for k, v in models.items()),
         }
         sub = {"scenes": ScenesSettings, "tts": TtsSettings, "infer": InferSettings,
                "cluster": ClusterSettings, "budget": BudgetSettings, "store": StoreSettings, "metrics": MetricsSettings,
@@ -265,9 +265,10 @@ class RunConfig:
         for key, typ in sub.items():
             if key in d:
                 kw[key] = _build(typ, d.pop(key) or {}, key)
-        for key in ("run_id", "seed"):
-            if key in d:
-                kw[key] = d.pop(key)
+        if "run_id" in d:
+            kw["run_id"] = _as_text(d.pop("run_id"))
+        if "seed" in d:
+            kw["seed"] = d.pop("seed")
         try:  # the run id names the run's prefix in the store
             check_id(str(kw.get("run_id", "demo")), "run_id")
         except ValueError as e:
@@ -293,11 +294,21 @@ def _vad(values: dict[str, Any] | None, where: str) -> VadSettings:
     return _build(VadSettings, {**values, "rules": rules}, where)
 
 
+_TEXT_TYPES = ("str", "str | None")  # annotations (postponed: strings) of identifier-like fields
+
+
+def _as_text(value: Any) -> Any:
+    """An identifier is a string whatever it looks like: Hydra turns ``run_id=20260115`` or
+    ``store.prefix=2026`` into numbers, which become their text again here."""
+    return str(value) if isinstance(value, int | float) and not isinstance(value, bool) else value
+
+
 def _build(typ: type, values: dict[str, Any], where: str) -> Any:
-    names = {f.name for f in dataclasses.fields(typ)}
-    unknown = set(values) - names
+    fields = {f.name: f.type for f in dataclasses.fields(typ)}
+    unknown = set(values) - set(fields)
     if unknown:
-        raise ConfigError(f"{where}: unknown keys {sorted(unknown)} (known: {sorted(names)})")
+        raise ConfigError(f"{where}: unknown keys {sorted(unknown)} (known: {sorted(fields)})")
+    values = {k: _as_text(v) if fields[k] in _TEXT_TYPES else v for k, v in values.items()}
     try:
         return typ(**values)
     except (TypeError, ValueError) as e:

@@ -87,3 +87,18 @@ def test_pipeline_on_s3_with_injected_faults_completes_and_loses_nothing():
             led = read_ledger(store, plan, m)
             assert len(led.markers) == 2 and not led.missing
         assert "2/2 shards complete, 0 failed, 0 missing" in run_status(cfg, store)
+
+
+def test_exit_statuses_of_failed_shards_and_of_failed_conversations(tmp_path):
+    """docs/cluster.md "Exit statuses": 4 when shards failed every attempt (nothing after infer
+    runs), 5 when the run finished and wrote its report but conversations are ``error``."""
+    base = [f"store.root={tmp_path}", "scenes=tiny", "model=[silent]", "infer.shard_size=6"]
+    crash = job("pipeline", *base, "run_id=crash", "model.silent.target=tests.fixtures.faulty_models:CrashingModel",
+                "cluster.shard_attempts=1", "cluster.max_restarts=0", "cluster.max_task_retries=0")
+    assert crash.returncode == 4, crash.stderr[-3000:]
+    assert "stopped: 1 shard(s) failed after 1 attempts" in crash.stderr
+    assert "CUDA out of memory" in crash.stderr
+    rows = job("pipeline", *base, "run_id=rows", "model.silent.target=tests.fixtures.faulty_models:RaisingModel")
+    assert rows.returncode == 5, rows.stderr[-3000:]
+    assert "finished with 6 conversation error(s) (silent)" in rows.stderr and "adapter exploded" in rows.stderr
+    assert "report:" in rows.stdout

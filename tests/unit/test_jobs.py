@@ -1,0 +1,88 @@
+"""The job entry points (jobs/): exit statuses, identifiers that look like numbers, jobs on an
+existing run, preflight. Each runs the real Hydra entry point in a subprocess where the
+behaviour is the process's (its exit status, its messages)."""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from harness.runtime.config import RunConfig
+from harness.runtime.executor import BudgetExceeded, UnmetResources
+from harness.runtime.plan import RunPlan
+from harness.runtime.stages import InferIncomplete, StageInputMissing
+from harness.store.base import LocalStore, put_json
+from jobs import _entry
+
+REPO = Path(__file__).resolve().parents[2]
+
+
+def job(name: str, *overrides: str, env: dict[str, str] | None = None) -> subprocess.CompletedProcess:
+    return subprocess.run([sys.executable, "-m", f"jobs.{name}", *overrides], cwd=REPO, capture_output=True,
+                          text=True, timeout=600, env={**os.environ, "RAY_AUTH_MODE": "disabled", **(env or {})})
+
+
+def _run(tmp_path) -> tuple[RunConfig, LocalStore]:
+    cfg = RunConfig.from_dict({"run_id": "r1", "store": {"root": str(tmp_path)}, "model": {"silent": {"target": "silent"}}})
+    return cfg, LocalStore(tmp_path)
+
+
+@pytest.mark.parametrize(("error", "status", "message"), [
+    (BudgetExceeded("the budget leaves 2 shard(s) not started"), 3, "stopped: the budget leaves 2 shard"),
+    (InferIncomplete("1 shard(s) failed after 3 attempts"), 4, "stopped: 1 shard(s) failed after 3 attempts"),
+    (StageInputMissing("stage 'vad' has not completed"), 2, "cannot run: stage 'vad' has not completed"),
+    (UnmetResources("model 'silent' asks for num_cpus=1, num_gpus=1"), 2, "cannot schedule: model 'silent'"),
+])
+def test_each_kind_of_stop_has_its_exit_status(tmp_path, capsys, error, status, message):
+    cfg, store = _run(tmp_path)
+
+    def stage(run, store):
+        raise error
+
+    with pytest.raises(SystemExit) as stop:
+        _entry.run_until_stopped(stage, cfg, store)
+    assert stop.value.code == status
+    assert message in capsys.readouterr().err
+
+
+def test_a_finished_run_with_conversation_errors_exits_5_and_names_them(tmp_path, capsys):
+    cfg, store = _run(tmp_path)
+    plan = RunPlan.from_config(cfg)
+    errors = plan.layout.file(plan.reduce, "errors.json")
+    put_json(store, errors, {"conversations": [], "invalid_scenes": {}})
+    _entry.finish(cfg, store)  # no error: returns (exit status 0)
+    assert f"report: {tmp_path}/{plan.layout.file(plan.reduce, 'report.md')}" in capsys.readouterr().out
+    put_json(store, errors, {"conversations": [
+        {"model": "silent", "scene_id": "p001-explicit", "reason": "model failed: adapter exploded"},
+        {"model": "silent", "scene_id": "p001-implicit", "reason": "model failed: adapter exploded"}],
+        "invalid_scenes": {}})
+    with pytest.raises(SystemExit) as stop:
+        _entry.finish(cfg, store)
+    assert stop.value.code == 5
+    assert ("finished with 2 conversation error(s) (silent); the first: silent p001-explicit: model failed: "
+            "adapter exploded") in capsys.readouterr().err
+
+
+def test_a_config_error_exits_2_before_anything_runs(tmp_path):
+    out = job("pipeline", f"store.root={tmp_path}", "run_id=c", "model=[]")
+    assert out.returncode == 2, out.stderr[-2000:]
+    assert "config error: no model selected" in out.stderr
+    assert not (tmp_path / "c" / "run.json").exists()
+
+
+def test_identifiers_that_look_like_numbers_stay_strings_through_the_entry_point(tmp_path):
+    # Hydra reads run_id=20260115, store.bucket=123456 and store.prefix=2026 as ints; before the
+    # fix they failed with InvalidKey, TypeError and AttributeError
+    from tests.fixtures.s3 import REGION, s3_endpoint
+
+    with s3_endpoint(bucket="123456") as ep:
+        out = job("scenes", "store=s3", "store.bucket=123456", "store.prefix=2026", "run_id=20260115",
+                  f"store.endpoint_url={ep.endpoint_url}", f"store.region={REGION}", "store.addressing_style=path",
+                  f"store.root={tmp_path}", "scenes=tiny")
+        assert out.returncode == 0, out.stderr[-3000:]
+        keys = [o["Key"] for o in ep.client().list_objects_v2(Bucket="123456")["Contents"]]
+    assert any(k.startswith("2026/20260115/scenes/") and k.endswith("/_SUCCESS.json") for k in keys), keys
