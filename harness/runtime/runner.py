@@ -39,7 +39,7 @@ import numpy as np
 
 from harness.audio.assemble import Track
 from harness.audio.io import PCM_SCALE, quantize
-from harness.audio.resample import resample
+from harness.audio.resample import StreamResampler
 from harness.audio.room_tone import RoomTone
 from harness.models.base import READS_SCHEDULE, DuplexModel, RowError, StreamContext
 from harness.protocol.scheduler import Event, Placement, ProtocolSettings, Scheduler
@@ -280,6 +280,11 @@ def run_batch(model: DuplexModel, convs: Sequence[ConversationInput], protocol: 
     reads_schedule = READS_SCHEDULE in info.capabilities
     tones = [RoomTone(protocol.room_tone, protocol.room_tone_dbfs, c.seed, sr) for c in convs]
     prev_out = np.zeros((n, frame), np.float32)
+    # streaming resamplers, one stream per row (docs/protocol-decisions.md, "Time and audio"): the output
+    # side's fixed delay (lag) is trimmed, so the stored output is resample(model output) on the
+    # timeline; a stream runs until lag samples past its end have been output
+    rs_in, rs_out = StreamResampler(n, sr, info.input_rate), StreamResampler(n, info.output_rate, sr)
+    lag = skip = rs_out.delay
     limit = round(max_duration_s * sr)
     t = k = 0
     try:
@@ -295,7 +300,7 @@ def run_batch(model: DuplexModel, convs: Sequence[ConversationInput], protocol: 
                     if reads_schedule and active[b]:
                         call("observe", model.observe, int(b), p)
                 seen[b] = len(s.placements)
-                if s.done and t >= s.end:
+                if s.done and t >= s.end + lag:
                     active[b] = False
             if not active.any():
                 break
@@ -307,7 +312,7 @@ def run_batch(model: DuplexModel, convs: Sequence[ConversationInput], protocol: 
                 x[b] = tracks[b].render(t, frame) + tones[b].read(frame)
             if protocol.echo:
                 x += prev_out
-            y = call(f"step {k}", model.step, resample(x, sr, info.input_rate), first=k == 0, output=True)
+            y = call(f"step {k}", model.step, rs_in.push(x), first=k == 0, output=True)
             if not active.any():  # every running row was blamed
                 break
             try:
@@ -317,9 +322,10 @@ def run_batch(model: DuplexModel, convs: Sequence[ConversationInput], protocol: 
                 break
             for b, why in bad.items():
                 fail([b], f"{why} (step {k} at {t / sr:.2f} s)")
-            y = quantize(resample(y, info.output_rate, sr))
-            det.push(y)
+            y = quantize(rs_out.push(y))
             prev_out = y
+            y, skip = y[:, skip:], max(0, skip - y.shape[1])  # aligned: drop the output resampler's delay
+            det.push(y)
             for b in np.flatnonzero(active):
                 outputs[b].append(y[b])
             t += frame

@@ -231,9 +231,10 @@ def infer_records(store: ObjectStore, plan: RunPlan, model: str,
 # -- vad -------------------------------------------------------------------------------------
 def reuses_online_detector(cfg: RunConfig) -> bool:
     """True when the scored detector computes the same Silero probabilities as the online one
-    (same model and resampling; the post-processing rules may differ), so the ``vad`` stage
-    post-processes the probabilities ``infer`` stored instead of re-running Silero."""
-    return (cfg.vad.model, cfg.vad.resample_block_s) == (cfg.detector.model, cfg.detector.resample_block_s)
+    (same model; the streaming resampler gives the same 16 kHz samples online and offline; the
+    post-processing rules may differ), so the ``vad`` stage post-processes the probabilities
+    ``infer`` stored instead of re-running Silero."""
+    return cfg.vad.model == cfg.detector.model
 
 
 def segment_entry(segments: np.ndarray, scored_samples: int, cfg: RunConfig) -> dict[str, Any]:

@@ -3,13 +3,15 @@
 :class:`StreamingDetector` turns model output on the timeline (``float32[B, n]`` at the
 timeline rate, typically 24 kHz) into speech segments, chunk by chunk:
 
-1. cut into ``resample_block_s`` blocks (80 ms) and resample each block to 16 kHz with
-   torchaudio (Silero supports 8/16 kHz only: 24 kHz audio is never fed as 16 kHz);
+1. resample to 16 kHz with a streaming resampler per stream
+   (:class:`~harness.audio.resample.StreamResampler`, torchaudio's filter with carried context:
+   the same 16 kHz samples whatever the chunk sizes; Silero supports 8/16 kHz only, so 24 kHz
+   audio is never fed as 16 kHz);
 2. run the Silero JIT model on 512-sample windows (32 ms) for all streams in one batch;
 3. segment the probabilities with :mod:`harness.vad.segments`.
 
 The online scheduler and the offline ``vad`` stage both use this class, so the audio Silero
-sees is identical in both (the offline stage simply pushes whole outputs).
+sees is identical in both, bit for bit (the offline stage simply pushes whole outputs).
 """
 
 from __future__ import annotations
@@ -20,7 +22,7 @@ from functools import cache
 import numpy as np
 import torch
 
-from harness.audio.resample import block_sizes, resample_blocks
+from harness.audio.resample import StreamResampler
 from harness.vad.segments import SegmentRules, SpeechTracker, SpeechView, segments_from_probs
 
 SILERO_RATE = 16_000
@@ -32,7 +34,6 @@ class VadSettings:
     """conf/vad: the detector and its post-processor."""
 
     rules: SegmentRules = field(default_factory=SegmentRules)
-    resample_block_s: float = 0.08
     model: str = "silero-vad-jit"
     batch: int = 32  # conversations per offline batch (one Ray task each)
 
@@ -61,8 +62,9 @@ class SileroProbs:
 
     :meth:`push` takes the next ``float32[B, n]`` timeline samples of every stream and returns
     the probabilities ``float32[B, k]`` of the Silero windows completed by them (one window =
-    :attr:`frame` timeline samples, 768 at 24 kHz). Samples of an incomplete block or window
-    wait for the next push.
+    :attr:`frame` timeline samples, 768 at 24 kHz). The resampler's delay is dropped, so window
+    ``k`` covers timeline samples ``[k * frame, (k + 1) * frame)``; a window is computed once the
+    resampler's look-ahead after it has arrived (:meth:`complete_frames`).
 
     Raises:
         ValueError: when a Silero window is not a whole number of timeline samples, or a
@@ -74,28 +76,25 @@ class SileroProbs:
         self.sample_rate = sample_rate
         self.settings = settings
         self.frame = frame_samples(sample_rate)
-        self._block_in, self._block_16k = block_sizes(sample_rate, SILERO_RATE, settings.resample_block_s)
-        self._pending_in = np.zeros((n_streams, 0), np.float32)  # timeline samples not yet resampled
+        self._resampler = StreamResampler(n_streams, sample_rate, SILERO_RATE)
+        self._skip = self._resampler.delay  # leading resampler output that only delays the stream
         self._pending_16k = np.zeros((n_streams, 0), np.float32)  # 16 kHz samples not yet windowed
         self._model = _silero_jit()
         self._model.reset_states()
 
     def complete_frames(self, n_samples: int) -> int:
-        """Windows of a stream of ``n_samples`` timeline samples that lie in its whole resampling
-        blocks: the ones whose probability does not depend on what follows the stream's end."""
-        return n_samples // self._block_in * self._block_16k // SILERO_WINDOW
+        """Windows computed once a stream's first ``n_samples`` timeline samples are pushed: the
+        ones whose probability does not depend on what follows the stream's end. A window needs
+        the resampler's look-ahead after it (:attr:`StreamResampler.delay`, 0.5 ms from 24 kHz),
+        so an output's last window is not scored when it ends less than that before the end."""
+        n_16k = n_samples * self._resampler.new_rate // self.sample_rate - self._resampler.delay
+        return max(0, n_16k) // SILERO_WINDOW
 
     def push(self, audio: np.ndarray) -> np.ndarray:
-        if audio.ndim != 2 or audio.shape[0] != self.n_streams:
-            raise ValueError(f"expected [{self.n_streams}, n] audio, got {audio.shape}")
-        empty = np.zeros((self.n_streams, 0), np.float32)
-        buf = np.concatenate([self._pending_in, audio.astype(np.float32, copy=False)], axis=1)
-        cut = buf.shape[1] // self._block_in * self._block_in
-        self._pending_in = buf[:, cut:]
-        if cut == 0:
-            return empty
-        x16 = np.concatenate([self._pending_16k, resample_blocks(buf[:, :cut], self.sample_rate, SILERO_RATE,
-                                                                 self.settings.resample_block_s)], axis=1)
+        x16 = self._resampler.push(audio)
+        drop = min(self._skip, x16.shape[1])
+        self._skip -= drop
+        x16 = np.concatenate([self._pending_16k, x16[:, drop:]], axis=1)
         n_win = x16.shape[1] // SILERO_WINDOW
         self._pending_16k = x16[:, n_win * SILERO_WINDOW:]
         windows = torch.from_numpy(np.ascontiguousarray(x16[:, : n_win * SILERO_WINDOW]))
@@ -147,8 +146,8 @@ def detect(waveforms: list[np.ndarray], sample_rate: int, settings: VadSettings)
         waveforms: mono ``float32[n_i]`` outputs on the timeline at ``sample_rate``.
     Returns:
         per waveform an ``int64[k, 2]`` array of ``[start, end)`` speech segments in samples
-        (only windows in whole resampling blocks, :meth:`SileroProbs.complete_frames`; the padding
-        of shorter rows is ignored).
+        (only the windows of :meth:`SileroProbs.complete_frames`, as online; the padding of
+        shorter rows is ignored).
     """
     if not waveforms:
         return []

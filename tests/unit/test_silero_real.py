@@ -5,7 +5,7 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from harness.vad.silero import StreamingDetector, VadSettings, detect
+from harness.vad.silero import SileroProbs, StreamingDetector, VadSettings, detect
 
 SR = 24_000
 
@@ -52,6 +52,25 @@ def test_online_chunks_equal_offline(utterance):
     for b in range(2):
         assert det.segments(b) == [tuple(s) for s in offline[b].tolist()]
         assert len(offline[b]) >= 1
+
+
+def test_probabilities_do_not_depend_on_chunking(utterance):
+    """Streaming resampling: the same 16 kHz samples, hence bit-identical Silero probabilities,
+    whether the output arrives in 80 ms frames, odd chunks or all at once."""
+    x = _place(utterance, 0.7, 5.0)[None]
+    runs = []
+    for chunk in (x.shape[1], 1920, 1001, 7777):
+        sp = SileroProbs(1, SR, VadSettings())
+        runs.append(np.concatenate([sp.push(x[:, i:i + chunk]) for i in range(0, x.shape[1], chunk)], axis=1))
+    assert runs[0].shape == (1, 156)  # 5 s = 80,000 samples at 16 kHz: (80,000 - 8) // 512 windows
+    for r in runs[1:]:
+        np.testing.assert_array_equal(r, runs[0])
+
+
+def test_complete_frames_leave_out_the_resampler_look_ahead():
+    """A window is scored once the resampler's 0.5 ms (12 samples at 24 kHz) after it arrived."""
+    sp = SileroProbs(1, SR, VadSettings())
+    assert [sp.complete_frames(n) for n in (0, 768 + 11, 768 + 12, 10 * 768, 10 * 768 + 12)] == [0, 0, 1, 9, 10]
 
 
 def test_24k_audio_is_resampled_not_reinterpreted(utterance):
