@@ -59,21 +59,89 @@ def setup(cfg: DictConfig) -> tuple[RunConfig, ObjectStore]:
     return run, open_store(run.store)
 
 
-def existing_run(run: RunConfig, store: ObjectStore) -> RunConfig:
-    """The config of the stored run ``run.run_id`` (its manifest) with this invocation's store
-    and cluster, and its budget when the command line sets one (else the run's own); exits with
-    a clear message when the run does not exist."""
+#: what an invocation on an existing run may change (docs/configuration.md, "Jobs on an existing
+#: run"): where and how fast it runs. A stage job may also change any setting that makes a new
+#: version of a stage (vad.*, judge.*, protocol.*, ...), except the run's scenes.
+WHERE_IT_RUNS = ("store.", "cluster.", "budget.")
+SPEED_ONLY = ("infer.actors_per_model", "infer.torch_threads", "vad.batch", "protocol.detector.batch", "score.batch",
+              "score.num_cpus", "score.num_gpus", "score.actors", "reference.workers")
+SPEED_ONLY_PER_MODEL = ("batch_size", "num_gpus", "num_cpus", "image")
+FIXED_BY_THE_RUN = ("scenes.", "infer.shard_size")  # the scene set and the frozen shard plan
+
+
+def where_or_speed(key: str) -> bool:
+    parts = key.split(".")
+    return (key.startswith(WHERE_IT_RUNS) or key in SPEED_ONLY
+            or (parts[0] == "model" and len(parts) == 3 and parts[2] in SPEED_ONLY_PER_MODEL))
+
+
+def new_stage_version(key: str) -> bool:
+    return not key.startswith(FIXED_BY_THE_RUN)
+
+
+def _leaves(d: dict, prefix: str = "") -> list[str]:
+    """Dotted keys of every leaf of a nested dict."""
+    return [k for key, v in d.items()
+            for k in (_leaves(v, f"{prefix}{key}.") if isinstance(v, dict) and v else [f"{prefix}{key}"])]
+
+
+def existing_run(run: RunConfig, store: ObjectStore, config_name: str = "config",
+                 allowed: Callable[[str], bool] = where_or_speed, job: str = "this job") -> RunConfig:
+    """The config of the stored run ``run.run_id`` (its ``run.json``) with what this invocation's
+    command line changes from the composed defaults applied on top, when ``allowed`` admits
+    every changed key; the store, cluster and run id are always this invocation's.
+
+    Exits with :data:`CONFIG_ERROR` and one message when the run does not exist, its stored
+    config is not valid, or the command line changes a key ``allowed`` refuses (naming it and why).
+    """
+    from hydra import compose
+    from hydra.core.global_hydra import GlobalHydra
     from hydra.core.hydra_config import HydraConfig
 
-    from harness.runtime.manifest import load_run_config
+    from harness.runtime.manifest import config_changes
+    from harness.store.base import get_json
+    from harness.store.layout import RunLayout
 
-    overrides = HydraConfig.get().overrides.task if HydraConfig.initialized() else []
-    budget_given = any(o.lstrip("+~").startswith("budget") for o in overrides)
     try:
-        return load_run_config(store, run, keep_budget=not budget_given)
+        stored = get_json(store, RunLayout(run.run_id).run_manifest())["config"]
     except FileNotFoundError:
         fail(f"no run {run.run_id!r} in {store.describe()} (no run.json): check run_id and the store "
-             "overrides (e.g. ARGS=\"store=s3 store.bucket=...\")")
+             "overrides (e.g. ARGS=\"store=s3 store.bucket=...\"), or start the run with jobs.pipeline or jobs.scenes")
+    here = run.to_dict()
+    changed: list[str] = []
+    if GlobalHydra.instance().is_initialized():  # what the command line changed: this config vs the defaults
+        defaults = OmegaConf.to_container(compose(config_name=config_name), resolve=True)
+        defaults.pop("review", None)
+        defaults.update(run_id=run.run_id, store=here["store"], cluster=here["cluster"])
+        base = RunConfig.from_dict(defaults).to_dict()
+        changed = config_changes(base, here)
+        named = [o.split("=", 1)[0].lstrip("+") for o in HydraConfig.get().overrides.task if "." in o.split("=", 1)[0]]
+        changed += [k for k in _leaves(here) if k not in changed  # set to the default's value (budget.gpu_hours=null)
+                    and any(k == n or k.startswith(n + ".") for n in named)]
+        if set(here["model"]) != set(base["model"]):  # a new model selection: run.json's settings where it has them
+            stored["model"] = {m: stored["model"].get(m, here["model"][m]) for m in here["model"]}
+        refused = [k for k in changed if not allowed(k)]
+        if refused:
+            fail(f"config error: {job} acts on the existing run {run.run_id!r} and takes its config from run.json; "
+                 f"it cannot change {', '.join(refused[:6])}"
+                 + (": the run's scenes and shard plan are fixed by its first invocation (a run with other "
+                    "scenes is a new run: use a new run_id)" if any(k.startswith(FIXED_BY_THE_RUN) for k in refused)
+                    else ": only where it runs (store, cluster, budget) and speed settings; to compute a variant "
+                         "(e.g. vad.rules.*), run that stage's job (python -m jobs.vad run_id=... vad.rules...)"))
+    for key in changed:
+        *path, last = key.split(".")
+        if path[:1] == ["model"] and path[1:] and path[1] not in stored["model"]:
+            continue  # a model not selected any more
+        src, dst = here, stored
+        for part in path:
+            src, dst = src.get(part, {}), dst.setdefault(part, {})
+        if last in src:
+            dst[last] = src[last]
+        else:
+            dst.pop(last, None)
+    stored.update(run_id=run.run_id, store=here["store"], cluster=here["cluster"])
+    try:
+        return RunConfig.from_dict(stored)
     except ConfigError as e:
         fail(f"run {run.run_id!r}: its stored config is not valid for this harness version: {e}")
 
@@ -125,11 +193,16 @@ def finish(run: RunConfig, store: ObjectStore) -> None:
 
 def stage_main(stage: str):
     """The Hydra entry point that runs one stage (``python -m jobs.<stage> [overrides]``)."""
+    from harness.runtime.manifest import write_run_manifest
     from harness.runtime.stages import run_stage
 
     @hydra.main(version_base="1.3", config_path=CONF_DIR, config_name="config")
     def main(cfg: DictConfig) -> None:
         run, store = setup(cfg)
+        if stage == "scenes":  # a run starts here (or with the pipeline): its run.json
+            write_run_manifest(run, store)
+        else:  # every later stage acts on an existing run: its config comes from run.json
+            run = existing_run(run, store, allowed=new_stage_version, job=f"jobs.{stage}")
         run_until_stopped(lambda r, s: run_stage(stage, r, s), run, store)
         if stage == "reduce":
             finish(run, store)

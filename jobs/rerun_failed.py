@@ -16,7 +16,7 @@ from jobs._entry import CONF_DIR, existing_run, finish, run_until_stopped, setup
 @hydra.main(version_base="1.3", config_path=CONF_DIR, config_name="config")
 def main(cfg: DictConfig) -> None:
     run, store = setup(cfg)
-    run = existing_run(run, store)
+    run = existing_run(run, store, job="jobs.rerun_failed")
     run_until_stopped(run_pipeline, run, store)
     finish(run, store)
 

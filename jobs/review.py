@@ -14,7 +14,7 @@ from harness.review.forms import ReviewFormError
 from harness.review.kit import ReviewError, export_review, import_reviews
 from harness.review.results import load_results, update_report
 from harness.runtime.plan import RunPlan
-from jobs._entry import CONF_DIR, fail, setup
+from jobs._entry import CONF_DIR, existing_run, fail, new_stage_version, setup
 
 
 def _where(run, key: str) -> str:
@@ -26,6 +26,7 @@ def main(cfg: DictConfig) -> None:
     with open_dict(cfg):
         review = OmegaConf.to_container(cfg.pop("review"), resolve=True)
     run, store = setup(cfg)
+    run = existing_run(run, store, config_name="review", allowed=new_stage_version, job="jobs.review")
     try:
         if review["action"] == "export":
             keys = export_review(run, store)

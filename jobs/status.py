@@ -14,7 +14,7 @@ from jobs._entry import CONF_DIR, existing_run, setup
 @hydra.main(version_base="1.3", config_path=CONF_DIR, config_name="config")
 def main(cfg: DictConfig) -> None:
     run, store = setup(cfg)
-    print(run_status(existing_run(run, store), store))
+    print(run_status(existing_run(run, store, job="jobs.status"), store))
 
 
 if __name__ == "__main__":

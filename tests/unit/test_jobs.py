@@ -27,7 +27,8 @@ def job(name: str, *overrides: str, env: dict[str, str] | None = None) -> subpro
 
 
 def _run(tmp_path) -> tuple[RunConfig, LocalStore]:
-    cfg = RunConfig.from_dict({"run_id": "r1", "store": {"root": str(tmp_path)}, "model": {"silent": {"target": "silent"}}})
+    cfg = RunConfig.from_dict({"run_id": "r1", "store": {"root": str(tmp_path)},
+                               "model": {"silent": {"target": "silent"}}})
     return cfg, LocalStore(tmp_path)
 
 
@@ -86,3 +87,39 @@ def test_identifiers_that_look_like_numbers_stay_strings_through_the_entry_point
         assert out.returncode == 0, out.stderr[-3000:]
         keys = [o["Key"] for o in ep.client().list_objects_v2(Bucket="123456")["Contents"]]
     assert any(k.startswith("2026/20260115/scenes/") and k.endswith("/_SUCCESS.json") for k in keys), keys
+
+
+@pytest.mark.slow
+def test_jobs_on_an_existing_run_take_its_config_from_run_json(tmp_path):
+    where = [f"store.root={tmp_path}", "run_id=old"]
+    first = job("pipeline", *where, "scenes=tiny", "model=[silent]", "infer.shard_size=6")
+    assert first.returncode == 0, first.stderr[-3000:]
+    # a new reduce version (metrics.yield_deadline_s) of the stored run, without repeating scenes=tiny
+    # or model=[silent]
+    reduce = job("reduce", *where, "metrics.yield_deadline_s=2.5")
+    assert reduce.returncode == 0, reduce.stderr[-3000:]
+    store = LocalStore(tmp_path)
+    from harness.runtime.manifest import load_run_config
+
+    stored = load_run_config(store, RunConfig.from_dict({"run_id": "old", "model": {"x": {"target": "x"}}}))
+    assert stored.scenes.n_pairs == 3 and [m.name for m in stored.models] == ["silent"]
+    variant = {**stored.to_dict(), "metrics": {"min_n": 30, "yield_deadline_s": 2.5}}
+    plan = RunPlan.from_config(RunConfig.from_dict(variant))
+    assert store.exists(plan.layout.marker(plan.reduce))
+    assert f"report: {tmp_path}/{plan.layout.file(plan.reduce, 'report.md')}" in reduce.stdout
+    # the run's scenes cannot change under it
+    scenes = job("vad", *where, "scenes.n_pairs=5")
+    assert scenes.returncode == 2
+    assert ("config error: jobs.vad acts on the existing run 'old' and takes its config from run.json; it cannot "
+            "change scenes.n_pairs: the run's scenes and shard plan are fixed") in scenes.stderr
+    # status and rerun-failed change only where the run runs
+    status = job("status", *where, "vad.rules.min_silence_s=0.5")
+    assert status.returncode == 2 and "jobs.status acts on the existing run 'old'" in status.stderr
+    assert "cannot change vad.rules.min_silence_s: only where it runs" in status.stderr
+    # a stage whose input version does not exist: one message, no traceback
+    missing = job("reduce", *where, "vad.rules.min_silence_s=0.5")
+    assert missing.returncode == 2
+    assert "cannot run: stage 'score silent' has not completed" in missing.stderr
+    assert "Traceback" not in missing.stderr
+    nothing = job("reduce", f"store.root={tmp_path}", "run_id=nothing")
+    assert nothing.returncode == 2 and "no run 'nothing'" in nothing.stderr
