@@ -44,7 +44,7 @@ class StreamResampler:
     :func:`resample`. Each output sample is the same sequence of float32 multiply-adds (tap by
     tap) whatever the chunking and batch size, so the output is bit-for-bit independent of
     both; it equals :func:`resample` (torch's convolution, another summation order) to float32
-    rounding (about 140 dB SNR).
+    rounding (about 145 dB SNR).
 
     :meth:`push` returns a fixed-rate stream: after ``N`` input samples in all it has returned
     ``floor(N * new_rate / orig_rate)`` samples, so a chunk of a whole number of blocks (e.g.
@@ -62,7 +62,7 @@ class StreamResampler:
         RuntimeError: on :meth:`push` after :meth:`flush`.
     """
 
-    _BLOCKS_PER_PASS = 1 << 15  # blocks computed per pass over the taps (bounds the memory used)
+    _PASS_SAMPLES = 1 << 16  # output blocks x streams per pass over the taps (cache-sized arrays)
 
     def __init__(self, n_streams: int, orig_rate: int, new_rate: int):
         if min(orig_rate, new_rate) <= 0 or int(orig_rate) != orig_rate or int(new_rate) != new_rate:
@@ -127,16 +127,23 @@ class StreamResampler:
         """Append every block whose input (with context) is in the buffer to the ready output."""
         o, q, taps = self._o, self._q, self._kernel.shape[1]
         n_blocks = max(0, (self._buf.shape[1] - taps) // o + 1)
-        for b0 in range(0, n_blocks, self._BLOCKS_PER_PASS):
-            m = min(self._BLOCKS_PER_PASS, n_blocks - b0)
+        per_pass = max(1, self._PASS_SAMPLES // max(1, self.n_streams))
+        out = [self._ready]
+        for b0 in range(0, n_blocks, per_pass):
+            m = min(per_pass, n_blocks - b0)
+            # the input of these blocks split by phase: phases[r, :, j] = input[(b0 + j) * o + r]
+            span = -(-(taps - o) // o) + m
+            seg = self._buf[:, b0 * o:(b0 + span) * o]
+            seg = np.pad(seg, ((0, 0), (0, span * o - seg.shape[1])))  # past the last tap: unused
+            phases = np.ascontiguousarray(seg.reshape(self.n_streams, span, o).transpose(2, 0, 1))
             acc = np.zeros((q, self.n_streams, m), np.float32)
             term = np.empty((self.n_streams, m), np.float32)
             for k in range(taps):  # tap by tap: the same float32 operations for every output sample
-                seg = self._buf[:, b0 * o + k:(b0 + m - 1) * o + k + 1:o]
                 for p in range(q):
-                    np.multiply(seg, self._kernel[p, k], out=term)
+                    np.multiply(phases[k % o, :, k // o:k // o + m], self._kernel[p, k], out=term)
                     acc[p] += term
-            self._ready = np.concatenate([self._ready, acc.transpose(1, 2, 0).reshape(self.n_streams, m * q)], axis=1)
+            out.append(acc.transpose(1, 2, 0).reshape(self.n_streams, m * q))
+        self._ready = np.concatenate(out, axis=1)
         self._buf = self._buf[:, n_blocks * o:]
 
     def _take(self, m: int) -> np.ndarray:
