@@ -35,7 +35,7 @@ CONF_DIR = str(Path(__file__).resolve().parents[1] / "conf")
 
 
 # Exit statuses of every job (docs/cluster.md, "Exit statuses"); 1 is an unexpected error (a
-# traceback), 143 a driver stopped by SIGTERM.
+# traceback) or a driver stopped by SIGTERM / Ctrl-C.
 COMPLETE = 0  # finished: every stage ran and no conversation is `error`
 CONFIG_ERROR = 2  # configuration, preflight or missing input: stopped before anything was spent
 BUDGET_STOP = 3  # the budget stopped infer before every shard ran; completed shards are kept

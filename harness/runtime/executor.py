@@ -77,8 +77,9 @@ def ray_session(cfg: RunConfig) -> Iterator[None]:
 
 @contextmanager
 def _exit_on_sigterm() -> Iterator[None]:
-    """SIGTERM (``kubectl delete``, ``kill``) raises SystemExit(143) so that ``finally`` blocks run
-    and Ray's actors stop with the driver (Python's default would end the process at once)."""
+    """SIGTERM (``kubectl delete``, ``kill``) raises SystemExit so that ``finally`` blocks run (the
+    executor kills its actors, then Ray shuts down) and the driver exits with status 1; without it
+    Ray's own handler aborts the process (status 134) in the middle of that clean-up."""
     if threading.current_thread() is not threading.main_thread():
         yield
         return

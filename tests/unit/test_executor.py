@@ -12,11 +12,12 @@ import os
 import threading
 import time
 from collections import defaultdict
+from pathlib import Path
 
 import pytest
 
 from harness.runtime.config import RunConfig
-from harness.runtime.executor import ray_session, run_shards
+from harness.runtime.executor import UnmetResources, ray_session, run_shards
 from harness.runtime.ledger import read_ledger
 from harness.runtime.plan import RunPlan
 from harness.runtime.shard import read_output
@@ -257,3 +258,89 @@ def test_a_model_that_cannot_load_fails_its_shards_with_the_loader_error(ray_gpu
     for reason in report.failed.values():
         assert reason.startswith("ActorDiedError") and "RuntimeError: weights not found: kyutai/nothing" in reason
     assert all(len(v) == 2 for v in read_ledger(store, plan, "null").failures.values())
+
+
+def test_a_request_no_node_can_hold_fails_at_once_naming_the_model(ray_gpus, tmp_path):
+    # the cluster has 4 logical GPUs on one node; 5 per actor would wait forever
+    cfg, store, _, shards = _setup(tmp_path, n_shards=1, num_gpus=5)
+    with ray_session(cfg), pytest.raises(UnmetResources, match=r"model 'null' asks for num_cpus=0\.5, num_gpus=5 "
+                                                                r"per actor, but no node of the Ray cluster has that "
+                                                                r"\(nodes: 4 CPU, 4 GPU\)"):
+        run_shards(cfg, store, {"null": shards}, factory=NullWorker)
+
+
+def test_a_failed_attempt_is_retried_on_a_fresh_actor(ray_gpus, tmp_path):
+    pids = tmp_path / "pids"
+    pids.mkdir()
+    cfg, store, plan, shards = _setup(tmp_path, n_shards=1, actors=1, shard_attempts=2,
+                                      params={"pid_dir": str(pids), "raise_shard": "shard-00000"})
+    with ray_session(cfg):
+        report = run_shards(cfg, store, {"null": shards}, factory=executor_workers.PidWorker)
+        assert _released("GPU", 4.0)
+    assert "injected stall" in report.failed[("null", "shard-00000")]
+    assert len(list(pids.iterdir())) == 2  # two attempts, two actor processes
+    assert len(read_ledger(store, plan, "null").failures["shard-00000"]) == 2
+
+
+DRIVER = """
+import sys
+from harness.runtime.config import RunConfig
+from harness.runtime.executor import ray_session, run_shards
+from harness.runtime.plan import RunPlan
+from harness.store.base import LocalStore, put_json
+from tests.fixtures.executor_workers import PidWorker
+
+root, ray_tmp, pids = sys.argv[1:]
+params = {"pid_dir": pids, "block_shard": "shard-00000"}
+cfg = RunConfig.from_dict({"run_id": "term", "store": {"root": root},
+                           "model": {"null": {"target": "null", "params": params}},
+                           "infer": {"actors_per_model": 1}, "cluster": {"num_cpus": 2, "ray_tmp": ray_tmp}})
+store = LocalStore(root)
+plan = RunPlan.from_config(cfg)
+shards = {"shard-00000": ["s0"]}
+put_json(store, plan.layout.file(plan.infer["null"], "plan.json"), shards)
+with ray_session(cfg):
+    run_shards(cfg, store, {"null": shards}, factory=PidWorker)
+"""
+
+
+def _alive(pid: int) -> bool:
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    return True
+
+
+def test_a_driver_stopped_by_sigterm_leaves_no_actor_behind(tmp_path):
+    import signal
+    import subprocess
+    import sys
+    import tempfile
+
+    pids = tmp_path / "pids"
+    pids.mkdir()
+    ray_tmp = tempfile.mkdtemp(prefix="h3r")  # Ray's socket paths must stay short
+    env = {**os.environ, "RAY_AUTH_MODE": "disabled"}
+    driver = subprocess.Popen([sys.executable, "-c", DRIVER, str(tmp_path / "store"), ray_tmp, str(pids)],
+                              cwd=Path(__file__).resolve().parents[2], env=env, stdout=subprocess.PIPE,
+                              stderr=subprocess.PIPE, text=True)
+    try:
+        for _ in range(1200):  # bounded poll: the actor has started the blocking shard
+            if any(pids.iterdir()) or driver.poll() is not None:
+                break
+            time.sleep(0.1)
+        [pid_file] = list(pids.iterdir())
+        actor_pid = int(pid_file.name)
+        assert _alive(actor_pid)
+        driver.send_signal(signal.SIGTERM)
+        _, err = driver.communicate(timeout=120)
+        assert driver.returncode == 1, err[-3000:]  # a clean SystemExit (Ray's own handler aborts: 134)
+        for _ in range(600):  # bounded poll: Ray stops the actor's process with the driver
+            if not _alive(actor_pid):
+                break
+            time.sleep(0.1)
+        assert not _alive(actor_pid)
+    finally:
+        if driver.poll() is None:
+            driver.kill()
