@@ -79,6 +79,9 @@ class ConversationResult:
             "reason": self.reason,
             "sample_rate": sample_rate,
             "n_samples": None if self.output is None else len(self.output),
+            # max |sample| of the stored output (linear, full scale 1.0): reduce flags a model whose
+            # peak stays below metrics.suspect_peak_dbfs everywhere (a broken output path)
+            "output_peak": None if self.output is None else float(np.max(np.abs(self.output), initial=0.0)),
             "placements": [{"turn": p.turn, "start": p.start, "length": p.length} for p in self.placements],
             "events": [e.to_dict() for e in self.events],
             "wall_s": round(self.wall_s, 3),

@@ -75,6 +75,14 @@ def test_row_error_fails_its_row_and_the_others_complete_in_full(scene):
     assert np.all(res[0].output == TONE_0)
 
 
+def test_the_record_carries_the_stored_outputs_peak(scene):
+    """reduce flags a model whose peak stays below metrics.suspect_peak_dbfs: the peak is of the
+    stored (16-bit) output, 3277/32767 for ToneModel's row 0, and None for a failed row."""
+    res = _run(_model("ToneModel", fault_step=5, rows=(1,)), [_conv(scene, 0), _conv(scene, 1)])
+    assert res[0].record(SR)["output_peak"] == float(TONE_0)
+    assert res[1].record(SR)["output_peak"] is None
+
+
 def test_a_row_that_finished_before_the_fault_stays_ok(scene):
     convs = [_conv(scene, 0, clip_s=0.2), _conv(scene, 1, clip_s=3.0), _conv(scene, 2, clip_s=3.0)]
     clean = _run(_model("ToneModel"), convs)
