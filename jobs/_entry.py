@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import logging
 import sys
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import NoReturn, TypeVar
 
@@ -59,6 +59,17 @@ def setup(cfg: DictConfig) -> tuple[RunConfig, ObjectStore]:
     return run, open_store(run.store)
 
 
+def check_ready(run: RunConfig, store: ObjectStore, stages: Sequence[str]) -> None:
+    """Exit with :data:`CONFIG_ERROR` and every problem the preflight finds for ``stages``
+    (credentials, SDKs, the store, resources, model stacks: :mod:`harness.runtime.preflight`)."""
+    from harness.runtime.preflight import PreflightError, preflight
+
+    try:
+        preflight(run, store, stages)
+    except PreflightError as e:
+        fail(str(e))
+
+
 #: what an invocation on an existing run may change (docs/configuration.md, "Jobs on an existing
 #: run"): where and how fast it runs. A stage job may also change any setting that makes a new
 #: version of a stage (vad.*, judge.*, protocol.*, ...), except the run's scenes.
@@ -83,6 +94,13 @@ def _leaves(d: dict, prefix: str = "") -> list[str]:
     """Dotted keys of every leaf of a nested dict."""
     return [k for key, v in d.items()
             for k in (_leaves(v, f"{prefix}{key}.") if isinstance(v, dict) and v else [f"{prefix}{key}"])]
+
+
+def _value(d: dict, key: str) -> object:
+    """The value at dotted ``key`` of a nested dict (``None`` when absent)."""
+    for part in key.split("."):
+        d = d.get(part) if isinstance(d, dict) else None
+    return d
 
 
 def existing_run(run: RunConfig, store: ObjectStore, config_name: str = "config",
@@ -120,7 +138,8 @@ def existing_run(run: RunConfig, store: ObjectStore, config_name: str = "config"
                     and any(k == n or k.startswith(n + ".") for n in named)]
         if set(here["model"]) != set(base["model"]):  # a new model selection: run.json's settings where it has them
             stored["model"] = {m: stored["model"].get(m, here["model"][m]) for m in here["model"]}
-        refused = [k for k in changed if not allowed(k)]
+        # repeating one of the run's own overrides (ARGS="scenes=tiny") changes nothing: allowed
+        refused = [k for k in changed if not allowed(k) and _value(here, k) != _value(stored, k)]
         if refused:
             fail(f"config error: {job} acts on the existing run {run.run_id!r} and takes its config from run.json; "
                  f"it cannot change {', '.join(refused[:6])}"
@@ -200,9 +219,11 @@ def stage_main(stage: str):
     def main(cfg: DictConfig) -> None:
         run, store = setup(cfg)
         if stage == "scenes":  # a run starts here (or with the pipeline): its run.json
+            check_ready(run, store, [stage])
             write_run_manifest(run, store)
         else:  # every later stage acts on an existing run: its config comes from run.json
             run = existing_run(run, store, allowed=new_stage_version, job=f"jobs.{stage}")
+            check_ready(run, store, [stage])
         run_until_stopped(lambda r, s: run_stage(stage, r, s), run, store)
         if stage == "reduce":
             finish(run, store)

@@ -12,13 +12,14 @@ Exit status (docs/cluster.md): 0 complete; 2 configuration error; 3 stopped by t
 import hydra
 from omegaconf import DictConfig
 
-from harness.runtime.stages import run_pipeline
-from jobs._entry import CONF_DIR, finish, run_until_stopped, setup
+from harness.runtime.stages import STAGES, run_pipeline
+from jobs._entry import CONF_DIR, check_ready, finish, run_until_stopped, setup
 
 
 @hydra.main(version_base="1.3", config_path=CONF_DIR, config_name="config")
 def main(cfg: DictConfig) -> None:
     run, store = setup(cfg)
+    check_ready(run, store, STAGES)
     run_until_stopped(run_pipeline, run, store)
     finish(run, store)
 

@@ -9,14 +9,15 @@ taken from this command line. Completed shards are skipped and cost nothing.
 import hydra
 from omegaconf import DictConfig
 
-from harness.runtime.stages import run_pipeline
-from jobs._entry import CONF_DIR, existing_run, finish, run_until_stopped, setup
+from harness.runtime.stages import STAGES, run_pipeline
+from jobs._entry import CONF_DIR, check_ready, existing_run, finish, run_until_stopped, setup
 
 
 @hydra.main(version_base="1.3", config_path=CONF_DIR, config_name="config")
 def main(cfg: DictConfig) -> None:
     run, store = setup(cfg)
     run = existing_run(run, store, job="jobs.rerun_failed")
+    check_ready(run, store, STAGES)
     run_until_stopped(run_pipeline, run, store)
     finish(run, store)
 

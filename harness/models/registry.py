@@ -18,6 +18,24 @@ REGISTRY: dict[str, str] = {
 }
 
 
+def model_class(target: str) -> type:
+    """The class a registered model name or a ``"module:Class"`` path names, importing its module
+    (and with it the model's stack) but loading nothing.
+
+    Raises:
+        ValueError: unknown name, or a module without that class.
+        ImportError: the model's module (or its dependencies) cannot be imported.
+    """
+    path = REGISTRY.get(target, target)
+    if ":" not in path:
+        raise ValueError(f"unknown model {target!r}; registered: {sorted(REGISTRY)} (or give 'module:Class')")
+    module, cls_name = path.split(":", 1)
+    cls = getattr(importlib.import_module(module), cls_name, None)
+    if cls is None:
+        raise ValueError(f"module {module} has no class {cls_name!r}")
+    return cls
+
+
 def build_model(target: str, params: dict[str, Any] | None = None) -> DuplexModel:
     """Instantiate a registered model name or a ``"module:Class"`` path with ``params``.
 
@@ -26,10 +44,7 @@ def build_model(target: str, params: dict[str, Any] | None = None) -> DuplexMode
         ImportError: the model's module (or its dependencies) cannot be imported.
     """
     path = REGISTRY.get(target, target)
-    if ":" not in path:
-        raise ValueError(f"unknown model {target!r}; registered: {sorted(REGISTRY)} (or give 'module:Class')")
-    module, cls_name = path.split(":", 1)
-    cls = getattr(importlib.import_module(module), cls_name)
+    cls = model_class(target)
     model = cls(**(params or {}))
     if not isinstance(model, DuplexModel):
         raise ValueError(f"{path} is not a DuplexModel")

@@ -191,6 +191,10 @@ def unmet_requests(requests: dict[str, tuple[float, float]], nodes: list[dict[st
     return out
 
 
+RESOURCE_HINT = (". Lower the request (e.g. model.<name>.num_gpus=0 on a machine without GPUs) or give Ray "
+                 "the devices (cluster.num_gpus=N).")
+
+
 def require_resources(requests: dict[str, tuple[float, float]], wait_s: float = 0.0) -> None:
     """Raise :class:`UnmetResources` unless some alive node of the connected Ray cluster can hold
     each request, waiting up to ``wait_s`` seconds for nodes to join (a KubeRay worker pod
@@ -205,8 +209,7 @@ def require_resources(requests: dict[str, tuple[float, float]], wait_s: float = 
             break
         time.sleep(min(5.0, max(0.0, deadline - time.monotonic())))
     if problems:
-        raise UnmetResources("; ".join(problems) + ". Lower the request (e.g. model.<name>.num_gpus=0 on a "
-                             "machine without GPUs) or give Ray the devices (cluster.num_gpus=N).")
+        raise UnmetResources("; ".join(problems) + RESOURCE_HINT)
 
 
 def actor_count(wanted: int | None, num_cpus: float, num_gpus: float, work_items: int) -> int:

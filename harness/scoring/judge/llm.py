@@ -141,6 +141,11 @@ class LLMJudge:
     name = "llm"
     default_model = ""
     temperature: float | None = None
+    # what a job's preflight (harness.runtime.preflight) checks before anything is spent: the SDK
+    # module it imports (and its PyPI package) and the environment variables of its key (any one)
+    sdk_module = ""
+    sdk_package = ""
+    credentials_env: tuple[str, ...] = ()
 
     def __init__(self, model: str | None = None, client: Any = None, prompts_dir: str | Path | None = None,
                  answer_prompt: str = ANSWER_PROMPT, window_prompt: str = WINDOW_PROMPT,
@@ -258,6 +263,8 @@ class AnthropicJudge(LLMJudge):
     name = "anthropic"
     default_model = "claude-sonnet-4-5"
     temperature = None
+    sdk_module = sdk_package = "anthropic"
+    credentials_env = ("ANTHROPIC_API_KEY",)
 
     def __init__(self, model: str | None = None, client: Any = None, max_output_tokens: int = 20,
                  max_retries: int = 4, **kwargs: Any):
@@ -302,6 +309,8 @@ class GeminiJudge(LLMJudge):
     name = "gemini"
     default_model = "gemini-2.5-flash"
     temperature = 0.0
+    sdk_module, sdk_package = "google.genai", "google-genai"
+    credentials_env = ("GEMINI_API_KEY", "GOOGLE_API_KEY")
 
     def __init__(self, model: str | None = None, client: Any = None, max_output_tokens: int | None = None,
                  thinking_budget: int | None = None, **kwargs: Any):

@@ -1,0 +1,180 @@
+"""A job's preflight: what its chosen backends need, checked before anything is spent.
+
+A configuration fault found late costs a run: with ``judge=anthropic`` and no key, scenes are
+synthesised and every model streams for hours before the first judge call fails. So every
+job that runs stages calls :func:`preflight` first (``jobs/_entry.py``), which collects
+**every** problem and raises one :class:`PreflightError` listing them (the job exits with
+status 2, docs/cluster.md). It checks, for the stages that will actually run (a stage whose
+completion marker exists is skipped by the stage itself, so it needs nothing):
+
+* **the store** (every stage writes): :meth:`~harness.store.base.ObjectStore.probe`, i.e. it
+  can be written and honours conditional puts; its message is reported as is;
+* **the judge** (``judge.*``; needed by ``score``, and by ``reference`` when the reference
+  writes answers) and **the reference** (``reference.*``): the backend can be built from its
+  params, its SDK module imports and one of its key's environment variables is set. What a
+  backend needs is declared on it (``sdk_module``, ``sdk_package``, ``credentials_env``: any
+  one of these variables; :class:`harness.scoring.judge.llm.LLMJudge`). A key's value is
+  never read beyond "set and not empty", nor printed;
+* **the ASR** (``asr.*``; ``score``): the backend is built, which imports its stack and checks
+  its params but loads no weights (weights load on the first transcription);
+* **each model** whose ``infer`` is not complete: its class's module imports (the model's
+  stack; no weights), else the message names the model and the image it runs in
+  (``model.<name>.image``);
+* **resources** on a local cluster (no ``cluster.address``): each model's and the scoring
+  actors' ``num_cpus`` / ``num_gpus`` against ``cluster.num_cpus`` / ``num_gpus``, the Ray
+  node this job would start. On a joined cluster the executor checks the nodes after
+  connecting (:func:`harness.runtime.executor.require_resources`).
+"""
+
+from __future__ import annotations
+
+import importlib
+import os
+from collections.abc import Collection
+from dataclasses import dataclass, field
+
+from harness.runtime.config import ModelSettings, RunConfig
+from harness.runtime.executor import RESOURCE_HINT, unmet_requests
+from harness.runtime.ledger import read_ledger
+from harness.runtime.plan import RunPlan
+from harness.store.base import ObjectStore, StoreError
+
+INSTALL_HINT = "install the pinned requirements (`make setup`, or `.venv/bin/pip install -r requirements.txt`)"
+
+
+class PreflightError(RuntimeError):
+    """What :func:`preflight` found; the message lists every problem, one per line."""
+
+
+@dataclass
+class Pending:
+    """What of ``stages`` still has work: the reference, and the models whose infer / score is
+    not complete."""
+
+    reference: bool = False
+    infer: list[ModelSettings] = field(default_factory=list)
+    score: list[ModelSettings] = field(default_factory=list)
+
+
+def pending(cfg: RunConfig, store: ObjectStore | None, stages: Collection[str]) -> Pending:
+    """The work of ``stages`` that is not complete in ``store`` (``None``: the store cannot be
+    read, so all of it). A model's infer is complete when its shard plan exists and every shard
+    has its marker; the reference and a model's score when their stage marker exists."""
+    plan = RunPlan.from_config(cfg)
+
+    def done(prefix: str) -> bool:
+        return store is not None and store.exists(plan.layout.marker(prefix))
+
+    def infer_done(m: ModelSettings) -> bool:
+        if store is None:
+            return False
+        led = read_ledger(store, plan, m.name, failures=False)
+        return bool(led.shards) and not led.missing
+
+    return Pending(
+        reference="reference" in stages and not done(plan.reference),
+        infer=[m for m in cfg.models if "infer" in stages and not infer_done(m)],
+        score=[m for m in cfg.models if "score" in stages and not done(plan.score[m.name])])
+
+
+def backend_problems(label: str, backend: object, needed_by: str) -> list[str]:
+    """What ``backend`` (a judge or an LLM reference backend) lacks: its SDK module
+    (``sdk_module``, from PyPI ``sdk_package``) and a key in one of its ``credentials_env``
+    variables. ``label`` names the config (``"judge=anthropic"``); ``needed_by`` the stages."""
+    out = []
+    module = getattr(backend, "sdk_module", "")
+    if module:
+        try:
+            importlib.import_module(module)
+        except ImportError as e:
+            out.append(f"{label}: the `{getattr(backend, 'sdk_package', module)}` package is not importable "
+                       f"({e}); {INSTALL_HINT}")
+    names = tuple(getattr(backend, "credentials_env", ()))
+    if names and not any(os.environ.get(n) for n in names):
+        out.append(f"{label}: no API key: set {' or '.join(names)} in the environment (keys are read from the "
+                   f"environment only); needed by {needed_by}")
+    return out
+
+
+def model_problem(m: ModelSettings) -> str | None:
+    """Why model ``m``'s class cannot be imported here (its stack, not its weights), or None."""
+    from harness.models.registry import model_class
+
+    try:
+        model_class(m.target)
+    except ImportError as e:
+        where = (f"it runs in image {m.image}: run the job there" if m.image else
+                 f"model.{m.name}.image is not set: install the model's stack in this environment "
+                 "(docs/adding-a-model.md)")
+        return f"model {m.name!r} ({m.target}): cannot import its stack: {type(e).__name__}: {e}; {where}"
+    except ValueError as e:
+        return f"model {m.name!r}: {e}"
+    return None
+
+
+def resource_problems(cfg: RunConfig, work: Pending) -> list[str]:
+    """Requests the local Ray node (``cluster.num_cpus`` or this machine's cores,
+    ``cluster.num_gpus``) cannot hold; none for a joined cluster (``cluster.address``)."""
+    if cfg.cluster.address:
+        return []
+    requests = {f"model {m.name!r}": (m.num_cpus, m.num_gpus) for m in work.infer}
+    if work.score:
+        requests["the scoring actors (score.num_cpus / score.num_gpus)"] = (cfg.score.num_cpus, cfg.score.num_gpus)
+    node = {"CPU": float(cfg.cluster.num_cpus or os.cpu_count() or 1), "GPU": float(cfg.cluster.num_gpus)}
+    return [p + RESOURCE_HINT for p in unmet_requests(requests, [node])]
+
+
+def problems(cfg: RunConfig, store: ObjectStore, stages: Collection[str]) -> list[str]:
+    """Every problem :func:`preflight` reports for running ``stages`` (names of
+    :data:`harness.runtime.stages.STAGES`), in pipeline order; empty when the job can start."""
+    from harness.reference import build_reference
+    from harness.scoring.asr import build_asr
+    from harness.scoring.judge import build_judge
+
+    out = []
+    try:
+        store.probe()
+        readable: ObjectStore | None = store
+    except StoreError as e:
+        out.append(str(e))
+        readable = None
+    work = pending(cfg, readable, stages)
+    judge_needed_by = ["score"] if work.score else []
+    if work.reference:
+        rc = cfg.reference
+        try:
+            reference = build_reference(rc.kind, **rc.params)
+        except (ValueError, TypeError) as e:
+            out.append(f"reference={rc.kind}: {e}")
+        else:
+            out += backend_problems(f"reference={rc.kind}", getattr(reference, "backend", reference),
+                                    "the reference stage")
+            if reference.writes_answers:  # its answers are judged against the gold answer
+                judge_needed_by.insert(0, "reference")
+    if judge_needed_by:
+        try:
+            judge = build_judge(cfg.judge.kind, **cfg.judge.params)
+        except (ValueError, TypeError) as e:
+            out.append(f"judge={cfg.judge.kind}: {e}")
+        else:
+            out += backend_problems(f"judge={cfg.judge.kind}", judge,
+                                    f"the {' and '.join(judge_needed_by)} stage{'s' * (len(judge_needed_by) > 1)}")
+    if work.score:
+        try:
+            build_asr(cfg.asr.kind, **cfg.asr.params)
+        except (RuntimeError, ValueError, TypeError) as e:
+            out.append(f"asr={cfg.asr.kind}: {e}")
+    out += [p for p in map(model_problem, work.infer) if p]
+    return out + resource_problems(cfg, work)
+
+
+def preflight(cfg: RunConfig, store: ObjectStore, stages: Collection[str]) -> None:
+    """Check what ``stages`` need before anything is spent (see the module docstring).
+
+    Raises:
+        PreflightError: one line per problem found, all of them.
+    """
+    found = problems(cfg, store, stages)
+    if found:
+        raise PreflightError(f"preflight: {len(found)} problem(s); nothing was started:\n"
+                             + "\n".join(f"  - {p}" for p in found))
