@@ -119,7 +119,7 @@ def resource_problems(cfg: RunConfig, work: Pending) -> list[str]:
         return []
     requests = {f"model {m.name!r}": (m.num_cpus, m.num_gpus) for m in work.infer}
     if work.score:
-        requests["the scoring actors (score.num_cpus / score.num_gpus)"] = (cfg.score.num_cpus, cfg.score.num_gpus)
+        requests["the scoring actor (score.num_cpus / score.num_gpus)"] = (cfg.score.num_cpus, cfg.score.num_gpus)
     node = {"CPU": float(cfg.cluster.num_cpus or os.cpu_count() or 1), "GPU": float(cfg.cluster.num_gpus)}
     return [p + RESOURCE_HINT for p in unmet_requests(requests, [node])]
 

@@ -1,0 +1,209 @@
+"""The job preflight (harness/runtime/preflight.py; issue 8 item 7, "Configuration faults are
+found before anything is spent"): each check with its exact message, only the stages that will
+run, every problem at once, and the real entry point stopping before anything is written."""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from harness.runtime.config import RunConfig
+from harness.runtime.executor import RESOURCE_HINT
+from harness.runtime.plan import RunPlan
+from harness.runtime.preflight import INSTALL_HINT, PreflightError, preflight, problems
+from harness.runtime.stages import STAGES
+from harness.store.base import LocalStore, StoreError, put_json
+
+REPO = Path(__file__).resolve().parents[2]
+KEYS = ("ANTHROPIC_API_KEY", "GEMINI_API_KEY", "GOOGLE_API_KEY")
+ANTHROPIC_KEY_MISSING = ("judge=anthropic: no API key: set ANTHROPIC_API_KEY in the environment (keys are read from "
+                         "the environment only); needed by {}")
+
+
+@pytest.fixture(autouse=True)
+def no_keys(monkeypatch):
+    for k in KEYS:
+        monkeypatch.delenv(k, raising=False)
+
+
+def cfg(tmp_path, **over) -> RunConfig:
+    d = {"run_id": "r1", "store": {"root": str(tmp_path / "store")}, "cluster": {"num_cpus": 4, "num_gpus": 0},
+         "model": {"silent": {"target": "silent"}}}
+    d.update(over)
+    return RunConfig.from_dict(d)
+
+
+def found(c: RunConfig, stages=STAGES) -> list[str]:
+    return problems(c, LocalStore(c.store.root), stages)
+
+
+# -- credentials and SDKs -------------------------------------------------------------------------
+def test_an_llm_judge_without_its_key_is_named_for_the_stages_that_need_it(tmp_path, monkeypatch):
+    c = cfg(tmp_path, judge={"kind": "anthropic", "params": {"model": "claude-sonnet-4-5"}})
+    assert found(c) == [ANTHROPIC_KEY_MISSING.format("the score stage")]  # reference=rule writes no answers
+    assert found(c, ["score"]) == [ANTHROPIC_KEY_MISSING.format("the score stage")]
+    for stages in (["scenes"], ["reference"], ["synth"], ["infer"], ["vad"], ["reduce"]):
+        assert found(c, stages) == [], stages
+    monkeypatch.setenv("ANTHROPIC_API_KEY", "")  # set but empty: no key
+    assert found(c, ["score"]) == [ANTHROPIC_KEY_MISSING.format("the score stage")]
+    monkeypatch.setenv("ANTHROPIC_API_KEY", "sk-ant-not-a-real-key")
+    assert found(c) == []
+
+
+def test_an_llm_reference_needs_its_key_and_the_judge_for_its_answers(tmp_path, monkeypatch):
+    c = cfg(tmp_path, judge={"kind": "anthropic"},
+            reference={"kind": "gemini", "params": {"model": "gemini-2.5-flash"}})
+    assert found(c, ["reference"]) == [
+        "reference=gemini: no API key: set GEMINI_API_KEY or GOOGLE_API_KEY in the environment (keys are read from "
+        "the environment only); needed by the reference stage",
+        ANTHROPIC_KEY_MISSING.format("the reference stage")]
+    assert found(c)[1] == ANTHROPIC_KEY_MISSING.format("the reference and score stages")
+    monkeypatch.setenv("GOOGLE_API_KEY", "AIza-secret-value")  # either Gemini variable will do
+    monkeypatch.setenv("ANTHROPIC_API_KEY", "sk-ant-secret-value")
+    assert found(c) == []
+
+
+def test_a_key_value_is_never_printed(tmp_path, monkeypatch):
+    monkeypatch.setenv("GEMINI_API_KEY", "AIza-secret-value")
+    c = cfg(tmp_path, judge={"kind": "anthropic"}, reference={"kind": "gemini"})
+    text = "\n".join(found(c))
+    assert "ANTHROPIC_API_KEY" in text
+    assert "GEMINI_API_KEY" not in text and "AIza-secret-value" not in text
+
+
+def test_a_missing_sdk_is_named_with_its_package(tmp_path, monkeypatch):
+    monkeypatch.setitem(sys.modules, "google.genai", None)  # import raises ImportError
+    monkeypatch.setenv("GEMINI_API_KEY", "AIza-secret-value")
+    c = cfg(tmp_path, judge={"kind": "gemini"})
+    assert found(c, ["score"]) == [
+        "judge=gemini: the `google-genai` package is not importable (import of google.genai halted; None in "
+        f"sys.modules); {INSTALL_HINT}"]
+
+
+def test_bad_backend_params_are_found_before_the_stage(tmp_path):
+    c = cfg(tmp_path, judge={"kind": "anthropic", "params": {"model": "claude-unknown-9"}}, reference={"kind": "rule",
+            "params": {"model": "x"}})
+    out = found(c)
+    assert out[0] == "reference=rule: the rule reference takes no parameters, got ['model']"
+    assert out[1].startswith("judge=anthropic: no price for judge model 'claude-unknown-9'")
+    assert len(out) == 2
+
+
+# -- ASR ------------------------------------------------------------------------------------------
+def test_an_asr_whose_stack_does_not_import_is_named(tmp_path, monkeypatch):
+    from harness.scoring.asr import qwen3
+
+    monkeypatch.setitem(sys.modules, "pocketsphinx", None)
+    assert found(cfg(tmp_path), ["score"]) == [
+        "asr=pocketsphinx: the pocketsphinx ASR backend needs the `pocketsphinx` package (import of pocketsphinx "
+        "halted; None in sys.modules); install it with `.venv/bin/pip install 'pocketsphinx>=5.1,<6'` (pinned in "
+        "requirements.txt)"]
+    for mod in ("transformers", "qwen_asr"):
+        monkeypatch.setitem(sys.modules, mod, None)
+    assert found(cfg(tmp_path, asr={"kind": "qwen3"}), ["score"]) == [
+        "asr=qwen3: cannot import transformers (import of transformers halted; None in sys.modules), qwen_asr "
+        f"(import of qwen_asr halted; None in sys.modules): {qwen3.INSTALL_HINT}"]
+    assert found(cfg(tmp_path, asr={"kind": "qwen3"}), ["infer", "vad", "reduce"]) == []  # only score transcribes
+
+
+# -- the store ------------------------------------------------------------------------------------
+class RefusingStore(LocalStore):
+    def probe(self) -> None:
+        raise StoreError("s3:http://minio:9000/bucket/prefix: a conditional put (create only if absent) of the "
+                         "existing probe object '_probe/conditional-put.json' was accepted instead of refused")
+
+
+def test_the_store_probe_message_is_reported_as_is_with_the_other_problems(tmp_path):
+    c = cfg(tmp_path, judge={"kind": "anthropic"})
+    assert problems(c, RefusingStore(tmp_path / "store"), ["score"]) == [
+        "s3:http://minio:9000/bucket/prefix: a conditional put (create only if absent) of the existing probe "
+        "object '_probe/conditional-put.json' was accepted instead of refused",
+        ANTHROPIC_KEY_MISSING.format("the score stage")]
+
+
+def test_a_store_that_cannot_be_written_is_named(tmp_path):
+    (tmp_path / "store").mkdir()
+    (tmp_path / "store" / "_probe").write_text("a file where the probe's folder goes")
+    out = found(cfg(tmp_path), ["reduce"])
+    assert out == [f"local:{tmp_path / 'store'}: not usable as a store: FileExistsError: [Errno 17] File exists: "
+                   f"'{tmp_path / 'store' / '_probe'}'"]
+
+
+# -- resources ------------------------------------------------------------------------------------
+def test_a_request_the_local_node_cannot_hold_is_found_before_ray_starts(tmp_path):
+    c = cfg(tmp_path, model={"silent": {"target": "silent", "num_gpus": 1}}, score={"num_cpus": 8})
+    assert found(c) == [
+        "model 'silent' asks for num_cpus=1, num_gpus=1 per actor, but no node of the Ray cluster has that "
+        "(nodes: 4 CPU, 0 GPU)" + RESOURCE_HINT,
+        "the scoring actor (score.num_cpus / score.num_gpus) asks for num_cpus=8, num_gpus=0 per actor, but no "
+        "node of the Ray cluster has that (nodes: 4 CPU, 0 GPU)" + RESOURCE_HINT]
+    assert found(c, ["vad", "reduce"]) == []
+    fits = cfg(tmp_path, model={"silent": {"target": "silent", "num_gpus": 1}}, cluster={"num_cpus": 8, "num_gpus": 1},
+               score={"num_cpus": 8})
+    assert found(fits) == []
+    joined = cfg(tmp_path, model={"silent": {"target": "silent", "num_gpus": 1}},
+                 cluster={"address": "ray://head:10001", "num_gpus": 0})
+    assert found(joined) == []  # the executor checks the joined cluster's nodes after connecting
+
+
+# -- model stacks ---------------------------------------------------------------------------------
+@pytest.fixture
+def adapter_module(tmp_path, monkeypatch):
+    (tmp_path / "h9_stackless_adapter.py").write_text("import moshi_stack_not_here  # noqa\n\nclass Adapter: ...\n")
+    monkeypatch.syspath_prepend(str(tmp_path))
+    yield "h9_stackless_adapter"
+    sys.modules.pop("h9_stackless_adapter", None)
+
+
+def test_a_model_whose_stack_does_not_import_names_the_model_and_its_image(tmp_path, adapter_module):
+    image = "ghcr.io/org/duplex-mpe-moshi:1"
+    c = cfg(tmp_path, model={"m1": {"target": f"{adapter_module}:Adapter", "image": image},
+                             "m2": {"target": f"{adapter_module}:Adapter"}, "silent": {"target": "silent"},
+                             "m3": {"target": "harness.models.baselines:NoSuchModel"}})
+    why = "cannot import its stack: ModuleNotFoundError: No module named 'moshi_stack_not_here'"
+    assert found(c) == [
+        f"model 'm1' ({adapter_module}:Adapter): {why}; it runs in image {image}: run the job there",
+        f"model 'm2' ({adapter_module}:Adapter): {why}; model.m2.image is not set: install the model's stack in "
+        "this environment (docs/adding-a-model.md)",
+        "model 'm3': module harness.models.baselines has no class 'NoSuchModel'"]
+    assert found(c, ["scenes", "synth", "vad", "score", "reduce"]) == []  # only infer loads models
+
+
+def test_a_model_whose_infer_is_complete_needs_nothing(tmp_path, adapter_module):
+    c = cfg(tmp_path, model={"m1": {"target": f"{adapter_module}:Adapter", "num_gpus": 1}},
+            judge={"kind": "anthropic"})
+    store = LocalStore(c.store.root)
+    plan = RunPlan.from_config(c)
+    lay = plan.layout
+    put_json(store, lay.file(plan.infer["m1"], "plan.json"), {"shard-00000": ["p001-explicit"]})
+    assert len(problems(c, store, ["infer"])) == 2  # import and GPU: a shard has no marker yet
+    put_json(store, lay.marker(lay.shard(plan.infer["m1"], "shard-00000")), {"ok": 1})
+    put_json(store, lay.marker(plan.score["m1"]), {})
+    assert problems(c, store, STAGES) == []  # infer and score complete: neither model nor judge is needed
+
+
+# -- one message, exit status 2 -------------------------------------------------------------------
+def test_preflight_raises_one_error_listing_every_problem(tmp_path):
+    c = cfg(tmp_path, judge={"kind": "anthropic"}, model={"silent": {"target": "silent", "num_gpus": 2}})
+    with pytest.raises(PreflightError, match=r"^preflight: 2 problem\(s\); nothing was started:\n") as e:
+        preflight(c, LocalStore(c.store.root), STAGES)
+    lines = str(e.value).splitlines()[1:]
+    assert lines[0] == "  - " + ANTHROPIC_KEY_MISSING.format("the score stage")
+    assert lines[1].startswith("  - model 'silent' asks for num_cpus=1, num_gpus=2 per actor")
+    preflight(cfg(tmp_path), LocalStore(c.store.root), STAGES)  # nothing wrong: returns
+
+
+def test_the_pipeline_without_the_judge_key_exits_2_before_writing_anything(tmp_path):
+    env = {k: v for k, v in os.environ.items() if k not in KEYS}
+    out = subprocess.run([sys.executable, "-m", "jobs.pipeline", "run_id=x", f"store.root={tmp_path}", "scenes=tiny",
+                          "judge=anthropic"], cwd=REPO, capture_output=True, text=True, timeout=600,
+                         env={**env, "RAY_AUTH_MODE": "disabled"})
+    assert out.returncode == 2, out.stderr[-3000:]
+    assert out.stderr.startswith("preflight: 1 problem(s); nothing was started:\n  - "
+                                 + ANTHROPIC_KEY_MISSING.format("the score stage")), out.stderr[-3000:]
+    assert sorted(p.name for p in (tmp_path / "x").iterdir()) == ["logs"]  # Hydra's log dir only: no run.json
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["_probe", "x"]  # and the store probe's object
