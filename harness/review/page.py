@@ -79,6 +79,9 @@ def _dl(pairs: Sequence[tuple[str, str]]) -> str:
 
 
 def _construction(scene: Scene, audio: Sequence[str]) -> str:
+    if len(audio) != len(scene.turns):
+        raise ValueError(f"construction item {scene.scene_id}: {len(audio)} audio clip(s) for {len(scene.turns)} turns "
+                         "(one per turn)")
     rows = "".join(
         f'<tr{" class=target" if t.label is Label.T else ""}><td>{i}</td><td>{_esc(t.speaker)}</td>'
         f"<td>{_esc(t.label.value)}</td><td>{_esc(t.target.value)}</td><td>{_esc(t.text)}</td>"
@@ -118,6 +121,9 @@ def review_page(run_id: str, items: Sequence[Mapping[str, Any]], scenes: Mapping
         scenes: every scene an item refers to, by scene id.
         audio: per item id, data URIs: one per turn (construction) or one (answer, window).
         notes: sentences about the sample (sizes, shortfalls) shown at the top.
+
+    Raises:
+        ValueError: when a construction item has not exactly one audio clip per turn.
     """
     out = ["<!DOCTYPE html>", '<html lang="en"><head><meta charset="utf-8">',
            '<meta name="viewport" content="width=device-width, initial-scale=1">',

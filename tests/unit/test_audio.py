@@ -39,9 +39,12 @@ def test_decode_rejects_wrong_rate_stereo_and_garbage():
         decode(b"not audio at all")
 
 
-@pytest.mark.parametrize("bad", [np.array([0.0, np.nan]), np.array([np.inf]), np.zeros((2, 3)), np.zeros(3, int)])
-def test_check_waveform_rejects(bad):
-    with pytest.raises(AudioError):
+@pytest.mark.parametrize("bad,why", [(np.array([0.0, np.nan]), "contains NaN or Inf"),
+                                     (np.array([np.inf]), "contains NaN or Inf"),
+                                     (np.zeros((2, 3)), r"expected a mono 1-D array, got shape \(2, 3\)"),
+                                     (np.zeros(3, int), "expected float samples, got int64")])
+def test_check_waveform_rejects(bad, why):
+    with pytest.raises(AudioError, match=why):
         check_waveform(bad)
 
 
@@ -121,7 +124,7 @@ def test_track_sums_overlapping_clips_in_windows():
     tr.add(4, np.full(3, 2.0, np.float32))
     out = np.concatenate([tr.render(0, 3), tr.render(3, 3), tr.render(6, 4)])
     np.testing.assert_array_equal(out, [0, 0, 1, 1, 3, 3, 2, 0, 0, 0])
-    with pytest.raises(ValueError):
+    with pytest.raises(ValueError, match="cannot start before the timeline"):
         tr.add(-1, np.ones(2, np.float32))
 
 
@@ -131,9 +134,9 @@ def test_espeak_clip_is_trimmed_speech_at_24k(tts):
     edge = round(0.01 * 24_000)
     assert np.abs(x[:edge]).max() < 0.01 and np.abs(x[edge:edge + 2400]).max() > 0.01  # trimmed to speech
     assert tts.clip_id("en-us+m1", "a") != tts.clip_id("en-us+m3", "a") != tts.clip_id("en-us+m1", "b")
-    with pytest.raises(SynthesisError):
+    with pytest.raises(SynthesisError, match="cannot synthesise empty text"):
         tts.synthesize("   ", "en-us+m1")
-    with pytest.raises(SynthesisError):
+    with pytest.raises(SynthesisError, match="espeak-ng failed for voice 'nonexistentvoice'"):
         tts.synthesize("hello", "nonexistentvoice")
 
 

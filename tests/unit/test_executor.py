@@ -15,6 +15,7 @@ from collections import defaultdict
 from pathlib import Path
 
 import pytest
+import ray
 
 from harness.runtime.config import RunConfig
 from harness.runtime.executor import UnmetResources, ray_session, run_shards
@@ -25,8 +26,6 @@ from harness.runtime.simulate import NullWorker
 from harness.runtime.status import run_status
 from harness.store.base import LocalStore, get_json, put_json
 from tests.fixtures import executor_workers
-
-ray = pytest.importorskip("ray")
 
 
 @pytest.fixture(scope="module")

@@ -340,7 +340,8 @@ def test_review_page_has_a_player_per_audio_and_every_item():
     assert "it is &lt;nine&gt;" in page  # transcripts are escaped
     assert "<details><summary>judge's verdict (open after deciding)</summary>CORRECT</details>" in page
     assert "<script" not in page
-    with pytest.raises(ValueError):  # a construction item needs one clip per turn
+    one_clip = rf"construction item {s.scene_id}: 1 audio clip\(s\) for {len(s.turns)} turns"
+    with pytest.raises(ValueError, match=one_clip):
         review_page("r1", items[:1], scenes, {items[0]["item_id"]: [uri]}, [])
 
 
@@ -409,6 +410,7 @@ def test_export_and_import_on_a_real_tiny_run(tmp_path):
     from hydra import compose, initialize_config_dir
     from omegaconf import OmegaConf
 
+    from harness.runtime.manifest import write_run_manifest
     from harness.runtime.stages import run_pipeline
     from jobs._entry import CONF_DIR
 
@@ -421,7 +423,10 @@ def test_export_and_import_on_a_real_tiny_run(tmp_path):
     job = [sys.executable, "-m", "jobs.review", *overrides]
     env = {**os.environ, "RAY_AUTH_MODE": "disabled"}
     early = subprocess.run([*job, "review.action=export"], cwd=REPO, env=env, capture_output=True, text=True)
-    assert early.returncode != 0 and "reduce has not completed" in early.stderr
+    assert early.returncode == 2 and "no run 'kit'" in early.stderr  # nothing stored yet: one message
+    write_run_manifest(cfg, store)  # the run exists, its stages have not run
+    early = subprocess.run([*job, "review.action=export"], cwd=REPO, env=env, capture_output=True, text=True)
+    assert early.returncode == 2 and "reduce has not completed" in early.stderr
     run_pipeline(cfg, store)
     plan = RunPlan.from_config(cfg)
     report = store.get(plan.layout.file(plan.reduce, "report.md")).decode()
