@@ -164,15 +164,15 @@ class StoreSettings:
 class AsrSettings:
     kind: str = "pocketsphinx"  # harness.scoring.asr.build_asr
     params: dict[str, Any] = field(default_factory=dict)
+    # add the scene's answer key (gold answer, N4_Q reference answers) to the ASR's LM / context
+    # (harness.scoring.flow.scene_vocabulary); off: transcripts are not biased towards the gold phrase
+    bias_with_gold: bool = False
 
 
 @dataclass(frozen=True)
 class JudgeSettings:
     kind: str = "lexical"  # harness.scoring.judge.build_judge
     params: dict[str, Any] = field(default_factory=dict)
-    # add the scene's answer key (gold answer, N4_Q reference answers) to the ASR's LM / context
-    # (harness.scoring.flow.scene_vocabulary); off: transcripts are not biased towards the gold phrase
-    bias_with_gold: bool = False
 
 
 @dataclass(frozen=True)
