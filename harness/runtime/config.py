@@ -76,6 +76,9 @@ class InferSettings:
     torch_threads: int = 1
     step_timeout_s: float = 60.0  # watchdog: a model call that takes longer fails the attempt
     first_step_timeout_s: float = 900.0  # for open and a batch's first step (warm-up, compilation)
+    # an actor given GPUs (model num_gpus > 0) where torch sees no usable CUDA fails at once (it
+    # would load on CPU and book GPU-hours); true: run it on CPU on purpose (a test, a CPU-only box)
+    allow_cpu_for_gpu_actors: bool = False
 
     def __post_init__(self) -> None:
         _positive(self, "shard_size", "max_duration_s", "torch_threads", "step_timeout_s", "first_step_timeout_s")

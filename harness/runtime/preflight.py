@@ -22,8 +22,10 @@ completion marker exists is skipped by the stage itself, so it needs nothing):
   (``model.<name>.image``);
 * **resources** on a local cluster (no ``cluster.address``): each model's and the scoring
   actors' ``num_cpus`` / ``num_gpus`` against ``cluster.num_cpus`` / ``num_gpus``, the Ray
-  node this job would start. On a joined cluster the executor checks the nodes after
-  connecting (:func:`harness.runtime.executor.require_resources`).
+  node this job would start, and for a model given GPUs there, that torch sees usable CUDA
+  (:func:`harness.runtime.shard.cuda_problem`; unless ``infer.allow_cpu_for_gpu_actors``).
+  On a joined cluster the executor checks the nodes after connecting
+  (:func:`harness.runtime.executor.require_resources`) and each GPU actor checks CUDA itself.
 """
 
 from __future__ import annotations
@@ -37,6 +39,7 @@ from harness.runtime.config import ModelSettings, RunConfig
 from harness.runtime.executor import RESOURCE_HINT, unmet_requests
 from harness.runtime.ledger import read_ledger
 from harness.runtime.plan import RunPlan
+from harness.runtime.shard import cuda_problem
 from harness.store.base import ObjectStore, StoreError
 
 INSTALL_HINT = "install the pinned requirements (`make setup`, or `.venv/bin/pip install -r requirements.txt`)"
@@ -114,14 +117,17 @@ def model_problem(m: ModelSettings) -> str | None:
 
 def resource_problems(cfg: RunConfig, work: Pending) -> list[str]:
     """Requests the local Ray node (``cluster.num_cpus`` or this machine's cores,
-    ``cluster.num_gpus``) cannot hold; none for a joined cluster (``cluster.address``)."""
+    ``cluster.num_gpus``) cannot hold, and models it would give GPUs where torch sees no
+    usable CUDA; none for a joined cluster (``cluster.address``)."""
     if cfg.cluster.address:
         return []
     requests = {f"model {m.name!r}": (m.num_cpus, m.num_gpus) for m in work.infer}
     if work.score:
         requests["the scoring actor (score.num_cpus / score.num_gpus)"] = (cfg.score.num_cpus, cfg.score.num_gpus)
     node = {"CPU": float(cfg.cluster.num_cpus or os.cpu_count() or 1), "GPU": float(cfg.cluster.num_gpus)}
-    return [p + RESOURCE_HINT for p in unmet_requests(requests, [node])]
+    out = [p + RESOURCE_HINT for p in unmet_requests(requests, [node])]
+    given_gpus = [m for m in work.infer if 0 < m.num_gpus <= cfg.cluster.num_gpus]  # actors on this machine
+    return out + [p for m in given_gpus if (p := cuda_problem(m, cfg.infer.allow_cpu_for_gpu_actors))]
 
 
 def problems(cfg: RunConfig, store: ObjectStore, stages: Collection[str]) -> list[str]:

@@ -162,9 +162,31 @@ class ShardWorker:
                             spend, devices, committed=committed, started=started)
 
 
+class NoUsableCuda(RuntimeError):
+    """An actor was given GPUs but torch sees no usable CUDA (it would run on CPU and book GPU-hours)."""
+
+
+def cuda_problem(model: ModelSettings, allow_cpu: bool) -> str | None:
+    """Why ``model`` may not run here: it asks for GPUs (``num_gpus > 0``), torch sees no usable
+    CUDA and ``allow_cpu`` (``infer.allow_cpu_for_gpu_actors``) is off; else None. The message
+    names the model, ``CUDA_VISIBLE_DEVICES`` and torch's CUDA build."""
+    import torch
+
+    if not model.num_gpus or allow_cpu or torch.cuda.is_available():
+        return None
+    visible = os.environ.get("CUDA_VISIBLE_DEVICES")
+    return (f"model {model.name!r} is given num_gpus={model.num_gpus:g} but torch sees no usable CUDA "
+            f"(CUDA_VISIBLE_DEVICES={'unset' if visible is None else repr(visible)}, torch {torch.__version__} "
+            f"built for CUDA {torch.version.cuda or 'none'}): it would run on CPU and book GPU-hours. Check the "
+            "node's NVIDIA driver and the image's torch build, or set infer.allow_cpu_for_gpu_actors=true to run "
+            "it on CPU on purpose")
+
+
 class InferWorker(ShardWorker):
     """Streams conversations through one model, loaded once on ``device`` (``"cpu"``, ``"cuda"``;
-    default: CUDA when the model asks for GPUs and one is visible, else CPU).
+    default: CUDA when the model asks for GPUs, else CPU). A model given GPUs where torch sees
+    no usable CUDA raises :class:`NoUsableCuda` (see :func:`cuda_problem`) unless
+    ``infer.allow_cpu_for_gpu_actors`` lets it run on CPU.
 
     Per conversation it writes ``json`` (status, placements, scheduler events), and when the
     stream completed ``flac`` (16-bit output on the timeline) and ``probs.npy`` (the online
@@ -180,6 +202,9 @@ class InferWorker(ShardWorker):
         super().__init__(cfg, model, store)
         torch.set_num_threads(cfg.infer.torch_threads)
         if device is None:
+            problem = cuda_problem(model, cfg.infer.allow_cpu_for_gpu_actors)
+            if problem:
+                raise NoUsableCuda(problem)
             device = "cuda" if model.num_gpus and torch.cuda.is_available() else "cpu"
         self.model = build_model(model.target, model.params)
         self.thread = ModelThread(model.name)

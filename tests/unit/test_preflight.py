@@ -143,11 +143,27 @@ def test_a_request_the_local_node_cannot_hold_is_found_before_ray_starts(tmp_pat
         "node of the Ray cluster has that (nodes: 4 CPU, 0 GPU)" + RESOURCE_HINT]
     assert found(c, ["vad", "reduce"]) == []
     fits = cfg(tmp_path, model={"silent": {"target": "silent", "num_gpus": 1}}, cluster={"num_cpus": 8, "num_gpus": 1},
-               score={"num_cpus": 8})
+               score={"num_cpus": 8}, infer={"allow_cpu_for_gpu_actors": True})
     assert found(fits) == []
     joined = cfg(tmp_path, model={"silent": {"target": "silent", "num_gpus": 1}},
                  cluster={"address": "ray://head:10001", "num_gpus": 0})
     assert found(joined) == []  # the executor checks the joined cluster's nodes after connecting
+
+
+def test_a_local_gpu_model_without_usable_cuda_is_found_before_ray_starts(tmp_path, monkeypatch):
+    import torch
+
+    monkeypatch.setattr(torch.cuda, "is_available", lambda: False)
+    monkeypatch.delenv("CUDA_VISIBLE_DEVICES", raising=False)
+    c = cfg(tmp_path, model={"silent": {"target": "silent", "num_gpus": 1}}, cluster={"num_cpus": 4, "num_gpus": 1})
+    assert found(c) == [
+        f"model 'silent' is given num_gpus=1 but torch sees no usable CUDA (CUDA_VISIBLE_DEVICES=unset, torch "
+        f"{torch.__version__} built for CUDA {torch.version.cuda or 'none'}): it would run on CPU and book GPU-hours. "
+        "Check the node's NVIDIA driver and the image's torch build, or set infer.allow_cpu_for_gpu_actors=true to "
+        "run it on CPU on purpose"]
+    assert found(c, ["score"]) == []
+    monkeypatch.setattr(torch.cuda, "is_available", lambda: True)
+    assert found(c) == []
 
 
 # -- model stacks ---------------------------------------------------------------------------------

@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import hashlib
 import os
+import re
 
 import numpy as np
 import pytest
@@ -225,3 +226,39 @@ def test_a_corrupt_stored_output_fails_only_its_conversation_in_vad(tmp_path):
     assert segs[bad]["status"] == "error" and "CorruptOutput" in segs[bad]["reason"]
     assert "checksum" in segs[bad]["reason"]
     assert segs[good]["status"] == "ok" and segs[good]["segments"]
+
+
+def test_an_actor_given_a_gpu_without_usable_cuda_fails_unless_cpu_is_intended(tmp_path, monkeypatch):
+    # before: it loaded on CPU silently and booked GPU-hours (issue 8 item 7, "Resources")
+    import torch
+
+    from harness.models.baselines import SilentModel
+    from harness.runtime.shard import NoUsableCuda
+
+    devices: list[str] = []
+    monkeypatch.setattr(SilentModel, "load", lambda self, device: devices.append(device))
+    monkeypatch.setattr(torch.cuda, "is_available", lambda: False)
+    monkeypatch.setenv("CUDA_VISIBLE_DEVICES", "3")
+    store = LocalStore(tmp_path)
+
+    def worker(num_gpus: float, allow_cpu: bool = False) -> InferWorker:
+        cfg = RunConfig.from_dict({"run_id": "cuda", "store": {"root": str(tmp_path)},
+                                   "infer": {"allow_cpu_for_gpu_actors": allow_cpu},
+                                   "model": {"silent": {"target": "silent", "num_gpus": num_gpus}}})
+        return InferWorker(cfg, cfg.models[0], store)
+
+    message = (f"model 'silent' is given num_gpus=1 but torch sees no usable CUDA (CUDA_VISIBLE_DEVICES='3', torch "
+               f"{torch.__version__} built for CUDA {torch.version.cuda or 'none'}): it would run on CPU and book "
+               "GPU-hours. Check the node's NVIDIA driver and the image's torch build, or set "
+               "infer.allow_cpu_for_gpu_actors=true to run it on CPU on purpose")
+    with pytest.raises(NoUsableCuda, match=f"^{re.escape(message)}$"):
+        worker(1)
+    assert devices == []  # nothing was loaded
+    monkeypatch.delenv("CUDA_VISIBLE_DEVICES")
+    with pytest.raises(NoUsableCuda, match=r"\(CUDA_VISIBLE_DEVICES=unset, torch "):
+        worker(0.5)
+    worker(1, allow_cpu=True)  # CPU on purpose
+    worker(0)  # a CPU model never needs CUDA
+    monkeypatch.setattr(torch.cuda, "is_available", lambda: True)
+    worker(1)
+    assert devices == ["cpu", "cpu", "cuda"]
