@@ -27,7 +27,14 @@ from harness.report.figures import report_figures
 from harness.report.markdown import render_html, render_report
 from harness.review.results import load_results
 from harness.runtime.config import RunConfig
-from harness.runtime.executor import BudgetExceeded, actor_count, ray_session, run_shards, shard_plan
+from harness.runtime.executor import (
+    BudgetExceeded,
+    actor_count,
+    ray_session,
+    require_resources,
+    run_shards,
+    shard_plan,
+)
 from harness.runtime.ledger import ModelLedger, read_ledger
 from harness.runtime.manifest import write_run_manifest
 from harness.runtime.plan import RunPlan
@@ -431,6 +438,8 @@ def score_stage(cfg: RunConfig, store: ObjectStore) -> dict[str, str]:
         from ray.util import ActorPool
 
         sc = cfg.score
+        require_resources({"the scoring actor (score.num_cpus / score.num_gpus)": (sc.num_cpus, sc.num_gpus)},
+                          cfg.cluster.resource_wait_s)
         n_actors = actor_count(sc.actors, sc.num_cpus, sc.num_gpus, len(batches))
         actor = ray.remote(num_cpus=sc.num_cpus, num_gpus=sc.num_gpus)(ConversationScoring)
         pool = ActorPool([actor.remote(cfg) for _ in range(n_actors)])

@@ -7,6 +7,8 @@ from __future__ import annotations
 import hashlib
 import os
 import re
+import shutil
+import tempfile
 
 import numpy as np
 import pytest
@@ -262,3 +264,29 @@ def test_an_actor_given_a_gpu_without_usable_cuda_fails_unless_cpu_is_intended(t
     monkeypatch.setattr(torch.cuda, "is_available", lambda: True)
     worker(1)
     assert devices == ["cpu", "cpu", "cuda"]
+
+
+def test_scoring_actors_no_node_can_hold_fail_at_once_instead_of_queueing(tmp_path, monkeypatch):
+    # score.num_gpus=1 on a Ray node without GPUs: the actor pool would wait forever
+    from harness.runtime.executor import RESOURCE_HINT, UnmetResources
+
+    monkeypatch.setenv("RAY_AUTH_MODE", "disabled")
+    ray_tmp = tempfile.mkdtemp(prefix="ray-", dir="/tmp")  # Ray's socket paths must stay under 108 bytes
+    cfg = RunConfig.from_dict({"run_id": "sc", "store": {"root": str(tmp_path / "store")},
+                               "model": {"silent": {"target": "silent"}}, "score": {"num_gpus": 1},
+                               "cluster": {"num_cpus": 2, "num_gpus": 0, "ray_tmp": ray_tmp}})
+    store = LocalStore(tmp_path / "store")
+    plan = RunPlan.from_config(cfg)
+    lay = plan.layout
+    put_json(store, lay.file(plan.infer["silent"], "plan.json"), {"shard-00000": ["p001-explicit"]})
+    put_json(store, lay.marker(lay.shard(plan.infer["silent"], "shard-00000")),
+             {"conversations": {"p001-explicit": {"status": "ok", "reason": "", "objects": {}}}})
+    put_json(store, lay.file(plan.vad["silent"], "segments.json"),
+             {"p001-explicit": {"status": "ok", "segments": [[1.0, 2.0]]}})
+    put_json(store, lay.marker(plan.vad["silent"]), {})
+    message = ("the scoring actor (score.num_cpus / score.num_gpus) asks for num_cpus=1, num_gpus=1 per actor, but "
+               "no node of the Ray cluster has that (nodes: 2 CPU, 0 GPU)" + RESOURCE_HINT)
+    with pytest.raises(UnmetResources, match=f"^{re.escape(message)}$"):
+        stages.score_stage(cfg, store)
+    assert not store.exists(lay.marker(plan.score["silent"]))
+    shutil.rmtree(ray_tmp, ignore_errors=True)
