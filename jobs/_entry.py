@@ -74,7 +74,8 @@ def check_ready(run: RunConfig, store: ObjectStore, stages: Sequence[str]) -> No
 #: run"): where and how fast it runs. A stage job may also change any setting that makes a new
 #: version of a stage (vad.*, judge.*, protocol.*, ...), except the run's scenes.
 WHERE_IT_RUNS = ("store.", "cluster.", "budget.")
-SPEED_ONLY = ("infer.actors_per_model", "infer.torch_threads", "vad.batch", "protocol.detector.batch", "score.batch",
+SPEED_ONLY = ("infer.actors_per_model", "infer.torch_threads", "infer.allow_cpu_for_gpu_actors", "vad.batch",
+              "protocol.detector.batch", "score.batch",
               "score.num_cpus", "score.num_gpus", "score.actors", "reference.workers")
 SPEED_ONLY_PER_MODEL = ("batch_size", "num_gpus", "num_cpus", "image")
 FIXED_BY_THE_RUN = ("scenes.", "infer.shard_size")  # the scene set and the frozen shard plan

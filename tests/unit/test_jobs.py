@@ -123,3 +123,22 @@ def test_jobs_on_an_existing_run_take_its_config_from_run_json(tmp_path):
     assert "Traceback" not in missing.stderr
     nothing = job("reduce", f"store.root={tmp_path}", "run_id=nothing")
     assert nothing.returncode == 2 and "no run 'nothing'" in nothing.stderr
+
+
+def test_a_stage_job_runs_the_preflight_for_its_own_stage_only(tmp_path):
+    where = [f"store.root={tmp_path}", "run_id=pf"]
+    keys = ("ANTHROPIC_API_KEY", "GEMINI_API_KEY", "GOOGLE_API_KEY")
+    no_keys = {k: v for k, v in os.environ.items() if k not in keys}
+    scenes = job("scenes", *where, "scenes=tiny", "judge=anthropic", "model.silent.num_gpus=4")
+    assert scenes.returncode == 0, scenes.stderr[-3000:]  # scenes needs neither the judge nor the models
+    score = subprocess.run([sys.executable, "-m", "jobs.score", *where, "judge=anthropic", "score.num_gpus=1",
+                            "cluster.num_gpus=0"], cwd=REPO, capture_output=True, text=True, timeout=600,
+                           env={**no_keys, "RAY_AUTH_MODE": "disabled"})
+    assert score.returncode == 2, score.stderr[-3000:]
+    lines = score.stderr.splitlines()
+    assert lines[0] == "preflight: 2 problem(s); nothing was started:"  # before the missing vad input
+    assert lines[1] == ("  - judge=anthropic: no API key: set ANTHROPIC_API_KEY in the environment (keys are read "
+                        "from the environment only); needed by the score stage")
+    assert lines[2].startswith("  - the scoring actor (score.num_cpus / score.num_gpus) asks for num_cpus=1, "
+                               "num_gpus=1 per actor")
+    assert "model 'silent'" not in score.stderr  # infer is not one of the score job's stages
