@@ -13,7 +13,7 @@ from omegaconf import DictConfig, OmegaConf
 from omegaconf.errors import MissingMandatoryValue
 
 from harness.runtime.config import ConfigError, RunConfig
-from harness.store.base import ObjectStore, open_store
+from harness.store.base import ObjectStore, StoreError, open_store
 from harness.store.layout import check_id
 
 T = TypeVar("T")
@@ -56,7 +56,10 @@ def setup(cfg: DictConfig) -> tuple[RunConfig, ObjectStore]:
         run = RunConfig.from_dict(OmegaConf.to_container(cfg, resolve=True, throw_on_missing=True))
     except (ConfigError, MissingMandatoryValue) as e:
         fail(f"config error: {e}")
-    return run, open_store(run.store)
+    try:
+        return run, open_store(run.store)
+    except StoreError as e:
+        fail(f"store error: {e}")
 
 
 def check_ready(run: RunConfig, store: ObjectStore, stages: Sequence[str]) -> None:

@@ -91,8 +91,12 @@ class LocalStore:
     """
 
     def __init__(self, root: str | os.PathLike[str]):
+        """Raises :class:`StoreError` when ``root`` cannot be created as a directory."""
         self.root = Path(root).resolve()
-        self.root.mkdir(parents=True, exist_ok=True)
+        try:
+            self.root.mkdir(parents=True, exist_ok=True)
+        except OSError as e:
+            raise StoreError(f"local:{self.root}: not usable as a store: {type(e).__name__}: {e}") from None
 
     def _path(self, key: str) -> Path:
         return self.root / check_key(key)

@@ -170,6 +170,13 @@ def test_local_probe_passes_and_leaves_one_object(tmp_path):
     assert b"conditional-put probe" in store.get(PROBE_KEY)
 
 
+def test_a_local_root_that_is_a_file_is_a_store_error(tmp_path):
+    (tmp_path / "runs").write_text("not a folder")
+    with pytest.raises(StoreError, match=rf"^local:{re.escape(str(tmp_path / 'runs'))}: not usable as a store: "
+                                         "FileExistsError"):
+        LocalStore(tmp_path / "runs")
+
+
 def test_local_probe_refuses_a_disk_without_hard_links(tmp_path, monkeypatch):
     store = LocalStore(tmp_path)
 
