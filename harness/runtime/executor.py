@@ -227,6 +227,9 @@ _ANSI = re.compile(r"\x1b\[[0-9;]*m")
 _EXCEPTION_LINE = re.compile(r"^[A-Za-z_][\w.]*(Error|Exception|Exit|Interrupt)\b.*")
 
 
+REASON_CHARS = 800  # the longest failure reason kept in a shard's failure record
+
+
 def _reason(e: Exception) -> str:
     """One line naming what went wrong: the worker's exception, not Ray's wrapper around it
     (a ``RayTaskError``'s cause; for an actor that died in its constructor, the exception line
@@ -238,7 +241,8 @@ def _reason(e: Exception) -> str:
         return f"{type(err).__name__}: (no message)"
     last = next((ln for ln in reversed(lines[1:]) if _EXCEPTION_LINE.match(ln)), None)
     head = f"{type(err).__name__}: {lines[0].split(',')[0][:200]}"
-    return f"{head}: {last[:300]}" if last else f"{type(err).__name__}: {lines[0][:300]}"
+    # a store error puts the server's own message after the key: keep room for both
+    return f"{head}: {last[:REASON_CHARS]}" if last else f"{type(err).__name__}: {lines[0][:REASON_CHARS]}"
 
 
 def run_shards(cfg: RunConfig, store: ObjectStore, work: dict[str, dict[str, list[str]]],

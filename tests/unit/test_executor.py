@@ -91,6 +91,16 @@ def test_actor_killed_mid_shard_is_retried_and_partial_output_is_never_read(ray_
         assert read_output(store, entry, "json")
 
 
+def test_a_store_errors_server_message_survives_into_the_failure_reason():
+    from harness.runtime.executor import _reason
+    from harness.store.base import StoreError
+
+    key = "runs/" + "k" * 240 + "/infer/m/abc/shard-00000/_SUCCESS.json"
+    server = ("NotImplemented (HTTP 501, after 1 of 3 attempts): A header you provided implies functionality "
+              "that is not implemented [Header: If-None-Match]")
+    assert _reason(StoreError(f"s3://b/team (http://127.0.0.1:9000): put {key!r} failed: {server}")).endswith(server)
+
+
 def test_shard_failing_every_attempt_is_reported_with_its_reason(ray_gpus, tmp_path):
     cfg, store, plan, shards = _setup(tmp_path, n_shards=4, actors=2, params={"raise_shard": "shard-00002"},
                                       shard_attempts=3)
