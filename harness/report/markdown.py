@@ -30,6 +30,8 @@ from harness.report.document import (
 from harness.review.results import summary_section
 from harness.scenes.schema import CONDITIONS
 
+NO_COMPARISON = ("No comparison: fewer than two evaluated models in this run (self-test baselines and reference "
+                 "systems are never compared).")
 FIGURE_CAPTIONS = {
     "score_bars": "Every score per model, explicit and implicit side by side, with 95 % Wilson intervals "
                   "(successes / n). An n/a or not-scored entry is a labelled gap, never a bar at 0.",
@@ -192,7 +194,8 @@ def _statistics(st: dict, models: list[str]) -> list[Section]:
                   f"scores: **m = {family['m']}** per addressing condition. Not compared (self-test baselines "
                   f"and reference systems): {excluded}. The silence bootstrap and the metric-choice ranking below "
                   "use the same models."),
-        Table(("condition", "score", "a", "b", "n", "a only", "b only", "p", "p (Bonferroni, m)"), rows),
+        Table(("condition", "score", "a", "b", "n", "a only", "b only", "p", "p (Bonferroni, m)"), rows)
+        if rows else Paragraph(NO_COMPARISON),
         Paragraph("Fresh onset over every shared T request; conditional answer accuracy over the T requests "
                   "where both models spoke (spec section 6). n = 0: no shared request, no test.")]))
 
@@ -200,7 +203,7 @@ def _statistics(st: dict, models: list[str]) -> list[Section]:
              f"[{num(r['lo'], '+.4f')}, {num(r['hi'], '+.4f')}]")
             for cond, rs in st["silence_bootstrap"].items() for r in rs]
     out.append(Section("Silence preservation differences (scene bootstrap, 10,000 replicates, 95 % CI)", [
-        Table(("condition", "a", "b", "scenes", "a − b", "95 % CI"), rows)]))
+        Table(("condition", "a", "b", "scenes", "a − b", "95 % CI"), rows) if rows else Paragraph(NO_COMPARISON)]))
 
     sp = st["metric_choice_spearman"]
     out.append(Section("Metric choice", [Paragraph(

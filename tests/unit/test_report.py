@@ -34,7 +34,7 @@ from harness.report.figures import (
     yield_funnel,
     yield_funnel_data,
 )
-from harness.report.markdown import build_report, fmt, render_html, render_report
+from harness.report.markdown import NO_COMPARISON, build_report, fmt, render_html, render_report
 from harness.scenes.schema import Label, Scene, Target, Turn
 
 # -- metrics.json / statistics.json shaped fixtures (shapes copied from a real run) -----------------
@@ -453,6 +453,19 @@ def test_report_states_the_comparison_family():
             "addressing condition. Not compared (self-test baselines and reference systems): `oracle` "
             "(baseline).") in md
     assert "Models: `alpha`, `beta`." in md  # oracle has no metrics here, so it is not listed as a model
+    assert NO_COMPARISON not in md
+
+
+def test_a_run_without_two_evaluated_models_says_so_instead_of_empty_tables():
+    """The demo runs only self-test baselines: m = 0, and both comparison sections say why."""
+    cfg, metrics, stats, *rest = ARGS
+    stats = {**stats, "comparison_family": {"excluded": {"alpha": "baseline", "beta": "baseline"}, "m": 0,
+                                            "models": [], "pairs": 0},
+             "between_models": {c: [] for c in stats["between_models"]},
+             "silence_bootstrap": {c: [] for c in stats["silence_bootstrap"]}}
+    md = render_report(cfg, metrics, stats, *rest)
+    assert "**m = 0**" in md and md.count(NO_COMPARISON) == 2
+    assert "| condition | score | a | b |" not in md and "| condition | a | b | scenes |" not in md
 
 
 def test_report_silence_explicit_vs_implicit_timing_bins_and_judge_counts():
