@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import logging
+import signal
 import sys
 from collections.abc import Callable, Sequence
 from pathlib import Path
@@ -35,7 +36,7 @@ CONF_DIR = str(Path(__file__).resolve().parents[1] / "conf")
 
 
 # Exit statuses of every job (docs/cluster.md, "Exit statuses"); 1 is an unexpected error (a
-# traceback) or a driver stopped by SIGTERM / Ctrl-C.
+# traceback); 130 / 143 a driver interrupted by Ctrl-C / SIGTERM.
 COMPLETE = 0  # finished: every stage ran and no conversation is `error`
 CONFIG_ERROR = 2  # configuration, preflight or missing input: stopped before anything was spent
 BUDGET_STOP = 3  # the budget stopped infer before every shard ran; completed shards are kept
@@ -172,7 +173,8 @@ def existing_run(run: RunConfig, store: ObjectStore, config_name: str = "config"
 def run_until_stopped(fn: Callable[[RunConfig, ObjectStore], T], run: RunConfig, store: ObjectStore) -> T:
     """``fn(run, store)``; a clean stop prints why, the run's status and how to continue, then
     exits with :data:`BUDGET_STOP` (budget reached) or :data:`FAILED_SHARDS` (shards failed);
-    a missing input or a resource request no node can hold exits with :data:`CONFIG_ERROR`.
+    a missing input or a resource request no node can hold exits with :data:`CONFIG_ERROR`;
+    an interrupt (Ctrl-C, SIGTERM) exits with 128 + the signal (130, 143) and one message.
     Completed work is kept."""
     from harness.runtime.executor import BudgetExceeded, UnmetResources
     from harness.runtime.stages import InferIncomplete, StageInputMissing
@@ -180,6 +182,13 @@ def run_until_stopped(fn: Callable[[RunConfig, ObjectStore], T], run: RunConfig,
 
     try:
         return fn(run, store)
+    except KeyboardInterrupt as e:  # Ctrl-C, or SIGTERM (DriverStopped): actors and Ray are stopped by now
+        from harness.runtime.executor import stop_signal
+
+        signum = stop_signal(e)
+        fail(f"\ninterrupted ({signal.Signals(signum).name}): completed stages and shards are kept, the attempts "
+             f"that were running are recorded as failed; run the same command again (or make rerun-failed "
+             f"RUN={run.run_id}) to resume", 128 + signum)
     except (BudgetExceeded, InferIncomplete) as e:
         where = "" if run.store.kind == "local" and run.store.root == "runs" else ' ARGS="store=..."'
         fail(f"\nstopped: {e}\n\n{run_status(run, store)}\n\nto continue: make rerun-failed RUN={run.run_id}{where}"

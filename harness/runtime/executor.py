@@ -23,7 +23,9 @@ within it, else no new shard starts, idle actors are killed, running shards fini
 report says why. Under a budget a model with no estimate yet runs one shard at a time until
 its first shard calibrates it, so the overshoot is bounded by the in-flight shards' spend
 beyond their estimates (docs/cluster.md). No actor outlives :func:`run_shards`, and
-:func:`ray_session` turns SIGTERM into SystemExit so that Ray stops with the driver.
+:func:`ray_session` turns SIGTERM into :class:`DriverStopped` (a ``KeyboardInterrupt``, as
+Ctrl-C is) so that Ray stops with the driver; the attempts in flight are recorded as
+failed attempts with their spend.
 Ray is imported only here.
 """
 
@@ -75,17 +77,36 @@ def ray_session(cfg: RunConfig) -> Iterator[None]:
             ray.shutdown()
 
 
+class DriverStopped(KeyboardInterrupt):
+    """The driver was told to stop by a signal (SIGTERM: ``kubectl delete``, ``kill``); a
+    ``KeyboardInterrupt`` like Ctrl-C's, so both take the same path. ``signum``: the signal."""
+
+    def __init__(self, signum: int):
+        super().__init__(f"stopped by signal {signal.Signals(signum).name}")
+        self.signum = signum
+
+
+_last_stop: list[int] = []  # the signal the SIGTERM handler saw (Ray may re-raise a plain KeyboardInterrupt)
+
+
+def stop_signal(e: BaseException) -> int:
+    """The signal behind an interrupt: ``e.signum`` for :class:`DriverStopped`, the signal the
+    handler saw when Ray re-raised it as a plain ``KeyboardInterrupt``, else SIGINT (Ctrl-C)."""
+    return getattr(e, "signum", None) or (_last_stop[-1] if _last_stop else signal.SIGINT)
+
+
 @contextmanager
 def _exit_on_sigterm() -> Iterator[None]:
-    """SIGTERM (``kubectl delete``, ``kill``) raises SystemExit so that ``finally`` blocks run (the
-    executor kills its actors, then Ray shuts down) and the driver exits with status 1; without it
-    Ray's own handler aborts the process (status 134) in the middle of that clean-up."""
+    """SIGTERM raises :class:`DriverStopped` so that ``finally`` blocks run (the executor records
+    and kills its running attempts, then Ray shuts down); without it Ray's own handler aborts the
+    process (status 134) in the middle of that clean-up. The jobs exit with 128 + the signal."""
     if threading.current_thread() is not threading.main_thread():
         yield
         return
 
     def stop(signum: int, _frame: object) -> None:
-        raise SystemExit(128 + signum)
+        _last_stop.append(signum)
+        raise DriverStopped(signum)
 
     previous = signal.signal(signal.SIGTERM, stop)
     try:
@@ -317,6 +338,16 @@ def run_shards(cfg: RunConfig, store: ObjectStore, work: dict[str, dict[str, lis
     def has_work(name: str) -> bool:
         return report.budget_stop is None and any(q[0] == name for q in queue)
 
+    def record_failure(run: _Running, reason: str) -> None:
+        """Book a failed attempt's spend and write its failure record (the worker's own attempt id
+        died with it), so status, the ledger and the budget count it."""
+        wall = time.perf_counter() - run.t0
+        spend = device_hours(wall, models[run.model].num_gpus)
+        budget.spent_hours += spend
+        record = new_attempt_id()
+        put_json(store, lay.failure(lay.shard(plan.infer[run.model], run.shard), record),
+                 {"attempt": record, "reason": reason, "wall_s": round(wall, 3), "device_hours": spend})
+
     bar = tqdm(total=len(queue), desc="infer shards", unit="shard")
     n_ok = n_err = 0
     try:
@@ -343,12 +374,7 @@ def run_shards(cfg: RunConfig, store: ObjectStore, work: dict[str, dict[str, lis
                 s = ray.get(ref)
             except Exception as e:  # Ray gave up on this attempt (actor died, node lost) or the worker raised
                 reason = _reason(e)
-                wall = time.perf_counter() - run.t0
-                spend = device_hours(wall, models[name].num_gpus)
-                budget.spent_hours += spend
-                record = new_attempt_id()  # the worker's own attempt id died with it
-                put_json(store, lay.failure(lay.shard(plan.infer[name], shard), record),
-                         {"attempt": record, "reason": reason, "wall_s": round(wall, 3), "device_hours": spend})
+                record_failure(run, reason)
                 ray.kill(run.actor, no_restart=True)  # never reused: a stuck step may still run in it
                 if attempts[(name, shard)] < cfg.cluster.shard_attempts:
                     log.warning("infer %s %s attempt %d failed (%s); retrying on a fresh actor", name, shard,
@@ -369,7 +395,11 @@ def run_shards(cfg: RunConfig, store: ObjectStore, work: dict[str, dict[str, lis
                 idle.append((name, run.actor))  # stopped above when no shard can start on it
             bar.set_postfix(conversations=f"{n_ok} ok/{n_err} error", failed=len(report.failed),
                             spent=f"{budget.spent_hours:.3f} dev-h")
-    finally:  # also on an interrupt (SIGINT, SIGTERM): no actor outlives this call
+    except KeyboardInterrupt as e:  # Ctrl-C or SIGTERM (DriverStopped): the running attempts end here
+        for run in inflight.values():
+            record_failure(run, f"interrupted: the driver was stopped by {signal.Signals(stop_signal(e)).name}")
+        raise
+    finally:  # no actor outlives this call
         bar.close()
         for actor in [a for _, a in idle] + [r.actor for r in inflight.values()]:
             ray.kill(actor, no_restart=True)

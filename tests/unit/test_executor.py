@@ -297,6 +297,7 @@ from harness.runtime.config import RunConfig
 from harness.runtime.executor import ray_session, run_shards
 from harness.runtime.plan import RunPlan
 from harness.store.base import LocalStore, put_json
+from jobs._entry import run_until_stopped
 from tests.fixtures.executor_workers import PidWorker
 
 root, ray_tmp, pids = sys.argv[1:]
@@ -308,8 +309,14 @@ store = LocalStore(root)
 plan = RunPlan.from_config(cfg)
 shards = {"shard-00000": ["s0"]}
 put_json(store, plan.layout.file(plan.infer["null"], "plan.json"), shards)
-with ray_session(cfg):
-    run_shards(cfg, store, {"null": shards}, factory=PidWorker)
+
+
+def go(cfg, store):
+    with ray_session(cfg):
+        run_shards(cfg, store, {"null": shards}, factory=PidWorker)
+
+
+run_until_stopped(go, cfg, store)  # the jobs' own path: one message, exit status 128 + signal
 """
 
 
@@ -344,7 +351,16 @@ def test_a_driver_stopped_by_sigterm_leaves_no_actor_behind(tmp_path):
         assert _alive(actor_pid)
         driver.send_signal(signal.SIGTERM)
         _, err = driver.communicate(timeout=120)
-        assert driver.returncode == 1, err[-3000:]  # a clean SystemExit (Ray's own handler aborts: 134)
+        assert driver.returncode == 143, err[-3000:]  # 128 + SIGTERM (Ray's own handler would abort: 134)
+        assert "interrupted (SIGTERM): completed stages and shards are kept" in err and "Traceback" not in err
+        # the attempt that was running is booked: a failure record with its spend, so status and the budget count it
+        params = {"pid_dir": str(pids), "block_shard": "shard-00000"}  # the driver's config
+        cfg = RunConfig.from_dict({"run_id": "term", "store": {"root": str(tmp_path / "store")},
+                                   "model": {"null": {"target": "null", "params": params}}})
+        led = read_ledger(LocalStore(tmp_path / "store"), RunPlan.from_config(cfg), "null")
+        [failure] = led.failures["shard-00000"]
+        assert failure["reason"] == "interrupted: the driver was stopped by SIGTERM"
+        assert failure["device_hours"] > 0
         for _ in range(600):  # bounded poll: Ray stops the actor's process with the driver
             if not _alive(actor_pid):
                 break
