@@ -78,9 +78,10 @@ def check_ready(run: RunConfig, store: ObjectStore, stages: Sequence[str]) -> No
 #: run"): where and how fast it runs. A stage job may also change any setting that makes a new
 #: version of a stage (vad.*, judge.*, protocol.*, ...), except the run's scenes.
 WHERE_IT_RUNS = ("store.", "cluster.", "budget.")
-SPEED_ONLY = ("infer.actors_per_model", "infer.torch_threads", "infer.allow_cpu_for_gpu_actors", "vad.batch",
-              "protocol.detector.batch", "score.batch",
-              "score.num_cpus", "score.num_gpus", "score.actors", "reference.workers")
+SPEED_ONLY = ("infer.actors_per_model", "infer.torch_threads", "infer.allow_cpu_for_gpu_actors",
+              "infer.step_timeout_s", "infer.first_step_timeout_s",  # the watchdog: a rerun may need more time
+              "vad.batch", "protocol.detector.batch", "score.batch", "score.num_cpus", "score.num_gpus", "score.actors",
+              "reference.workers")
 SPEED_ONLY_PER_MODEL = ("batch_size", "num_gpus", "num_cpus", "image")
 FIXED_BY_THE_RUN = ("scenes.", "infer.shard_size")  # the scene set and the frozen shard plan
 
@@ -99,6 +100,26 @@ def _leaves(d: dict, prefix: str = "") -> list[str]:
     """Dotted keys of every leaf of a nested dict."""
     return [k for key, v in d.items()
             for k in (_leaves(v, f"{prefix}{key}.") if isinstance(v, dict) and v else [f"{prefix}{key}"])]
+
+
+def same_run(run: RunConfig, store: ObjectStore, job: str) -> None:
+    """A job that starts or resumes a run (``jobs.pipeline``, ``jobs.scenes``) on an existing run
+    id must not change what the run fixed at its first invocation (its scenes and shard plan):
+    that would silently split the run in two while ``run.json``, status and reduce describe the
+    first. Exits with :data:`CONFIG_ERROR` naming the keys; a new run id is a new run."""
+    from harness.runtime.manifest import config_changes
+    from harness.store.base import get_json
+    from harness.store.layout import RunLayout
+
+    try:
+        stored = get_json(store, RunLayout(run.run_id).run_manifest())["config"]
+    except FileNotFoundError:
+        return  # a new run
+    fixed = [k for k in config_changes(stored, run.to_dict()) if k.startswith(FIXED_BY_THE_RUN)]
+    if fixed:
+        fail(f"config error: {job}: run {run.run_id!r} exists and fixed {', '.join(fixed[:6])} at its first invocation "
+             f"(run.json); this command changes them. Use a new run_id for other scenes, or repeat the run's own "
+             f"values to resume it")
 
 
 def _value(d: dict, key: str) -> object:
@@ -232,6 +253,7 @@ def stage_main(stage: str):
     def main(cfg: DictConfig) -> None:
         run, store = setup(cfg)
         if stage == "scenes":  # a run starts here (or with the pipeline): its run.json
+            same_run(run, store, "jobs.scenes")
             check_ready(run, store, [stage])
             write_run_manifest(run, store)
         else:  # every later stage acts on an existing run: its config comes from run.json

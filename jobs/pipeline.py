@@ -13,12 +13,13 @@ import hydra
 from omegaconf import DictConfig
 
 from harness.runtime.stages import STAGES, run_pipeline
-from jobs._entry import CONF_DIR, check_ready, finish, run_until_stopped, setup
+from jobs._entry import CONF_DIR, check_ready, finish, run_until_stopped, same_run, setup
 
 
 @hydra.main(version_base="1.3", config_path=CONF_DIR, config_name="config")
 def main(cfg: DictConfig) -> None:
     run, store = setup(cfg)
+    same_run(run, store, "jobs.pipeline")
     check_ready(run, store, STAGES)
     run_until_stopped(run_pipeline, run, store)
     finish(run, store)

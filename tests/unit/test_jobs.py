@@ -68,6 +68,34 @@ def test_a_finished_run_with_conversation_errors_exits_5_and_names_them(tmp_path
             "adapter exploded") in capsys.readouterr().err
 
 
+def test_starting_a_run_again_with_other_scenes_is_refused_not_split(tmp_path, capsys):
+    """A second jobs.pipeline / jobs.scenes on an existing run id with other scenes would write a
+    second scene set and report under the same run while run.json, status and reduce describe the
+    first: refused with exit 2. The same scenes (a resume) and a new stage version pass."""
+    from dataclasses import replace
+
+    from harness.runtime.manifest import write_run_manifest
+
+    cfg, store = _run(tmp_path)
+    _entry.same_run(cfg, store, "jobs.pipeline")  # no run yet: a new run
+    write_run_manifest(cfg, store)
+    _entry.same_run(cfg, store, "jobs.pipeline")  # the same config resumes it
+    _entry.same_run(replace(cfg, vad=replace(cfg.vad, rules=replace(cfg.vad.rules, min_silence_s=0.5))), store,
+                    "jobs.pipeline")  # a new vad version of the same run
+    other = replace(cfg, scenes=replace(cfg.scenes, n_pairs=5), infer=replace(cfg.infer, shard_size=2))
+    with pytest.raises(SystemExit) as stop:
+        _entry.same_run(other, store, "jobs.pipeline")
+    assert stop.value.code == 2
+    assert ("config error: jobs.pipeline: run 'r1' exists and fixed infer.shard_size, scenes.n_pairs at its first "
+            "invocation (run.json)") in capsys.readouterr().err
+
+
+def test_rerun_failed_may_give_a_stalled_model_more_time_but_not_change_results():
+    # a shard that failed on the step watchdog is rerun with a longer timeout: not a new version
+    assert _entry.where_or_speed("infer.step_timeout_s") and _entry.where_or_speed("infer.first_step_timeout_s")
+    assert not _entry.where_or_speed("infer.max_duration_s") and not _entry.where_or_speed("protocol.turn_gap_s")
+
+
 def test_a_config_error_exits_2_before_anything_runs(tmp_path):
     out = job("pipeline", f"store.root={tmp_path}", "run_id=c", "model=[]")
     assert out.returncode == 2, out.stderr[-2000:]
