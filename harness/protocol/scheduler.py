@@ -58,6 +58,14 @@ class ProtocolSettings:
     room_tone_dbfs: float = -70.0  # RMS level of that floor under the whole input, dBFS
 
     def __post_init__(self) -> None:
+        """Raises ValueError naming a value that cannot be a protocol setting."""
+        if isinstance(self.sample_rate, bool) or not isinstance(self.sample_rate, int) or self.sample_rate <= 0:
+            raise ValueError(f"sample_rate must be a positive integer (Hz), got {self.sample_rate!r}")
+        for name, low in (("turn_gap_s", 0), ("tail_s", 0), ("fresh_onset_window_s", None),
+                          ("endpoint_silence_s", None), ("response_cap_s", None), ("n4_answer_window_s", None)):
+            v = getattr(self, name)  # low 0: may be 0; None: must be > 0
+            if isinstance(v, bool) or not isinstance(v, int | float) or v < 0 or (v == 0 and low is None):
+                raise ValueError(f"{name} must be a number of seconds {'>= 0' if low == 0 else '> 0'}, got {v!r}")
         check_room_tone(self.room_tone, self.room_tone_dbfs)
 
     def s(self, seconds: float) -> int:

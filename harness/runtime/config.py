@@ -32,6 +32,14 @@ class ScenesSettings:
     n4_share: float = 0.6
     manifest: str | None = None  # import a JSONL manifest instead of generating scenes
 
+    def __post_init__(self) -> None:
+        _integer(self, "n_pairs", "seed")
+        if self.manifest is None and self.n_pairs < 1:
+            raise ValueError(f"n_pairs must be >= 1 (or give a manifest), got {self.n_pairs}")
+        for name in ("four_party_share", "n4_share"):
+            if not isinstance(getattr(self, name), int | float) or not 0.0 <= getattr(self, name) <= 1.0:
+                raise ValueError(f"{name} must be a number in [0, 1], got {getattr(self, name)!r}")
+
 
 @dataclass(frozen=True)
 class TtsSettings:
@@ -212,8 +220,10 @@ class MetricsSettings:
     suspect_peak_dbfs: float = -60.0  # a model whose output peak stays below this everywhere is flagged suspect
 
     def __post_init__(self) -> None:
+        _integer(self, "min_n")
         if self.min_n < 1:
             raise ValueError("metrics.min_n must be >= 1")
+        _positive(self, "yield_deadline_s")
 
 
 @dataclass(frozen=True)
@@ -270,8 +280,12 @@ class RunConfig:
                 kw[key] = _build(typ, d.pop(key) or {}, key)
         if "run_id" in d:
             kw["run_id"] = _as_text(d.pop("run_id"))
+            if not isinstance(kw["run_id"], str):  # Hydra reads run_id=true / null as a bool / None
+                raise ConfigError(f"run_id must be a name, got {kw['run_id']!r} (quote it: run_id='\"true\"')")
         if "seed" in d:
             kw["seed"] = d.pop("seed")
+            if isinstance(kw["seed"], bool) or not isinstance(kw["seed"], int):
+                raise ConfigError(f"seed must be an integer, got {kw['seed']!r}")
         try:  # the run id names the run's prefix in the store
             check_id(str(kw.get("run_id", "demo")), "run_id")
         except ValueError as e:
@@ -285,10 +299,19 @@ class RunConfig:
 
 
 def _positive(obj: Any, *names: str) -> None:
-    """Raise ValueError naming the first of ``names`` whose value on ``obj`` is not > 0."""
+    """Raise ValueError naming the first of ``names`` whose value on ``obj`` is not a number > 0."""
     for name in names:
-        if not getattr(obj, name) > 0:
-            raise ValueError(f"{name} must be > 0, got {getattr(obj, name)!r}")
+        v = getattr(obj, name)
+        if isinstance(v, bool) or not isinstance(v, int | float) or not v > 0:
+            raise ValueError(f"{name} must be a number > 0, got {v!r}")
+
+
+def _integer(obj: Any, *names: str) -> None:
+    """Raise ValueError naming the first of ``names`` whose value on ``obj`` is not an integer."""
+    for name in names:
+        v = getattr(obj, name)
+        if isinstance(v, bool) or not isinstance(v, int):
+            raise ValueError(f"{name} must be an integer, got {v!r}")
 
 
 def _vad(values: dict[str, Any] | None, where: str) -> VadSettings:

@@ -54,6 +54,7 @@ class Pending:
     """What of ``stages`` still has work: the reference, and the models whose infer / score is
     not complete."""
 
+    scenes: bool = False
     reference: bool = False
     infer: list[ModelSettings] = field(default_factory=list)
     score: list[ModelSettings] = field(default_factory=list)
@@ -75,6 +76,7 @@ def pending(cfg: RunConfig, store: ObjectStore | None, stages: Collection[str]) 
         return bool(led.shards) and not led.missing
 
     return Pending(
+        scenes="scenes" in stages and not done(plan.scenes),
         reference="reference" in stages and not done(plan.reference),
         infer=[m for m in cfg.models if "infer" in stages and not infer_done(m)],
         score=[m for m in cfg.models if "score" in stages and not done(plan.score[m.name])])
@@ -145,6 +147,10 @@ def problems(cfg: RunConfig, store: ObjectStore, stages: Collection[str]) -> lis
         out.append(str(e))
         readable = None
     work = pending(cfg, readable, stages)
+    manifest = cfg.scenes.manifest
+    if work.scenes and manifest and not os.path.isfile(manifest):
+        out.append(f"scenes.manifest={manifest}: {'a directory' if os.path.isdir(manifest) else 'no such file'} "
+                   "(a JSONL scene manifest, one scene per line)")
     judge_needed_by = ["score"] if work.score else []
     if work.reference:
         rc = cfg.reference

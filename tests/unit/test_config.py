@@ -68,6 +68,25 @@ def test_vad_change_keeps_infer_prefix():
     assert RunPlan.from_config(c).infer != pa.infer
 
 
+@pytest.mark.parametrize(("override", "message"), [
+    ("scenes.n_pairs=-3", "scenes: n_pairs must be >= 1"),
+    ("scenes.n_pairs=0", "scenes: n_pairs must be >= 1"),
+    ("scenes.n_pairs=abc", "scenes: n_pairs must be an integer, got 'abc'"),
+    ("scenes.four_party_share=2", r"scenes: four_party_share must be a number in \[0, 1\], got 2"),
+    ("protocol.sample_rate=0", r"protocol: sample_rate must be a positive integer \(Hz\), got 0"),
+    ("protocol.turn_gap_s=-1", "protocol: turn_gap_s must be a number of seconds >= 0, got -1"),
+    ("protocol.endpoint_silence_s=0", "protocol: endpoint_silence_s must be a number of seconds > 0, got 0"),
+    ("metrics.yield_deadline_s=-1", "metrics: yield_deadline_s must be a number > 0, got -1"),
+    ("seed=abc", "seed must be an integer, got 'abc'"),
+    ("run_id=true", "run_id must be a name, got True"),
+    ("run_id=null", "run_id must be a name, got None"),
+])
+def test_values_that_cannot_be_settings_are_config_errors(override, message):
+    """From a fresh-user trial: these crashed a stage with a traceback, or ran and wrote nonsense."""
+    with pytest.raises(ConfigError, match=f"^{message}"):
+        _compose([override])
+
+
 def test_min_n_must_be_positive():
     with pytest.raises(ConfigError, match="min_n"):
         _compose(["metrics.min_n=0"])

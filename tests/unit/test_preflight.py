@@ -203,6 +203,17 @@ def test_a_model_whose_infer_is_complete_needs_nothing(tmp_path, adapter_module)
 
 
 # -- one message, exit status 2 -------------------------------------------------------------------
+def test_a_scene_manifest_that_is_not_a_file_is_named_before_the_scenes_stage(tmp_path):
+    missing = tmp_path / "nope.jsonl"
+    assert found(cfg(tmp_path, scenes={"manifest": str(missing)}), ["scenes"]) == [
+        f"scenes.manifest={missing}: no such file (a JSONL scene manifest, one scene per line)"]
+    assert found(cfg(tmp_path, scenes={"manifest": str(tmp_path)}), ["scenes"]) == [
+        f"scenes.manifest={tmp_path}: a directory (a JSONL scene manifest, one scene per line)"]
+    assert found(cfg(tmp_path, scenes={"manifest": str(missing)}), ["synth"]) == []  # only the scenes stage reads it
+    missing.write_text("")
+    assert found(cfg(tmp_path, scenes={"manifest": str(missing)}), ["scenes"]) == []
+
+
 def test_preflight_raises_one_error_listing_every_problem(tmp_path):
     c = cfg(tmp_path, judge={"kind": "anthropic"}, model={"silent": {"target": "silent", "num_gpus": 2}})
     with pytest.raises(PreflightError, match=r"^preflight: 2 problem\(s\); nothing was started:\n") as e:
