@@ -211,7 +211,10 @@ def run_until_stopped(fn: Callable[[RunConfig, ObjectStore], T], run: RunConfig,
              f"that were running are recorded as failed; run the same command again (or make rerun-failed "
              f"RUN={run.run_id}) to resume", 128 + signum)
     except (BudgetExceeded, InferIncomplete) as e:
-        where = "" if run.store.kind == "local" and run.store.root == "runs" else ' ARGS="store=..."'
+        if run.store.kind == "local":  # the store overrides the rerun needs to find this run
+            where = "" if run.store.root == "runs" else f' ARGS="store.root={run.store.root}"'
+        else:
+            where = f' ARGS="store=s3 store.bucket={run.store.bucket} ..."'
         fail(f"\nstopped: {e}\n\n{run_status(run, store)}\n\nto continue: make rerun-failed RUN={run.run_id}{where}"
              + (" (with budget.gpu_hours=... / budget.usd=... in ARGS to raise the budget)"
                 if isinstance(e, BudgetExceeded) else ""),

@@ -16,10 +16,12 @@ from harness.store.layout import RunLayout, settings_hash
 from harness.vad.silero import VadSettings
 
 GENERATOR_VERSION = "templates-v1"
-# bump when the infer stage's output layout changes (v2: attempts, checksummed markers, stored probabilities)
-INFER_VERSION = "infer-v2"
-# bump when the reduce stage's outputs change for the same inputs (new scores, statistics)
-REDUCE_VERSION = "reduce-v5"
+# bump when the infer stage's outputs change for the same settings (v2: attempts, checksummed markers,
+# stored probabilities; v3: the endpoint rule from rule times, streaming resampling, output peak)
+INFER_VERSION = "infer-v3"
+# bump when the reduce stage's outputs change for the same inputs (new scores, statistics; v6: the
+# silence window after the T wait starts at the rule time, every score per timing bin, evaluated-only family)
+REDUCE_VERSION = "reduce-v6"
 # bump when the score stage's outputs change for the same settings (ASR/judge code, scoring flow)
 SCORE_VERSION = "score-v2"
 # bump when the reference stage's outputs change for the same settings (reference code, its scores)

@@ -32,7 +32,8 @@ def test_budget_stop_status_and_rerun_failed(tmp_path):
                 "infer.actors_per_model=1", "budget.gpu_hours=1e-9", "budget.usd_per_gpu_hour=2.5")
     assert first.returncode == 3, first.stderr[-3000:]
     assert "the budget leaves 2 shard(s) not started: budget.gpu_hours" in first.stderr
-    assert "to continue: make rerun-failed RUN=budget" in first.stderr
+    # the hint names the store override the rerun needs to find this run
+    assert f'to continue: make rerun-failed RUN=budget ARGS="store.root={tmp_path}"' in first.stderr
     store = LocalStore(tmp_path)
     cfg = load_run_config(store, RunConfig.from_dict({"run_id": "budget", "model": {"x": {"target": "x"}}}))
     plan = RunPlan.from_config(cfg)
