@@ -77,7 +77,6 @@ def check_ready(run: RunConfig, store: ObjectStore, stages: Sequence[str]) -> No
 #: what an invocation on an existing run may change (docs/configuration.md, "Jobs on an existing
 #: run"): where and how fast it runs. A stage job may also change any setting that makes a new
 #: version of a stage (vad.*, judge.*, protocol.*, ...), except the run's scenes.
-WHERE_IT_RUNS = ("store.", "cluster.", "budget.")
 SPEED_ONLY = ("infer.actors_per_model", "infer.torch_threads", "infer.allow_cpu_for_gpu_actors",
               "infer.step_timeout_s", "infer.first_step_timeout_s",  # the watchdog: a rerun may need more time
               "vad.batch", "protocol.detector.batch", "score.batch", "score.num_cpus", "score.num_gpus", "score.actors",
@@ -87,8 +86,11 @@ FIXED_BY_THE_RUN = ("scenes.", "infer.shard_size")  # the scene set and the froz
 
 
 def where_or_speed(key: str) -> bool:
+    """``key`` (dotted) changes only where or how fast the run runs, never its outputs."""
+    from harness.runtime.manifest import WHERE_IT_RUNS  # the same list run.json's change warning uses
+
     parts = key.split(".")
-    return (key.startswith(WHERE_IT_RUNS) or key in SPEED_ONLY
+    return (parts[0] in WHERE_IT_RUNS or key in SPEED_ONLY
             or (parts[0] == "model" and len(parts) == 3 and parts[2] in SPEED_ONLY_PER_MODEL))
 
 

@@ -14,6 +14,7 @@ from urllib.parse import urlsplit
 
 from harness.audio.preamble import DUTY_TEXT
 from harness.protocol.scheduler import ProtocolSettings
+from harness.scenes.generator import check_share
 from harness.store.base import check_key
 from harness.store.layout import check_id
 from harness.vad.segments import SegmentRules
@@ -37,8 +38,7 @@ class ScenesSettings:
         if self.manifest is None and self.n_pairs < 1:
             raise ValueError(f"n_pairs must be >= 1 (or give a manifest), got {self.n_pairs}")
         for name in ("four_party_share", "n4_share"):
-            if not isinstance(getattr(self, name), int | float) or not 0.0 <= getattr(self, name) <= 1.0:
-                raise ValueError(f"{name} must be a number in [0, 1], got {getattr(self, name)!r}")
+            check_share(name, getattr(self, name))
 
 
 @dataclass(frozen=True)

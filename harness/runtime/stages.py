@@ -267,7 +267,7 @@ def detect_outputs(cfg: RunConfig, entries: list[dict[str, Any]]) -> list[dict[s
     sr = cfg.protocol.sample_rate
     waves = [decode(read_output(store, e, "flac"), expected_rate=sr)[0] for e in entries]
     segments = detect(waves, sr, cfg.vad)
-    frames = SileroProbs(1, sr, cfg.vad)  # the windows detect scored: those of whole resampling blocks
+    frames = SileroProbs(1, sr, cfg.vad)  # the windows detect scored (SileroProbs.complete_frames)
     return [segment_entry(segs, frames.complete_frames(len(w)) * frames.frame, cfg)
             for segs, w in zip(segments, waves, strict=True)]
 
@@ -357,9 +357,8 @@ def vad_stage(cfg: RunConfig, store: ObjectStore) -> dict[str, str]:
 ERROR_KEY = "error"  # in verdicts.json: the conversation could not be scored, and why
 
 
-def _outcomes(cfg: RunConfig, store: ObjectStore, scene: Scene, entry: dict[str, Any],
-              segments: list) -> list[dict[str, Any]]:
-    rec = json.loads(read_output(store, entry, "json"))
+def _outcomes(cfg: RunConfig, scene: Scene, rec: dict[str, Any], segments: list) -> list[dict[str, Any]]:
+    """The conversation's scored windows from its infer record and speech segments."""
     return conversation_outcomes(scene, rec, np.asarray(segments), cfg.protocol, cfg.metrics.yield_deadline_s)
 
 
@@ -394,7 +393,8 @@ class ConversationScoring:
         results: dict[str, Any] = {}
         for sid, entry in items:
             try:
-                rows = _outcomes(cfg, store, self.scenes[sid], entry, segs[sid]["segments"])
+                rec = json.loads(read_output(store, entry, "json"))
+                rows = _outcomes(cfg, self.scenes[sid], rec, segs[sid]["segments"])
                 if not any((r["kind"] == "T" and r["response_presence"]) or
                            (r["kind"] == "silence" and not r["silent"]) for r in rows):
                     results[sid] = {}
@@ -504,8 +504,7 @@ def reduce_stage(cfg: RunConfig, store: ObjectStore) -> str:
                                              "peak": rec.get("output_peak")})
                     reason = verdicts.get(sid, {}).get(ERROR_KEY)
                     if reason is None:
-                        conv = conversation_outcomes(scene, rec, np.asarray(entry["segments"]), cfg.protocol,
-                                                     cfg.metrics.yield_deadline_s)
+                        conv = _outcomes(cfg, scene, rec, entry["segments"])
                         rows += [{"model": m.name, **with_verdict(r, verdicts.get(sid, {}))} for r in conv]
                         continue
                 except (ValueError, KeyError, FileNotFoundError) as e:

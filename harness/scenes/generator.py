@@ -656,6 +656,12 @@ def _make_pair(rng: random.Random, pair_id: str, bucket: str, n_speakers: int, h
     return explicit, implicit
 
 
+def check_share(label: str, share: object) -> None:
+    """Raise ValueError unless ``share`` (a fraction of the pairs) is a number in [0, 1]."""
+    if isinstance(share, bool) or not isinstance(share, int | float) or not 0.0 <= share <= 1.0:
+        raise ValueError(f"{label} must be a number in [0, 1], got {share!r}")
+
+
 def generate_pairs(n_pairs: int, seed: int, four_party_share: float = 0.25, n4_share: float = 0.5) -> list[Scene]:
     """Generate ``n_pairs`` explicit/implicit scene pairs from templates (spec section 2).
 
@@ -672,9 +678,8 @@ def generate_pairs(n_pairs: int, seed: int, four_party_share: float = 0.25, n4_s
     """
     if n_pairs < 0:
         raise ValueError(f"n_pairs must be >= 0, got {n_pairs}")
-    for label, share in (("four_party_share", four_party_share), ("n4_share", n4_share)):
-        if not 0.0 <= share <= 1.0:
-            raise ValueError(f"{label} must be in [0, 1], got {share}")
+    check_share("four_party_share", four_party_share)
+    check_share("n4_share", n4_share)
     rng = random.Random(seed)
     four_party = set(rng.sample(range(n_pairs), round(four_party_share * n_pairs)))
     with_n4 = set(rng.sample(range(n_pairs), round(n4_share * n_pairs)))

@@ -366,8 +366,8 @@ def test_corpus_stats(corpus):
 
 def test_bad_arguments():
     for kwargs, match in (({"n_pairs": -1}, "n_pairs must be >= 0, got -1"),
-                          ({"four_party_share": 1.5}, r"four_party_share must be in \[0, 1\], got 1.5"),
-                          ({"n4_share": -0.1}, r"n4_share must be in \[0, 1\], got -0.1")):
+                          ({"four_party_share": 1.5}, r"four_party_share must be a number in \[0, 1\], got 1.5"),
+                          ({"n4_share": -0.1}, r"n4_share must be a number in \[0, 1\], got -0.1")):
         with pytest.raises(ValueError, match=match):
             generate_pairs(**{"n_pairs": 2, "seed": 0, **kwargs})
     assert generate_pairs(0, seed=0) == []
