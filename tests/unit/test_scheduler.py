@@ -37,8 +37,11 @@ Model = Callable[[Scheduler, int], bool]
 
 def drive(lengths: list[int], labels: list[Label], model: Model, preamble: int = 0, max_t: int = 200_000,
           proto: ProtocolSettings = PROTO, frame: int = FRAME,
-          step: int | None = None) -> tuple[Scheduler, list[tuple[int, int]]]:
+          step: int | None = None, horizon: int | None = None) -> tuple[Scheduler, list[tuple[int, int]]]:
     """Run a scheduler against ``model`` the way the runner does; return it and the final segments.
+
+    ``horizon``: keep detecting the model's frames up to this sample after the stream ended, so
+    that speech still running at the end is segmented the same whatever the stream's length.
 
     The runner decides once per native model step of ``step`` samples (default: one detector
     frame), then pushes the step's output to the detector, which processes every frame that is
@@ -59,6 +62,9 @@ def drive(lengths: list[int], labels: list[Label], model: Model, preamble: int =
         tracker.push(np.array([probs], np.float32).reshape(1, n))
         pushed += n
         t += step
+    if horizon is not None and horizon // frame > pushed:
+        tracker.push(np.array([[1.0 if model(sched, k * frame) else 0.0 for k in range(pushed, horizon // frame)]],
+                              np.float32))
     tracker.finish()
     return sched, tracker.segments(0)
 
@@ -362,8 +368,9 @@ def answer_pause_answer(offset: int, pause: int) -> Model:
 
 
 def run24(model: Model, step: int, proto: ProtocolSettings = PROTO24, lengths: list[int] = LENGTHS24,
-          labels: list[Label] = LABELS24) -> tuple[Scheduler, list[tuple[int, int]], list[dict]]:
-    sched, segs = drive(lengths, labels, model, proto=proto, frame=F24, step=step, max_t=400 * SR24)
+          labels: list[Label] = LABELS24, horizon: int | None = None,
+          ) -> tuple[Scheduler, list[tuple[int, int]], list[dict]]:
+    sched, segs = drive(lengths, labels, model, proto=proto, frame=F24, step=step, max_t=400 * SR24, horizon=horizon)
     record = {"placements": [{"turn": p.turn, "start": p.start, "length": p.length} for p in sched.placements],
               "events": [e.to_dict() for e in sched.events]}
     rows = conversation_outcomes(_scene(labels), record, np.array(segs, np.int64).reshape(-1, 2), proto)
@@ -523,7 +530,10 @@ def test_rule_times_do_not_depend_on_the_native_step(spans, step, phase):
     segments; speech starting at or after the T window's end is never inside it."""
     shift = phase * step // 5
     model = after_t_end(*[(a + shift, b + shift) for a, b in spans])
-    runs = [run24(model, s, proto=PROTO24_CAP8) for s in (step, F24)]
+    # detected past the end of either stream: speech still running when a stream ended (whose end
+    # depends on the decision time, so on the step) is segmented the same in both runs
+    horizon = E24 + 400_000
+    runs = [run24(model, s, proto=PROTO24_CAP8, horizon=horizon) for s in (step, F24)]
     (sched, segs, rows), (sched1, segs1, _) = runs
     assert segs == segs1  # the model does not react to the decision: same speech either way
     rules = [[(e.kind, e.at) for e in s.events if e.kind in T_KINDS] for s in (sched, sched1)]
