@@ -90,6 +90,29 @@ class StreamResampler:
         return self._delay_blocks * self._q
 
     @property
+    def block_in(self) -> int:
+        """Input samples per block of output (``orig_rate / gcd``; 1 for equal rates): a stream
+        can only be :meth:`reset` where the input pushed so far is a whole number of blocks."""
+        return self._o if self.orig_rate != self.new_rate else 1
+
+    def reset(self, rows) -> None:
+        """Start a fresh stream in each of ``rows`` (indices into the batch): from the next push
+        on, their output is exactly a new ``StreamResampler``'s for the input that follows
+        (``delay`` zeros, then the resampled new stream); the other rows are untouched.
+
+        Raises:
+            ValueError: the input pushed so far is not a whole number of :attr:`block_in`
+                samples (the new stream's blocks would not line up), or after :meth:`flush`.
+        """
+        if self._flushed or self._n_in % self.block_in:
+            raise ValueError(f"a stream can only be reset after a whole number of {self.block_in}-sample blocks "
+                             f"of input ({self._n_in} pushed) and before flush")
+        rows = np.asarray(rows, dtype=np.int64)
+        # before a stream starts its input is zeros, and the output not yet returned is the delay's zeros
+        self._buf[rows] = 0.0
+        self._ready[rows] = 0.0
+
+    @property
     def delay_s(self) -> float:
         """:attr:`delay` in seconds (a whole number of samples at both rates)."""
         return self.delay / self.new_rate

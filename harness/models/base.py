@@ -8,7 +8,7 @@ one file in ``harness/models/`` plus one ``conf/model/*.yaml`` (see docs/adding-
 from __future__ import annotations
 
 from abc import ABC, abstractmethod
-from collections.abc import Mapping, Sequence
+from collections.abc import Mapping
 from dataclasses import dataclass, field
 
 import numpy as np
@@ -80,10 +80,10 @@ class RowError(Exception):
     a broken remote stream); see docs/adding-a-model.md.
 
     Args:
-        reasons: ``{row: why}``, rows are indices into the batch (``0 <= row < B``).
-        output: from ``step``, the step's output ``float32[B, frame_out]`` for the rows that
+        reasons: ``{row: why}``, rows are indices into the batch (``0 <= row < R``).
+        output: from ``step``, the step's output ``float32[R, frame_out]`` for the rows that
             go on (the blamed rows' samples are ignored); required unless every running row
-            is blamed. ``None`` from ``open``: the streams not named are open.
+            is blamed. ``None`` from ``open``.
 
     Raises:
         ValueError: ``reasons`` is empty.
@@ -101,12 +101,18 @@ class RowError(Exception):
 
 
 class DuplexModel(ABC):
-    """A full-duplex model: hears a frame, says a frame, every step, for a batch of streams.
+    """A full-duplex model: hears a frame, says a frame, every step, for a batch of rows.
+
+    The runner keeps the batch full (continuous batching): ``R <= info.max_batch`` rows step
+    together, and each row holds one conversation at a time, opened with :meth:`open` and
+    ended with :meth:`close`; a finished row is refilled with the next conversation while the
+    others stream on. A row's output must depend only on its own stream (its input, its
+    :class:`StreamContext`), never on its row index or its neighbours.
 
     Failures (docs/adding-a-model.md): ``open``/``step`` raise :class:`RowError` to blame
     single rows; any other exception fails the attempt and is retried. A call that does not
     return within ``infer.step_timeout_s`` (``infer.first_step_timeout_s`` for ``open`` and
-    the first step of a batch) fails the attempt too, and the actor is discarded.
+    the first step of a run) fails the attempt too, and the actor is discarded.
     """
 
     info: ModelInfo
@@ -116,26 +122,78 @@ class DuplexModel(ABC):
         """Load weights onto ``device`` (``"cpu"`` or ``"cuda"``); called once per actor."""
 
     @abstractmethod
-    def open(self, streams: Sequence[StreamContext]) -> None:
-        """Start ``len(streams)`` fresh streams (<= ``info.max_batch``).
+    def open(self, row: int, stream: StreamContext) -> None:
+        """Start a fresh stream in ``row`` (``0 <= row < info.max_batch``): whatever the row held
+        before is forgotten. The next :meth:`step` is the stream's first.
 
-        Raises :class:`RowError` for streams that cannot start (the others are open).
+        Raises :class:`RowError` (naming ``row``) when this stream cannot start.
         """
 
     @abstractmethod
     def step(self, frames: np.ndarray) -> np.ndarray:
-        """One step: ``float32[B, frame_in]`` at ``input_rate`` -> ``float32[B, frame_out]`` at ``output_rate``.
+        """One step: ``float32[R, frame_in]`` at ``input_rate`` -> ``float32[R, frame_out]`` at ``output_rate``.
+
+        ``R`` (the rows of this run, at most ``info.max_batch``) is fixed from one call to the
+        next until every row has been closed. Rows with no open stream get silence as input and
+        their output is ignored.
 
         The output contract (checked by the runner, :func:`harness.runtime.runner.check_output`):
-        a floating-point array of exactly ``[B, frame_out]``, every sample finite and within
+        a floating-point array of exactly ``[R, frame_out]``, every sample finite and within
         [-1, 1] (up to one step of the 16-bit grid); clip a vocoder that can overshoot. A
-        wrong dtype or shape fails every row of the batch; a row with NaN/Inf or a sample out
-        of range fails that row. Rows whose stream has ended get silence as input and their
-        output is ignored. Raises :class:`RowError` to blame single rows.
+        wrong dtype or shape fails every open row; a row with NaN/Inf or a sample out of range
+        fails that row. Raises :class:`RowError` to blame single rows.
         """
 
-    def observe(self, stream: int, placement: Placement) -> None:  # noqa: B027 - optional hook
-        """Called with each new clip placement, only for models declaring ``reads_schedule``."""
+    def observe(self, row: int, placement: Placement) -> None:  # noqa: B027 - optional hook
+        """Called with each new clip placement of ``row``'s stream, only for models declaring ``reads_schedule``."""
 
-    def close(self) -> None:  # noqa: B027 - optional hook
-        """Release per-stream state (weights stay loaded)."""
+    def close(self, row: int) -> None:  # noqa: B027 - optional hook
+        """``row``'s stream has ended (finished or failed): release its state (weights stay loaded)."""
+
+
+class OutputQueue:
+    """Per-row output FIFO for models whose output per step varies in length (MiniCPM-o's 1 s
+    units, Voila's text steps, Freeze-Omni's sentence-level speech; ``models.md``, "Time model").
+
+    The adapter :meth:`put`\\ s whatever its model produced for a row (any length, at the
+    model's output rate) and returns :meth:`take` from ``step``: exactly one frame per row,
+    the oldest queued samples first, padded with silence when a row has too few. Surplus
+    samples wait for later steps, so speech is never dropped or stretched, only delayed.
+
+    Args:
+        rows: number of rows ``R``.
+        frame: samples per step (``ModelInfo.frame_out``).
+    """
+
+    def __init__(self, rows: int, frame: int):
+        self.frame = frame
+        self._rows: list[list[np.ndarray]] = [[] for _ in range(rows)]
+        self._n = np.zeros(rows, np.int64)
+
+    def put(self, row: int, samples: np.ndarray) -> None:
+        """Queue ``float32[n]`` samples (any ``n >= 0``) for ``row``."""
+        x = np.asarray(samples, dtype=np.float32).reshape(-1)
+        if x.size:
+            self._rows[row].append(x)
+            self._n[row] += x.size
+
+    def pending(self, row: int) -> int:
+        """Samples queued for ``row``."""
+        return int(self._n[row])
+
+    def clear(self, row: int) -> None:
+        """Drop ``row``'s queue (its stream ended or restarts)."""
+        self._rows[row], self._n[row] = [], 0
+
+    def take(self) -> np.ndarray:
+        """The next frame of every row: ``float32[R, frame]``, zero-padded where a queue runs short."""
+        out = np.zeros((len(self._rows), self.frame), np.float32)
+        for b, parts in enumerate(self._rows):
+            if not parts:
+                continue
+            q = np.concatenate(parts)
+            n = min(self.frame, q.size)
+            out[b, :n] = q[:n]
+            self._rows[b] = [q[n:]] if q.size > n else []
+            self._n[b] -= n
+        return out

@@ -16,15 +16,13 @@ Their speech is synthesised with espeak-ng in the assistant's voice.
 
 from __future__ import annotations
 
-from collections.abc import Sequence
-
 import numpy as np
 
 from harness.audio.assemble import Track
 from harness.audio.tts.espeak import EspeakTTS
 from harness.models.base import READS_SCHEDULE, DuplexModel, ModelInfo, StreamContext
 from harness.protocol.scheduler import Placement
-from harness.scenes.schema import Label
+from harness.scenes.schema import Label, Scene
 
 RATE = 24_000
 FRAME = 1_920  # 80 ms, the Mimi frame used by Moshi-family models
@@ -37,34 +35,37 @@ BABBLE_TEXT = (
 
 
 class _Baseline(DuplexModel):
+    """Row bookkeeping of the baselines: each row's stream clock (samples said so far)."""
+
     capabilities: frozenset[str] = frozenset()
 
     def __init__(self, voice: str = "en-us+f3", max_batch: int = 64):
         self.voice = voice
         self.info = ModelInfo(type(self).name, RATE, RATE, FRAME, FRAME, max_batch, self.capabilities, weights=None)
-        self._n = 0
+        self._t = np.zeros(max_batch, np.int64)  # per row: samples of its stream so far
 
     def load(self, device: str) -> None:
         self.tts = EspeakTTS(RATE)
 
-    def open(self, streams: Sequence[StreamContext]) -> None:
-        self._n = len(streams)
-        self._t = 0
+    def open(self, row: int, stream: StreamContext) -> None:
+        self._t[row] = 0
 
     def step(self, frames: np.ndarray) -> np.ndarray:
-        out = self._render(self._t, frames.shape[0])
-        self._t += FRAME
+        rows = frames.shape[0]
+        out = np.stack([self._render(b, int(self._t[b])) for b in range(rows)])
+        self._t[:rows] += FRAME
         return out
 
-    def _render(self, t: int, batch: int) -> np.ndarray:
+    def _render(self, row: int, t: int) -> np.ndarray:
+        """``float32[FRAME]``: what row ``row`` says from sample ``t`` of its stream."""
         raise NotImplementedError
 
 
 class SilentModel(_Baseline):
     name = "silent"
 
-    def _render(self, t: int, batch: int) -> np.ndarray:
-        return np.zeros((batch, FRAME), np.float32)
+    def _render(self, row: int, t: int) -> np.ndarray:
+        return np.zeros(FRAME, np.float32)
 
 
 class BabbleModel(_Baseline):
@@ -73,6 +74,7 @@ class BabbleModel(_Baseline):
     def __init__(self, gap_s: float = 0.15, **kw):
         super().__init__(**kw)
         self.gap_s = gap_s
+        self._phase = np.zeros(self.info.max_batch, np.int64)
 
     def load(self, device: str) -> None:
         super().load(device)
@@ -82,14 +84,13 @@ class BabbleModel(_Baseline):
             parts += [self.tts.synthesize(sentence, self.voice), gap]
         self._loop = np.concatenate(parts)
 
-    def open(self, streams: Sequence[StreamContext]) -> None:
-        super().open(streams)
+    def open(self, row: int, stream: StreamContext) -> None:
+        super().open(row, stream)
         # each stream starts at its own seeded phase of the loop
-        self._phase = np.array([np.random.default_rng(s.seed).integers(len(self._loop)) for s in streams])
+        self._phase[row] = np.random.default_rng(stream.seed).integers(len(self._loop))
 
-    def _render(self, t: int, batch: int) -> np.ndarray:
-        idx = (self._phase[:batch, None] + t + np.arange(FRAME)[None, :]) % len(self._loop)
-        return self._loop[idx]
+    def _render(self, row: int, t: int) -> np.ndarray:
+        return self._loop[(self._phase[row] + t + np.arange(FRAME)) % len(self._loop)]
 
 
 class OracleModel(_Baseline):
@@ -101,37 +102,39 @@ class OracleModel(_Baseline):
         self.answer_delay = round(answer_delay_s * RATE)
         self.stop_delay = round(stop_delay_s * RATE)
         self._cache: dict[str, np.ndarray] = {}
+        n = self.info.max_batch
+        self._scenes: list[Scene | None] = [None] * n
+        self._tracks = [Track() for _ in range(n)]
+        self._pending_q: list[dict[int, int]] = [{} for _ in range(n)]  # per row: N4_Q turn -> answer start
 
     def _say(self, text: str) -> np.ndarray:
         if text not in self._cache:
             self._cache[text] = self.tts.synthesize(text, self.voice)
         return self._cache[text]
 
-    def open(self, streams: Sequence[StreamContext]) -> None:
-        super().open(streams)
-        self._scenes = [s.scene for s in streams]
-        self._tracks = [Track() for _ in streams]
-        self._pending_q: list[dict[int, int]] = [{} for _ in streams]  # N4_Q turn -> answer start
+    def open(self, row: int, stream: StreamContext) -> None:
+        super().open(row, stream)
+        self._scenes[row], self._tracks[row], self._pending_q[row] = stream.scene, Track(), {}
 
-    def observe(self, stream: int, placement: Placement) -> None:
+    def close(self, row: int) -> None:
+        self._scenes[row], self._tracks[row], self._pending_q[row] = None, Track(), {}
+
+    def observe(self, row: int, placement: Placement) -> None:
         if placement.turn is None:
             return
-        scene = self._scenes[stream]
+        scene = self._scenes[row]
         turn = scene.turns[placement.turn]
         if turn.label is Label.T:
-            self._tracks[stream].add(placement.end + self.answer_delay, self._say(scene.gold_answer))
+            self._tracks[row].add(placement.end + self.answer_delay, self._say(scene.gold_answer))
         elif turn.label is Label.N4_Q:
-            self._pending_q[stream][placement.turn] = placement.end + self.answer_delay
+            self._pending_q[row][placement.turn] = placement.end + self.answer_delay
         elif turn.label is Label.N4_R:
-            start = self._pending_q[stream].pop(placement.turn - 1)
+            start = self._pending_q[row].pop(placement.turn - 1)
             stop = placement.start + self.stop_delay
             q = scene.turns[placement.turn - 1]
             clip = self._say(q.answer or "I think so, and here is a longer answer to keep talking for a while.")
             reps = -(-(stop - start) // len(clip))  # repeat the answer until the stop time
-            self._tracks[stream].add(start, np.tile(clip, reps)[: stop - start])
+            self._tracks[row].add(start, np.tile(clip, reps)[: stop - start])
 
-    def _render(self, t: int, batch: int) -> np.ndarray:
-        out = np.zeros((batch, FRAME), np.float32)
-        for b in range(min(batch, self._n)):
-            out[b] = self._tracks[b].render(t, FRAME)
-        return out
+    def _render(self, row: int, t: int) -> np.ndarray:
+        return self._tracks[row].render(t, FRAME)

@@ -18,7 +18,7 @@ from harness.vad.silero import VadSettings
 GENERATOR_VERSION = "templates-v1"
 # bump when the infer stage's outputs change for the same settings (v2: attempts, checksummed markers,
 # stored probabilities; v3: the endpoint rule from rule times, streaming resampling, output peak)
-INFER_VERSION = "infer-v3"
+INFER_VERSION = "infer-v4"
 # bump when the reduce stage's outputs change for the same inputs (new scores, statistics; v6: the
 # silence window after the T wait starts at the rule time, every score per timing bin, evaluated-only family)
 REDUCE_VERSION = "reduce-v6"

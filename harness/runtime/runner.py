@@ -1,13 +1,23 @@
-"""Runs one model over a batch of conversations in lockstep (the ``infer`` stage's core).
+"""Runs one model over a queue of conversations with continuous batching (the ``infer`` stage's core).
 
-For each step of one native model frame the runner: lets every conversation's
+The model steps ``R`` rows together (``R <= max_batch``); each row holds one conversation at
+a time. For each step of one native model frame the runner: lets every row's
 :class:`~harness.protocol.scheduler.Scheduler` decide (from the online detector's view of
 that conversation's output so far), renders the human input from the placements, resamples
-it to the model's input rate, steps the model for all streams at once, checks and resamples
+it to the model's input rate, steps the model for all rows at once, checks and resamples
 the output to the timeline rate, quantises it to the stored 16-bit grid and feeds it to the
-batched online detector. Streams that have finished, or failed, keep a slot filled with
-silence until the whole batch is done (an exec mask). Under the whole input (preamble,
-turns, gaps and waits) runs the conversation's :class:`~harness.audio.room_tone.RoomTone`.
+batched online detector. When a conversation ends its row is closed and refilled with the
+next conversation of the queue (:meth:`~harness.models.base.DuplexModel.open`), so the model
+stays full until the queue drains. Under the whole input (preamble, turns, gaps and waits)
+runs the conversation's :class:`~harness.audio.room_tone.RoomTone`.
+
+Row independence: a conversation's output does not depend on its row, its neighbours or when
+it was opened. Every per-row state the runner holds (input and output resamplers, the online
+detector, room tone, echo) restarts exactly when a row is refilled; the resamplers and Silero
+windows restart bit-exactly only on their block grids, so refills happen at multiples of
+:func:`refill_period` (one or two steps for 80 ms models); when every row is free the whole
+state simply starts afresh. The harness never paces to real time; it records each
+conversation's wall time and model-step time (its per-stream real-time factor).
 
 Failures (docs/adding-a-model.md):
 
@@ -69,7 +79,8 @@ class ConversationResult:
     speech_probs: np.ndarray | None = None  # float32[k]: online Silero probabilities (complete_frames)
     placements: list[Placement] = field(default_factory=list)
     events: list[Event] = field(default_factory=list)
-    wall_s: float = 0.0
+    wall_s: float = 0.0  # seconds from open to the stream's end (the per-stream real-time factor's denominator)
+    step_s: float = 0.0  # of which inside the model's step calls (shared with the other rows of each step)
 
     def record(self, sample_rate: int) -> dict:
         """JSON-able record (without audio) for the store."""
@@ -85,6 +96,7 @@ class ConversationResult:
             "placements": [{"turn": p.turn, "start": p.start, "length": p.length} for p in self.placements],
             "events": [e.to_dict() for e in self.events],
             "wall_s": round(self.wall_s, 3),
+            "step_s": round(self.step_s, 3),
         }
 
 
@@ -202,75 +214,110 @@ def _frame_on_timeline(model: DuplexModel, sample_rate: int) -> int:
     return int(n)
 
 
-def run_batch(model: DuplexModel, convs: Sequence[ConversationInput], protocol: ProtocolSettings,
-              vad: VadSettings, max_duration_s: float = 3600.0, *, step_timeout_s: float | None = None,
-              first_step_timeout_s: float | None = None, thread: ModelThread | None = None,
-              ) -> list[ConversationResult]:
-    """Stream ``convs`` (at most ``model.info.max_batch``) through ``model`` together.
+def refill_period(frame: int, sample_rate: int, output_rate: int, blocks: Sequence[tuple[int, int]]) -> int:
+    """Timeline samples between the steps at which a row may be refilled (a multiple of ``frame``).
 
     Args:
+        frame: timeline samples per model step.
+        blocks: ``(rate, block)`` pairs: a stream state fed at ``rate`` Hz that restarts
+            exactly only after a whole number of ``block`` samples at that rate (the resamplers'
+            blocks, the detector's windows).
+    """
+    j = 1
+    while not all((frame * j * rate) % (sample_rate * block) == 0 for rate, block in blocks):
+        j += 1
+    return frame * j
+
+
+@dataclass
+class _Stream:
+    """A conversation occupying a row: its schedule, input track and output so far."""
+
+    index: int  # into the run's conversations
+    conv: ConversationInput
+    sched: Scheduler
+    tone: RoomTone
+    drop: int  # leading samples of the row's output before this stream started
+    opened: float  # time.perf_counter() at open
+    track: Track = field(default_factory=Track)
+    seen: int = 0  # placements already rendered
+    t: int = 0  # timeline samples streamed (the stream's own clock)
+    step_s: float = 0.0
+    outputs: list[np.ndarray] = field(default_factory=list)
+
+    def result(self, status: str = "ok", reason: str = "") -> ConversationResult:
+        return ConversationResult(self.conv.scene.scene_id, status, reason, placements=list(self.sched.placements),
+                                  events=list(self.sched.events), wall_s=time.perf_counter() - self.opened,
+                                  step_s=self.step_s)
+
+
+def run_conversations(model: DuplexModel, convs: Sequence[ConversationInput], protocol: ProtocolSettings,
+                      vad: VadSettings, max_duration_s: float = 3600.0, *, rows: int | None = None,
+                      step_timeout_s: float | None = None, first_step_timeout_s: float | None = None,
+                      thread: ModelThread | None = None) -> list[ConversationResult]:
+    """Stream every conversation of ``convs`` through ``model``, ``rows`` at a time (continuous batching).
+
+    Args:
+        rows: rows stepped together, ``R = min(rows, info.max_batch, len(convs))`` (default
+            ``info.max_batch``).
         max_duration_s: a stream longer than this (seconds) is that conversation's error.
         step_timeout_s: the watchdog: the longest a model call (``step``, ``observe``,
             ``close``) may take, in seconds; ``None`` waits forever.
-        first_step_timeout_s: the same for ``open`` and the batch's first step, which may
+        first_step_timeout_s: the same for ``open`` and the run's first step, which may
             include warm-up or compilation (``None``: ``step_timeout_s``).
         thread: the model's :class:`ModelThread` (the one it was loaded on); default: a new
-            one for this batch.
+            one for this run.
 
     Returns:
         One :class:`ConversationResult` per input, in order.
 
     Raises:
         ModelFailure: a model call raised something other than :class:`RowError` (the
-            attempt fails; nothing of the batch is kept).
+            attempt fails; nothing of the run is kept).
         ModelStalled: a model call did not return in time; ``thread`` is then unusable.
     """
+    if not convs:
+        return []
     sr = protocol.sample_rate
     info = model.info
-    n = len(convs)
-    if not 0 < n <= info.max_batch:
-        raise ValueError(f"batch of {n} for a model with max_batch {info.max_batch}")
+    n_rows = min(rows or info.max_batch, info.max_batch, len(convs))
+    if n_rows < 1:
+        raise ValueError(f"model {info.name}: max_batch {info.max_batch} and rows {rows} leave no row")
     frame = _frame_on_timeline(model, sr)
     own_thread = thread is None
     thread = thread or ModelThread(info.name)
-    t_start = time.perf_counter()
-    results = [ConversationResult(c.scene.scene_id, "ok") for c in convs]
-    scheds: list[Scheduler | None] = [None] * n
-    tracks = [Track() for _ in convs]
-    seen = [0] * n
-    outputs: list[list[np.ndarray]] = [[] for _ in convs]
-    active = np.zeros(n, bool)
-    for b, c in enumerate(convs):
-        try:
-            scheds[b] = Scheduler([len(x) for x in c.turn_clips], [t.label for t in c.scene.turns],
-                                  len(c.preamble), protocol)
-            active[b] = True
-        except ValueError as e:
-            results[b].status, results[b].reason = "error", f"cannot schedule: {e}"
+    results: list[ConversationResult | None] = [None] * len(convs)
+    queue_ = list(range(len(convs)))[::-1]  # pop() takes the next conversation
+    slots: list[_Stream | None] = [None] * n_rows
+    reads_schedule = READS_SCHEDULE in info.capabilities
+    limit = round(max_duration_s * sr)
+    stepped = False
 
-    def fail(rows, reason: str) -> None:
-        for b in rows:
-            if active[b]:
-                active[b] = False
-                results[b].status, results[b].reason = "error", reason
+    def at(b: int) -> str:
+        """Where row ``b``'s stream is, for messages."""
+        st = slots[b]
+        return f"step {st.t // frame} at {st.t / sr:.2f} s of stream" if st is not None else f"row {b}"
 
-    def call(what: str, fn: Callable[..., Any], *args: Any, first: bool = False, output: bool = False) -> Any:
-        """One model call on the model thread; a RowError fails its rows and returns its ``output``."""
-        where = f"{what} at {t / sr:.2f} s of stream"
+    def call(what: str, where: str, fn: Callable[..., Any], *args: Any, output: bool = False) -> Any:
+        """One model call on the model thread; a RowError fails its rows and returns its ``output``.
+        ``what`` is the method, ``where`` says which call it is, for messages."""
+        nonlocal stepped
+        first = what == "open" or (what == "step" and not stepped)
+        stepped = stepped or what == "step"
         timeout = (first_step_timeout_s or step_timeout_s) if first else step_timeout_s
         setting = "infer.first_step_timeout_s" if first and first_step_timeout_s else "infer.step_timeout_s"
         try:
             return thread.call(where, fn, *args, timeout_s=timeout)
         except RowError as e:
-            outside = sorted(set(e.reasons) - set(range(n)))
+            outside = sorted(set(e.reasons) - set(range(n_rows)))
             if outside:
-                fail(range(n), f"model {info.name} {where} blamed rows {outside} of a batch of {n}")
+                fail(range(n_rows), f"model {info.name} {where} blamed rows {outside} of {n_rows}")
                 return None
             for b, why in e.reasons.items():
-                fail([b], f"model {info.name} {where}: {why}")
-            if output and e.output is None:
-                fail(range(n), f"model {info.name} {where} raised RowError for rows {sorted(e.reasons)} without "
-                               "the output of the other rows (RowError.output)")
+                fail([b], f"model {info.name} {at(b) if what == 'step' else where}: {why}")
+            if output and e.output is None and any(slots):
+                fail(range(n_rows), f"model {info.name} {where} raised RowError for rows {sorted(e.reasons)} "
+                                    "without the output of the other rows (RowError.output)")
             return e.output
         except TimeoutError as e:
             if thread.stuck is None:  # the model itself raised TimeoutError
@@ -279,73 +326,130 @@ def run_batch(model: DuplexModel, convs: Sequence[ConversationInput], protocol: 
         except Exception as e:
             raise ModelFailure(f"model {info.name}: {where} raised {type(e).__name__}: {e}") from e
 
-    det = StreamingDetector(n, sr, vad)
-    reads_schedule = READS_SCHEDULE in info.capabilities
-    tones = [RoomTone(protocol.room_tone, protocol.room_tone_dbfs, c.seed, sr) for c in convs]
-    prev_out = np.zeros((n, frame), np.float32)
-    # streaming resamplers, one stream per row (docs/protocol-decisions.md, "Time and audio"): the output
-    # side's fixed delay (lag) is trimmed, so the stored output is resample(model output) on the
-    # timeline; a stream runs until lag samples past its end have been output
-    rs_in, rs_out = StreamResampler(n, sr, info.input_rate), StreamResampler(n, info.output_rate, sr)
-    lag = skip = rs_out.delay
-    limit = round(max_duration_s * sr)
-    t = k = 0
-    try:
-        call("open", model.open, [StreamContext(c.scene.scene_id, c.seed, c.duty_text, c.scene) for c in convs],
-             first=True)
-        while active.any():
-            for b in np.flatnonzero(active):
-                s = scheds[b]
-                s.advance(t, det.view(b))
-                for p in s.placements[seen[b]:]:
-                    clip = convs[b].preamble if p.turn is None else convs[b].turn_clips[p.turn]
-                    tracks[b].add(p.start, clip)
-                    if reads_schedule and active[b]:
-                        call("observe", model.observe, int(b), p)
-                seen[b] = len(s.placements)
-                if s.done and t >= s.end + lag:
-                    active[b] = False
-            if not active.any():
-                break
-            if t >= limit:
-                fail(np.flatnonzero(active), f"stream exceeded the {max_duration_s} s limit")
-                break
-            x = np.zeros((n, frame), np.float32)
-            for b in np.flatnonzero(active):
-                x[b] = tracks[b].render(t, frame) + tones[b].read(frame)
-            if protocol.echo:
-                x += prev_out
-            y = call(f"step {k}", model.step, rs_in.push(x), first=k == 0, output=True)
-            if not active.any():  # every running row was blamed
-                break
+    def end(b: int, result: ConversationResult) -> None:
+        """Store the result of row ``b``'s stream and close the row."""
+        st = slots[b]
+        slots[b] = None
+        results[st.index] = result
+        call("close", f"close of row {b}", model.close, b)
+
+    def fail(rows_: Any, reason: str) -> None:
+        for b in rows_:
+            if slots[b] is not None:
+                end(b, slots[b].result("error", reason))
+
+    def fresh_state() -> None:
+        nonlocal det, rs_in, rs_out, skip, prev_out, clock
+        det = StreamingDetector(n_rows, sr, vad)
+        # streaming resamplers, one stream per row (docs/protocol-decisions.md, "Time and audio"): the output
+        # side's fixed delay (lag) is trimmed, so the stored output is resample(model output) on the timeline; a
+        # stream runs until lag samples past its end have been output
+        rs_in, rs_out = StreamResampler(n_rows, sr, info.input_rate), StreamResampler(n_rows, info.output_rate, sr)
+        skip, prev_out, clock = rs_out.delay, np.zeros((n_rows, frame), np.float32), 0
+
+    det: StreamingDetector
+    rs_in: StreamResampler
+    rs_out: StreamResampler
+    skip = clock = 0  # clock: timeline samples stepped since the state was fresh
+    prev_out = np.zeros((n_rows, frame), np.float32)
+    fresh_state()
+    lag = rs_out.delay
+    period = refill_period(frame, sr, info.output_rate, [
+        (sr, rs_in.block_in), (info.output_rate, rs_out.block_in), (sr, det.reset_period)])
+
+    def refill(b: int) -> None:
+        """Open the next schedulable conversation of the queue in free row ``b`` (if any)."""
+        while queue_ and slots[b] is None:
+            i = queue_.pop()
+            c = convs[i]
             try:
-                y, bad = check_output(y, info.name, (n, info.frame_out))
-            except OutputContractError as e:
-                fail(range(n), f"{e} (step {k} at {t / sr:.2f} s)")
-                break
-            for b, why in bad.items():
-                fail([b], f"{why} (step {k} at {t / sr:.2f} s)")
+                sched = Scheduler([len(x) for x in c.turn_clips], [t.label for t in c.scene.turns],
+                                  len(c.preamble), protocol)
+            except ValueError as e:
+                results[i] = ConversationResult(c.scene.scene_id, "error", f"cannot schedule: {e}")
+                continue
+            rs_in.reset([b])
+            rs_out.reset([b])
+            det.reset([b], at=clock)
+            prev_out[b] = 0.0
+            slots[b] = _Stream(i, c, sched, RoomTone(protocol.room_tone, protocol.room_tone_dbfs, c.seed, sr),
+                               drop=lag if clock else 0, opened=time.perf_counter())
+            call("open", f"open of {c.scene.scene_id} in row {b}", model.open, b,
+                 StreamContext(c.scene.scene_id, c.seed, c.duty_text, c.scene))
+
+    try:
+        while True:
+            if not any(slots):
+                if not queue_:
+                    break
+                if clock:
+                    fresh_state()
+            if clock % period == 0:
+                for b in range(n_rows):
+                    if slots[b] is None:
+                        refill(b)
+            for b in range(n_rows):
+                st = slots[b]
+                if st is None:
+                    continue
+                st.sched.advance(st.t, det.view(b))
+                for p in st.sched.placements[st.seen:]:
+                    clip = st.conv.preamble if p.turn is None else st.conv.turn_clips[p.turn]
+                    st.track.add(p.start, clip)
+                    if reads_schedule and slots[b] is st:
+                        call("observe", f"observe of row {b} at {st.t / sr:.2f} s of stream", model.observe, b, p)
+                st.seen = len(st.sched.placements)
+                if slots[b] is not st:
+                    continue
+                if st.sched.done and st.t >= st.sched.end + lag:
+                    out = np.concatenate(st.outputs)[st.drop:st.drop + st.sched.end]
+                    res = st.result()
+                    res.output = out
+                    res.speech_probs = det.probabilities(b, det.probs.complete_frames(len(out)))
+                    end(b, res)
+                elif st.t >= limit:
+                    fail([b], f"stream exceeded the {max_duration_s} s limit")
+            live = [b for b in range(n_rows) if slots[b] is not None]
+            if not live:
+                continue
+            x = np.zeros((n_rows, frame), np.float32)
+            for b in live:
+                st = slots[b]
+                x[b] = st.track.render(st.t, frame) + st.tone.read(frame)
+            if protocol.echo:
+                x[live] += prev_out[live]
+            k = clock // frame
+            where = f"step {k} at {clock / sr:.2f} s of the run"
+            t0 = time.perf_counter()
+            y = call("step", where, model.step, rs_in.push(x), output=True)
+            dt = time.perf_counter() - t0
+            if y is None:  # every running row was blamed
+                y = np.zeros((n_rows, info.frame_out), np.float32)
+            else:
+                try:
+                    y, bad = check_output(y, info.name, (n_rows, info.frame_out))
+                except OutputContractError as e:
+                    fail(range(n_rows), f"{e} ({where})")
+                    y, bad = np.zeros((n_rows, info.frame_out), np.float32), {}
+                for b, why in bad.items():
+                    fail([b], f"{why} ({at(b)})")
             y = quantize(rs_out.push(y))
             prev_out = y
             y, skip = y[:, skip:], max(0, skip - y.shape[1])  # aligned: drop the output resampler's delay
             det.push(y)
-            for b in np.flatnonzero(active):
-                outputs[b].append(y[b])
-            t += frame
-            k += 1
+            for b in range(n_rows):
+                st = slots[b]
+                if st is not None:
+                    st.outputs.append(y[b])
+                    st.t += frame
+                    st.step_s += dt
+            clock += frame
     finally:
         if thread.stuck is None:
-            with contextlib.suppress(Exception):
-                thread.call("close", model.close, timeout_s=step_timeout_s)
+            for b in range(n_rows):
+                if slots[b] is not None:
+                    with contextlib.suppress(Exception):
+                        thread.call(f"close of row {b}", model.close, b, timeout_s=step_timeout_s)
         if own_thread:
             thread.close()
-    wall = time.perf_counter() - t_start
-    for b, r in enumerate(results):
-        s = scheds[b]
-        if s is not None:
-            r.placements, r.events = list(s.placements), list(s.events)
-        r.wall_s = wall / n
-        if r.status == "ok":
-            r.output = np.concatenate(outputs[b])[: s.end] if outputs[b] else np.zeros(0, np.float32)
-            r.speech_probs = det.probabilities(b, det.probs.complete_frames(len(r.output)))
     return results

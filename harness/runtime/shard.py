@@ -33,7 +33,7 @@ from harness.audio.io import AudioError, decode, encode
 from harness.models.registry import build_model
 from harness.runtime.config import ModelSettings, RunConfig
 from harness.runtime.plan import RunPlan
-from harness.runtime.runner import ConversationInput, ConversationResult, ModelThread, run_batch
+from harness.runtime.runner import ConversationInput, ConversationResult, ModelThread, run_conversations
 from harness.scenes.schema import Scene, read_manifest
 from harness.store.base import ObjectStore, get_json, json_bytes, put_json
 from harness.store.layout import RunLayout
@@ -244,11 +244,10 @@ class InferWorker(ShardWorker):
                 ready.append(self._load(sid, scenes, index))
             except (AudioError, KeyError, FileNotFoundError) as e:
                 results.append(ConversationResult(sid, "error", f"cannot load input: {type(e).__name__}: {e}"))
-        bs = max(1, min(self.msettings.batch_size, self.model.info.max_batch))
-        for i in range(0, len(ready), bs):
-            results += run_batch(self.model, ready[i:i + bs], self.cfg.protocol, self.cfg.detector,
-                                 self.cfg.infer.max_duration_s, step_timeout_s=self.cfg.infer.step_timeout_s,
-                                 first_step_timeout_s=self.cfg.infer.first_step_timeout_s, thread=self.thread)
+        results += run_conversations(self.model, ready, self.cfg.protocol, self.cfg.detector,
+                                     self.cfg.infer.max_duration_s, rows=max(1, self.msettings.batch_size),
+                                     step_timeout_s=self.cfg.infer.step_timeout_s,
+                                     first_step_timeout_s=self.cfg.infer.first_step_timeout_s, thread=self.thread)
         sr = self.cfg.protocol.sample_rate
         audio_s = 0.0
         for r in results:

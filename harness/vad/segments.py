@@ -63,10 +63,11 @@ def _emit(out, n_out, b, start, end, min_speech):  # pragma: no cover
 
 
 @njit(cache=True)
-def _advance(probs, n_valid, state, frame, thr, neg_thr, min_speech, min_silence, final, out):  # pragma: no cover
-    """Advance every stream over its next ``n_valid[b]`` frames; emit closed segments.
+def _advance(probs, first, n_valid, state, frame, thr, neg_thr, min_speech, min_silence, final,
+             out):  # pragma: no cover
+    """Advance every stream over its next ``n_valid[b]`` frames, ``probs[b, first[b]:]``; emit closed segments.
 
-    probs: float32[B, K]; n_valid: int64[B]; state: int64[B, 5] (updated in place);
+    probs: float32[B, K]; first, n_valid: int64[B]; state: int64[B, 5] (updated in place);
     out: int64[M, 3] rows (stream, start, end); returns the number of rows written.
     """
     n_out = 0
@@ -77,7 +78,7 @@ def _advance(probs, n_valid, state, frame, thr, neg_thr, min_speech, min_silence
         end = state[b, _END]
         pos = state[b, _POS]
         for k in range(n_valid[b]):
-            p = probs[b, k]
+            p = probs[b, first[b] + k]
             t0 = pos * frame
             t1 = t0 + frame
             active = 1 if p >= (neg_thr if active == 1 else thr) else 0
@@ -210,19 +211,35 @@ class SpeechTracker:
         self._state = np.zeros((n_streams, _N_STATE), dtype=np.int64)
         self._segments: list[list[tuple[int, int]]] = [[] for _ in range(n_streams)]
 
-    def push(self, probs: np.ndarray, n_valid: np.ndarray | None = None, final: bool = False) -> None:
-        """Feed probabilities ``float32[B, k]`` (``n_valid[b]`` frames used per stream)."""
+    def push(self, probs: np.ndarray, n_valid: np.ndarray | None = None, final: bool = False,
+             first: np.ndarray | None = None) -> None:
+        """Feed probabilities ``float32[B, k]``: stream ``b`` takes ``probs[b, first[b]:first[b] + n_valid[b]]``
+        (default: every column).
+
+        Raises:
+            ValueError: ``probs`` is not ``[B, k]``, or a stream's columns run past ``k``.
+        """
         probs = np.ascontiguousarray(probs, dtype=np.float32)
         if probs.ndim != 2 or probs.shape[0] != self.n_streams:
             raise ValueError(f"probs must be [{self.n_streams}, k], got {probs.shape}")
+        first = np.zeros(self.n_streams, np.int64) if first is None else np.asarray(first, dtype=np.int64)
         if n_valid is None:
-            n_valid = np.full(self.n_streams, probs.shape[1], dtype=np.int64)
+            n_valid = probs.shape[1] - first
+        n_valid = np.asarray(n_valid, dtype=np.int64)
+        if (first < 0).any() or (n_valid < 0).any() or (first + n_valid > probs.shape[1]).any():
+            raise ValueError(f"columns past the {probs.shape[1]} given (first {first}, n_valid {n_valid})")
         out = np.empty((int(n_valid.sum()) // 2 + self.n_streams + 1, 3), dtype=np.int64)
         r = self.rules
-        n = _advance(probs, n_valid.astype(np.int64), self._state, self.frame, r.threshold, r.neg_threshold,
+        n = _advance(probs, first, n_valid, self._state, self.frame, r.threshold, r.neg_threshold,
                      self.min_speech, self.min_silence, final, out)
         for b, s, e in out[:n]:
             self._segments[b].append((int(s), int(e)))
+
+    def reset(self, rows) -> None:
+        """Start a fresh stream in each of ``rows``: its position, open candidate and segments are cleared."""
+        for b in np.atleast_1d(rows):
+            self._state[b] = 0
+            self._segments[b] = []
 
     def finish(self) -> None:
         """Close every open candidate (end of stream)."""

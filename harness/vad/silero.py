@@ -16,6 +16,7 @@ sees is identical in both, bit for bit (the offline stage simply pushes whole ou
 
 from __future__ import annotations
 
+import math
 from dataclasses import dataclass, field
 from functools import cache
 
@@ -79,8 +80,39 @@ class SileroProbs:
         self._resampler = StreamResampler(n_streams, sample_rate, SILERO_RATE)
         self._skip = self._resampler.delay  # leading resampler output that only delays the stream
         self._pending_16k = np.zeros((n_streams, 0), np.float32)  # 16 kHz samples not yet windowed
+        self._n_in = 0  # timeline samples pushed
+        self.windows = 0  # windows computed (window k covers timeline samples [k * frame, (k + 1) * frame))
+        self._fresh_at: dict[int, int] = {}  # row -> window before which its Silero state is cleared
+        self._resets: list[tuple[int, list[int]]] = []  # (timeline sample, rows) where the resampler resets
         self._model = _silero_jit()
         self._model.reset_states()
+
+    @property
+    def reset_period(self) -> int:
+        """Timeline samples that :meth:`reset` positions must be a multiple of (whole windows and
+        whole resampler blocks)."""
+        return math.lcm(self.frame, self._resampler.block_in)
+
+    def reset(self, rows, at: int | None = None) -> int:
+        """Start a fresh stream in each of ``rows`` at timeline sample ``at`` (default: the samples
+        pushed so far; a later position takes effect when the pushes reach it): from there on each
+        such row's probabilities are exactly a new detector's for the audio that follows, whatever
+        its neighbours. Returns the index of the new streams' first window (the earlier windows of
+        these rows still belong to whatever they held before).
+
+        Raises:
+            ValueError: ``at`` is before the samples pushed so far or not a multiple of
+                :attr:`reset_period`.
+        """
+        at = self._n_in if at is None else int(at)
+        if at < self._n_in or at % self.reset_period:
+            raise ValueError(f"detector streams can only be reset every {self.reset_period} timeline samples, "
+                             f"not before the {self._n_in} pushed (asked at {at})")
+        rows = [int(b) for b in np.atleast_1d(rows)]
+        self._resets.append((at, rows))
+        for b in rows:
+            self._fresh_at[b] = at // self.frame
+        return at // self.frame
 
     def complete_frames(self, n_samples: int) -> int:
         """Windows computed once a stream's first ``n_samples`` timeline samples are pushed: the
@@ -91,7 +123,18 @@ class SileroProbs:
         return max(0, n_16k) // SILERO_WINDOW
 
     def push(self, audio: np.ndarray) -> np.ndarray:
-        x16 = self._resampler.push(audio)
+        audio = np.asarray(audio, dtype=np.float32)
+        parts, cut = [], 0
+        for at, rows in sorted(self._resets):  # split the chunk where rows start new streams
+            if at > self._n_in + audio.shape[-1] - cut:
+                break
+            parts.append(self._resampler.push(audio[:, cut:cut + at - self._n_in]))
+            cut, self._n_in = cut + at - self._n_in, at
+            self._resampler.reset(rows)
+            self._resets.remove((at, rows))
+        parts.append(self._resampler.push(audio[:, cut:]))
+        self._n_in += audio.shape[-1] - cut
+        x16 = np.concatenate(parts, axis=1) if len(parts) > 1 else parts[0]
         drop = min(self._skip, x16.shape[1])
         self._skip -= drop
         x16 = np.concatenate([self._pending_16k, x16[:, drop:]], axis=1)
@@ -101,31 +144,67 @@ class SileroProbs:
         probs = np.empty((self.n_streams, n_win), np.float32)
         with torch.inference_mode():
             for k in range(n_win):
+                self._clear_states(self.windows + k)
                 w = windows[:, k * SILERO_WINDOW:(k + 1) * SILERO_WINDOW]
                 probs[:, k] = self._model(w, SILERO_RATE)[:, 0].numpy()
+        self.windows += n_win
         return probs
+
+    def _clear_states(self, window: int) -> None:
+        """Before ``window``: a fresh Silero state (and context) for rows reset to start there."""
+        rows = [b for b, w in self._fresh_at.items() if w == window]
+        if rows:
+            if self._model._state is not None and len(self._model._state):  # batch size seen: per-row state
+                self._model._state[:, rows] = 0.0
+                self._model._context[rows] = 0.0
+            for b in rows:
+                del self._fresh_at[b]
 
 
 class StreamingDetector:
-    """Online speech detector: :class:`SileroProbs` followed by a :class:`SpeechTracker`."""
+    """Online speech detector: :class:`SileroProbs` followed by a :class:`SpeechTracker`.
+
+    Rows can be reused for a new stream (:meth:`reset`, the runner's continuous batching): a
+    row's probabilities, segments and view are then exactly a fresh detector's for the new stream.
+    """
 
     def __init__(self, n_streams: int, sample_rate: int, settings: VadSettings):
         self.probs = SileroProbs(n_streams, sample_rate, settings)
         self.tracker = SpeechTracker(n_streams, self.probs.frame, settings.rules, sample_rate)
-        self._chunks: list[np.ndarray] = []
+        self._rows: list[list[np.ndarray]] = [[] for _ in range(n_streams)]  # each row's probabilities so far
+        self._first = np.zeros(n_streams, np.int64)  # window index at which each row's stream starts
+
+    @property
+    def reset_period(self) -> int:
+        """Timeline samples that :meth:`reset` positions must be a multiple of."""
+        return self.probs.reset_period
+
+    def reset(self, rows, at: int | None = None) -> None:
+        """Start a fresh stream in each of ``rows`` at timeline sample ``at`` (default: the samples
+        pushed so far; a multiple of :attr:`reset_period`, ValueError otherwise). Their views are
+        fresh at once; samples pushed for them before ``at`` are ignored."""
+        first = self.probs.reset(rows, at)
+        self.tracker.reset(rows)
+        for b in np.atleast_1d(rows):
+            self._first[b] = first
+            self._rows[b] = []
 
     def push(self, audio: np.ndarray) -> None:
         """Feed the next ``float32[B, n]`` output samples of every stream."""
+        w0 = self.probs.windows
         p = self.probs.push(audio)
         if p.shape[1]:
-            self.tracker.push(p)
-            self._chunks.append(p)
+            first = np.clip(self._first - w0, 0, p.shape[1])  # windows of a row's previous stream are skipped
+            self.tracker.push(p, first=first)
+            for b, row in enumerate(self._rows):
+                if first[b] < p.shape[1]:
+                    row.append(p[b, first[b]:])
 
     def probabilities(self, b: int, n_frames: int) -> np.ndarray:
         """Stream ``b``'s speech probabilities so far, at most ``n_frames``: ``float32[k]``, one per
         :attr:`SileroProbs.frame` timeline samples, what the scheduler acted on. Causal, so equal to
         what :func:`detect` computes from the stored output (the ``vad`` stage reuses them)."""
-        p = np.concatenate([c[b] for c in self._chunks]) if self._chunks else np.zeros(0, np.float32)
+        p = np.concatenate(self._rows[b]) if self._rows[b] else np.zeros(0, np.float32)
         return p[:n_frames].copy()
 
     def finish(self) -> None:

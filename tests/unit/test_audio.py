@@ -11,7 +11,7 @@ from harness.audio.resample import StreamResampler, resample
 from harness.audio.tts.espeak import SynthesisError
 from harness.models.base import DuplexModel, ModelInfo
 from harness.protocol.scheduler import ProtocolSettings
-from harness.runtime.runner import ConversationInput, run_batch
+from harness.runtime.runner import ConversationInput, run_conversations
 from harness.scenes.schema import Label, Scene, Target, Turn
 from harness.vad.silero import VadSettings
 
@@ -169,7 +169,7 @@ class _Loopback16k(DuplexModel):
     def load(self, device: str) -> None:
         pass
 
-    def open(self, streams) -> None:
+    def open(self, row, stream) -> None:
         self.heard: list[np.ndarray] = []
 
     def step(self, frames: np.ndarray) -> np.ndarray:
@@ -190,8 +190,8 @@ def test_runner_resamples_streams_without_frame_edges_and_aligned(tts):
     scene = Scene("p0-explicit", "p0", "explicit", ("A", "B", "C"), turns, "yes")
     clips = [hann_sine, 0.3 * speech / np.abs(speech).max(), hann_sine]
     model = _Loopback16k()
-    (res,) = run_batch(model, [ConversationInput(scene, clips, np.zeros(0, np.float32), 0)],
-                       ProtocolSettings(room_tone="zeros"), VadSettings())
+    (res,) = run_conversations(model, [ConversationInput(scene, clips, np.zeros(0, np.float32), 0)],
+                               ProtocolSettings(room_tone="zeros"), VadSettings())
     assert res.status == "ok", res.reason
     heard = np.concatenate(model.heard, axis=1)
     track = Track()

@@ -20,7 +20,7 @@ from harness.runtime.runner import (
     ModelStalled,
     OutputContractError,
     check_output,
-    run_batch,
+    run_conversations,
 )
 from harness.scenes.schema import Label, Scene, Target, Turn
 from harness.vad.silero import VadSettings
@@ -50,7 +50,7 @@ def _model(name: str, **params):
 
 
 def _run(model, convs, **kw):
-    return run_batch(model, convs, ProtocolSettings(), VadSettings(), **kw)
+    return run_conversations(model, convs, ProtocolSettings(), VadSettings(), **kw)
 
 
 # --- per-conversation faults: only the rows at fault fail ---------------------------------------
@@ -58,7 +58,7 @@ def _run(model, convs, **kw):
 def test_nan_output_fails_only_that_stream(scene):
     res = _run(_model("NaNModel"), [_conv(scene, 0), _conv(scene, 1)])
     assert res[0].status == "error" and res[0].output is None
-    assert res[0].reason == "model nan returned NaN/Inf samples (step 10 at 0.80 s)"
+    assert res[0].reason == "model nan returned NaN/Inf samples (step 10 at 0.80 s of stream)"
     assert res[1].status == "ok" and res[1].output is not None and len(res[1].output) > 0
 
 
@@ -98,7 +98,7 @@ def test_a_row_that_finished_before_the_fault_stays_ok(scene):
 def test_row_error_in_open_fails_only_that_row(scene):
     res = _run(_model("ToneModel", fault_step=-1, rows=(0,)), [_conv(scene, 0), _conv(scene, 1)])
     assert res[0].status == "error"
-    assert res[0].reason == "model tone open at 0.00 s of stream: decoder failed on stream 0"
+    assert res[0].reason == "model tone open of p0-explicit in row 0: decoder failed on stream 0"
     assert res[1].status == "ok" and len(res[1].output) > 0
 
 
@@ -106,13 +106,13 @@ def test_row_error_from_step_without_the_others_output_fails_the_others(scene):
     res = _run(_model("ToneModel", fault_step=5, rows=(1,), with_output=False), [_conv(scene, s) for s in range(3)])
     assert [r.status for r in res] == ["error", "error", "error"]
     assert res[1].reason.endswith("decoder failed on stream 1")
-    assert res[0].reason == res[2].reason == ("model tone step 5 at 0.40 s of stream raised RowError for rows [1] "
+    assert res[0].reason == res[2].reason == ("model tone step 5 at 0.40 s of the run raised RowError for rows [1] "
                                               "without the output of the other rows (RowError.output)")
 
 
 def test_row_error_naming_a_row_outside_the_batch_fails_the_batch(scene):
     res = _run(_model("ToneModel", fault_step=5, rows=(7,)), [_conv(scene, 0), _conv(scene, 1)])
-    assert [r.reason for r in res] == ["model tone step 5 at 0.40 s of stream blamed rows [7] of a batch of 2"] * 2
+    assert [r.reason for r in res] == ["model tone step 5 at 0.40 s of the run blamed rows [7] of 2"] * 2
 
 
 def test_unschedulable_conversation_is_an_error(scene):
@@ -126,9 +126,10 @@ def test_unschedulable_conversation_is_an_error(scene):
 
 # --- failures that may be transient fail the attempt ------------------------------------------
 
-@pytest.mark.parametrize(("call", "where"), [("step", "step 3 at 0.24 s"), ("open", "open at 0.00 s")])
+@pytest.mark.parametrize(("call", "where"), [("step", "step 3 at 0.24 s of the run"),
+                                             ("open", "open of p0-explicit in row 0")])
 def test_an_exception_that_is_not_a_row_error_fails_the_attempt(scene, call, where):
-    with pytest.raises(ModelFailure, match=rf"^model crashing: {where} of stream raised RuntimeError: "
+    with pytest.raises(ModelFailure, match=rf"^model crashing: {where} raised RuntimeError: "
                                            r"CUDA out of memory\. Tried to allocate 2\.00 GiB$") as info:
         _run(_model("CrashingModel", call=call), [_conv(scene), _conv(scene, 1)])
     assert isinstance(info.value.__cause__, RuntimeError)
@@ -137,7 +138,7 @@ def test_an_exception_that_is_not_a_row_error_fails_the_attempt(scene, call, whe
 def test_a_stalled_step_fails_the_attempt_naming_the_step(scene):
     m = _model("StallingModel", stall_step=2)
     try:
-        with pytest.raises(ModelStalled, match=r"^model stalling: step 2 at 0\.16 s of stream did not return within "
+        with pytest.raises(ModelStalled, match=r"^model stalling: step 2 at 0\.16 s of the run did not return within "
                                                r"0\.2 s \(infer\.step_timeout_s\); the actor must be discarded$"):
             _run(m, [_conv(scene)], step_timeout_s=0.2, first_step_timeout_s=60.0)
     finally:
@@ -147,7 +148,7 @@ def test_a_stalled_step_fails_the_attempt_naming_the_step(scene):
 def test_the_first_step_has_its_own_allowance(scene):
     m = _model("StallingModel", stall_step=0)
     try:
-        with pytest.raises(ModelStalled, match=r"step 0 at 0\.00 s of stream did not return within 0\.2 s "
+        with pytest.raises(ModelStalled, match=r"step 0 at 0\.00 s of the run did not return within 0\.2 s "
                                                r"\(infer\.first_step_timeout_s\)"):
             _run(m, [_conv(scene)], step_timeout_s=60.0, first_step_timeout_s=0.2)
     finally:
@@ -159,19 +160,20 @@ def test_the_first_step_has_its_own_allowance(scene):
 def test_int16_counts_fail_every_row_naming_the_adapter_and_dtype(scene):
     res = _run(_model("BadOutputModel", kind="int16"), [_conv(scene, 0), _conv(scene, 1)])
     assert [r.status for r in res] == ["error", "error"]
-    assert res[0].reason == "model bad_output returned int16 samples; expected float32 in [-1, 1] (step 0 at 0.00 s)"
+    assert res[0].reason == ("model bad_output returned int16 samples; expected float32 in [-1, 1] "
+                             "(step 0 at 0.00 s of the run)")
 
 
 def test_an_out_of_range_row_fails_only_that_row(scene):
     res = _run(_model("BadOutputModel", kind="counts_row1"), [_conv(scene, 0), _conv(scene, 1)])
-    assert res[1].reason == "model bad_output returned samples outside [-1, 1]: peak 3276 (step 0 at 0.00 s)"
+    assert res[1].reason == "model bad_output returned samples outside [-1, 1]: peak 3276 (step 0 at 0.00 s of stream)"
     assert res[0].status == "ok" and np.all(res[0].output == TONE_0)
 
 
 def test_wrong_output_shape_is_an_error(scene):
     (res,) = _run(_model("WrongShapeModel"), [_conv(scene)])
     assert res.reason == ("model wrong_shape returned shape (1, 1919); expected (1, 1920) ([B, frame_out]) "
-                          "(step 0 at 0.00 s)")
+                          "(step 0 at 0.00 s of the run)")
 
 
 def test_check_output_tolerates_less_than_one_16_bit_step_over_full_scale():
@@ -222,14 +224,14 @@ def test_room_tone_level_and_spectrum(kind):
 def test_room_tone_runs_under_the_whole_input(scene):
     conv = _conv(scene, seed=5)
     m = _model("EchoProbeModel")
-    run_batch(m, [conv], ProtocolSettings(), VadSettings())  # default: pink at -70 dBFS
+    run_conversations(m, [conv], ProtocolSettings(), VadSettings())  # default: pink at -70 dBFS
     heard = np.concatenate([f[0] for f in m.inputs])
     tone = RoomTone("pink", -70.0, 5, SR).read(len(heard))
     # turn 0 (speech) is samples [0, 24000), then the 0.5 s gap: the floor runs under both
     np.testing.assert_array_equal(heard[:SR], conv.turn_clips[0] + tone[:SR])
     np.testing.assert_array_equal(heard[SR:SR + SR // 2], tone[SR:SR + SR // 2])
     m = _model("EchoProbeModel")
-    run_batch(m, [conv], replace(ProtocolSettings(), room_tone="zeros"), VadSettings())
+    run_conversations(m, [conv], replace(ProtocolSettings(), room_tone="zeros"), VadSettings())
     assert not np.concatenate([f[0] for f in m.inputs])[SR:SR + SR // 2].any()  # exact digital silence
 
 
@@ -244,7 +246,7 @@ def test_room_tone_setting_is_checked():
 def test_echo_switch(scene, echo):
     m = _model("EchoProbeModel")
     proto = replace(ProtocolSettings(), echo=echo, room_tone="zeros")
-    run_batch(m, [_conv(scene)], proto, VadSettings())
+    run_conversations(m, [_conv(scene)], proto, VadSettings())
     # the probe always says 0.25; with echo its own output comes back in its input one frame later
     second_frame = m.inputs[1][0, :10]  # no preamble: turn 0 starts at sample 0
     human = _conv(scene).turn_clips[0][1920:1930]
