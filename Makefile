@@ -7,7 +7,7 @@ ARGS  ?=
 STAMP := .venv/.setup-stamp
 APT_PKGS := espeak-ng sox
 
-.PHONY: help setup demo test test-fast lint bench status rerun-failed review-export review-import clean-runs images k8s-render
+.PHONY: model-smoke help setup demo test test-fast lint bench status rerun-failed review-export review-import clean-runs images k8s-render
 
 help:  ## list targets
 	@grep -E '^[a-z0-9-]+:.*##' $(MAKEFILE_LIST) | awk -F':.*## ' '{printf "  make %-12s %s\n", $$1, $$2}'
@@ -91,3 +91,7 @@ k8s-render: setup  ## render the RayJob of MODEL for RUN (BUCKET PREFIX ENDPOINT
 
 clean-runs:  ## delete every local run under runs/
 	rm -rf runs
+
+model-smoke: setup  ## an adapter end to end on a tiny random instance of its real upstream code (MODEL=..., SRC=<checkout>)
+	@test -n "$(MODEL)" -a -n "$(SRC)" || { echo "usage: make model-smoke MODEL=<name> SRC=<upstream checkout at the pinned commit>" >&2; exit 2; }
+	$(PY) -m harness.models.smoke --model $(MODEL) --src $(SRC)
