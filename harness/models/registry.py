@@ -15,6 +15,7 @@ REGISTRY: dict[str, str] = {
     "silent": "harness.models.baselines:SilentModel",
     "babble": "harness.models.baselines:BabbleModel",
     "oracle": "harness.models.baselines:OracleModel",
+    "minicpm_o": "harness.models.minicpm_o:MiniCPMO",
 }
 
 
