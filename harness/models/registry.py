@@ -15,7 +15,12 @@ REGISTRY: dict[str, str] = {
     "silent": "harness.models.baselines:SilentModel",
     "babble": "harness.models.baselines:BabbleModel",
     "oracle": "harness.models.baselines:OracleModel",
+    "personaplex": "harness.models.personaplex:PersonaPlexModel",
+    "freeze_omni": "harness.models.freeze_omni:FreezeOmniModel",
+    "flm_audio": "harness.models.flm_audio:FLMAudioModel",
+    "voila": "harness.models.voila:VoilaModel",
     "minicpm_o": "harness.models.minicpm_o:MiniCPMO",
+    "moshi": "harness.models.moshi:MoshiModel",
 }
 
 
