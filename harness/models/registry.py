@@ -16,7 +16,6 @@ REGISTRY: dict[str, str] = {
     "babble": "harness.models.baselines:BabbleModel",
     "oracle": "harness.models.baselines:OracleModel",
     "personaplex": "harness.models.personaplex:PersonaPlexModel",
-    "personaplex": "harness.models.personaplex:PersonaPlexModel",
     "freeze_omni": "harness.models.freeze_omni:FreezeOmniModel",
     "flm_audio": "harness.models.flm_audio:FLMAudioModel",
     "voila": "harness.models.voila:VoilaModel",
