@@ -15,7 +15,6 @@ REGISTRY: dict[str, str] = {
     "silent": "harness.models.baselines:SilentModel",
     "babble": "harness.models.baselines:BabbleModel",
     "oracle": "harness.models.baselines:OracleModel",
-    "voila": "harness.models.voila:VoilaModel",
     "personaplex": "harness.models.personaplex:PersonaPlexModel",
     "freeze_omni": "harness.models.freeze_omni:FreezeOmniModel",
     "flm_audio": "harness.models.flm_audio:FLMAudioModel",
