@@ -20,6 +20,7 @@ from harness.store.base import PROBE_KEY, InvalidKey, LocalStore, StoreError, ch
 from harness.store.layout import RunLayout, check_id, settings_hash
 from harness.store.s3 import S3Store
 from tests.fixtures.s3 import S3Endpoint, aws_test_env, moto_url_fixture, s3_fixture  # noqa: F401
+from tests.fixtures.seaweed import SeaweedEndpoint, seaweed_fixture, seaweed_s3_fixture  # noqa: F401
 
 CONF_S3 = Path(__file__).resolve().parents[2] / "conf" / "store" / "s3.yaml"
 SECRET = "SENTINEL-secret-7f3a9c"  # must never show up anywhere
@@ -37,11 +38,24 @@ BAD_KEYS = ["", "/abs", "a/../b", "..", "a//b", "a/./b", "a\\b", "a\nb", "a\x00b
             "a\ud800b"]
 
 
-@pytest.fixture(params=["local", "s3"])
+# Where SeaweedFS (4.48) differs from AWS S3 by design; docs/storage.md says what follows.
+SEAWEEDFS_DIVERGES = {
+    "test_list_is_sorted_as_strings": "SeaweedFS lists keys in directory-tree order (x/a/b before x/a-c), "
+                                      "not S3's UTF-8 binary order; the harness does not depend on the order",
+}
+
+
+@pytest.fixture(params=["local", "s3", "seaweedfs"])
 def store(request, tmp_path):
-    """Each contract test runs on both backends; S3 under a prefix, to check it is applied."""
+    """Each contract test runs on both backends, S3 on moto (through the fault proxy) and on a real
+    SeaweedFS server (skipped, saying why, where it cannot start); S3 under a prefix, to check it is applied."""
     if request.param == "local":
         return LocalStore(tmp_path / "store")
+    if request.param == "seaweedfs":
+        if request.node.originalname in SEAWEEDFS_DIVERGES:
+            request.applymarker(pytest.mark.xfail(strict=True, reason=SEAWEEDFS_DIVERGES[request.node.originalname]))
+        sw: SeaweedEndpoint = request.getfixturevalue("seaweed_s3")
+        return open_store(StoreSettings(**sw.store_settings(prefix="pre/fix")))
     ep: S3Endpoint = request.getfixturevalue("s3")
     return open_store(StoreSettings(**ep.store_settings(prefix="pre/fix")))
 
@@ -108,8 +122,8 @@ def test_escaping_key_rejected_before_any_io(store, request):
                           (f"{key}/x", lambda k=key: list(store.list(f"{k}/x")))):
             with pytest.raises(InvalidKey, match=starts(f"invalid object key {named!r}: ")):
                 op()
-    if isinstance(store, S3Store):
-        assert request.getfixturevalue("s3").proxy.requests == []  # nothing was sent
+    if isinstance(store, S3Store) and request.node.callspec.params["store"] == "s3":
+        assert request.getfixturevalue("s3").proxy.requests == []  # nothing was sent (the proxy counts)
 
 
 def test_same_key_layout_on_both_backends(tmp_path, s3):
