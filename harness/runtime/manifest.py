@@ -76,8 +76,8 @@ def build_manifest(cfg: RunConfig) -> dict[str, Any]:
         "run_id": cfg.run_id,
         **provenance(),
         "config": cfg.to_dict(),
-        "models": {m.name: {"target": m.target, "image": m.image, "weights": m.params.get("weights"),
-                            "revision": m.params.get("revision")} for m in cfg.models},
+        # every adapter parameter: weights (path or repo), revision, decoding settings (temperature, top-k), seed
+        "models": {m.name: {"target": m.target, "image": m.image, "params": dict(m.params)} for m in cfg.models},
         "seeds": {"run": cfg.seed, "scenes": cfg.scenes.seed, "bootstrap": BOOTSTRAP_SEED,
                   "conversation": "int.from_bytes(sha256(f'{run}:{scene_id}')[:4], 'little')"},
     }

@@ -25,7 +25,7 @@ def test_manifest_names_everything_a_reproduction_needs(monkeypatch):
     assert m["packages"]["torch"] and m["packages"]["ray"] and m["packages"]["transformers"] is None
     assert m["image"] == {"reference": "ghcr.io/x/base:1.0", "digest": "sha256:0123"}
     assert m["models"]["moshi"] == {"target": "moshi", "image": "ghcr.io/x/moshi@sha256:ab",
-                                    "weights": "kyutai/moshiko", "revision": "abc123"}
+                                    "params": {"weights": "kyutai/moshiko", "revision": "abc123"}}
     assert m["seeds"]["run"] == 7 and m["seeds"]["scenes"] == 11 and m["seeds"]["bootstrap"] == 20260902
     assert RunConfig.from_dict(m["config"]) == _cfg()
 
