@@ -32,3 +32,13 @@ def test_cluster_simulation_reruns_only_the_failed_shards():
     assert figures["failed_shards"] == 3 and figures["rerun_shards"] == 3
     assert figures["rerun_extra_shards"] == 0 and figures["complete_after_rerun"]
     assert 0 < figures["gpu_utilisation"] <= 1
+
+
+def test_gpu_throughput_smoke_streams_tiny_moshi_with_refills():
+    pytest.importorskip("moshi")
+    figures = bench("gpu_throughput.py", "--smoke")
+    assert figures["smoke"] and figures["device"] == "cpu" and figures["batch"] in (1, 2)
+    assert {r["batch"] for r in figures["runs"]} == {1, 2}
+    for r in figures["runs"]:
+        assert r["errors"] == 0 and r["conversations"] == 2 * r["batch"]
+        assert r["aggregate_rtf"] > 0 and r["per_stream_rtf"] > 0 and r["projected_gpu_hours"] > 0
