@@ -38,8 +38,8 @@ Upstream behaviours handled here, once (docs/models.md, ``## flm_audio``):
   ``aud_vocab_size`` outputs, which may include the pad id); upstream would fail inside
   ``mimi.decode``. Here it fails that conversation alone (:class:`RowError`) with the token named.
 * The LM's ``DynamicCache`` grows by one position per step without a window: a stream longer
-  than the model's ``max_position_embeddings`` steps fails as a :class:`RowError` instead of
-  running past the positions the model was built for.
+  than ``max_steps`` (default: the weights' ``max_position_embeddings``) fails as a
+  :class:`RowError` instead of running past the positions the model was built for.
 """
 
 from __future__ import annotations
@@ -88,11 +88,13 @@ class FLMAudioModel(DuplexModel):
             repetition_penalty_window_text: ``LMGen``'s decoding settings; the defaults are the
             upstream ones. Upstream ``sample_token`` uses top-p when ``top_p > 0`` and top-k only
             otherwise; temperatures are ``> 0``, penalties ``>= 1``, windows and top-k ``>= 1``.
+        max_steps: most steps (80 ms each) one stream may take before it fails as an error;
+            ``None``: the weights' ``max_position_embeddings`` (one KV-cache position a step).
         tiny: build a tiny randomly initialised instance of the real architecture on the device
             instead of reading weights (tests, ``make model-smoke``).
 
     Raises:
-        ValueError: a decoding setting out of range, or an unknown ``dtype``.
+        ValueError: a decoding setting or ``max_steps`` out of range, or an unknown ``dtype``.
     """
 
     SMOKE_REQUIREMENTS = ("transformers==4.51.3",)
@@ -103,7 +105,7 @@ class FLMAudioModel(DuplexModel):
                  temp_audio: float = 0.5, temp_text: float = 0.01, top_k_audio: int = 1, top_k_text: int = 1,
                  top_p_audio: float = 0.9, top_p_text: float = 0.9, repetition_penalty_audio: float = 1.2,
                  repetition_penalty_text: float = 1.03, repetition_penalty_window_audio: int = 50,
-                 repetition_penalty_window_text: int = 50, tiny: bool = False):
+                 repetition_penalty_window_text: int = 50, max_steps: int | None = None, tiny: bool = False):
         if dtype not in ("bfloat16", "float32"):
             raise ValueError(f"flm_audio: dtype must be bfloat16 or float32, got {dtype!r}")
         self.sampling = {
@@ -125,7 +127,9 @@ class FLMAudioModel(DuplexModel):
         for name in ("top_p_audio", "top_p_text"):
             if self.sampling[name] > 1:
                 raise ValueError(f"flm_audio: {name} must be at most 1, got {self.sampling[name]!r}")
-        self.weights_path, self.revision, self.dtype = weights_path, revision, dtype
+        if max_steps is not None and (isinstance(max_steps, bool) or not isinstance(max_steps, int) or max_steps < 1):
+            raise ValueError(f"flm_audio: max_steps must be a positive integer or null, got {max_steps!r}")
+        self.weights_path, self.revision, self.dtype, self.max_steps = weights_path, revision, dtype, max_steps
         self.compile, self.tiny = compile, tiny
         weights = "random:tiny" if tiny else f"{weights_path}@{revision}" if revision else weights_path
         self.info = ModelInfo("flm_audio", RATE, RATE, FRAME, FRAME, 1, frozenset(), weights=weights)
@@ -156,7 +160,7 @@ class FLMAudioModel(DuplexModel):
             lm.forward_audio = forward_audio
             self.lm_gen._streaming_state.forward_text = lm.forward
         self._initial = lm._get_initial_token()  # [1, 17, 1]: what _init_streaming_state put at position 0
-        self.context = int(lm.config.max_position_embeddings)
+        self.context = self.max_steps or int(lm.config.max_position_embeddings)
         if compiled:  # server.py ServerState.warmup: compile before the first stream, not inside it
             gen = torch.Generator().manual_seed(0)
             with torch.no_grad():
@@ -230,7 +234,7 @@ class FLMAudioModel(DuplexModel):
         out = np.zeros((1, FRAME), np.float32)
         if self._steps >= self.context:
             raise RowError({0: f"stream reached the model's context of {self.context} steps "
-                                f"({self.context * FRAME / RATE:.1f} s, max_position_embeddings)"})
+                                f"({self.context * FRAME / RATE:.1f} s; max_steps)"})
         torch = self.torch
         with torch.no_grad():
             x = torch.from_numpy(np.ascontiguousarray(frames, dtype=np.float32)).to(self.device)[:, None, :]

@@ -104,16 +104,19 @@ def test_an_audio_token_outside_mimi_fails_only_that_conversation(flmaudio, tmp_
     assert _run(m, [_conv("a", 0)])[0].status == "ok"
 
 
-def test_a_stream_longer_than_the_context_fails_alone(flmaudio, tmp_path):
-    """The KV cache has no window: past max_position_embeddings steps the stream is an error."""
-    res = _run(_model(_weights(tmp_path, context=20)), [_conv("a", 0)])[0]
+@pytest.mark.parametrize("context, max_steps", [(20, None), (4096, 20)])
+def test_a_stream_longer_than_the_context_fails_alone(flmaudio, tmp_path, context, max_steps):
+    """The KV cache has no window: past max_position_embeddings steps (or max_steps when set)
+    the stream is an error."""
+    res = _run(_model(_weights(tmp_path, context=context), max_steps=max_steps), [_conv("a", 0)])[0]
     assert res.status == "error"
     assert res.reason == ("model flm_audio step 20 at 1.60 s of stream: stream reached the model's context "
-                          "of 20 steps (1.6 s, max_position_embeddings)")
+                          "of 20 steps (1.6 s; max_steps)")
 
 
 @pytest.mark.parametrize("bad", [{"temp_audio": 0}, {"top_p_text": 1.5}, {"top_k_audio": 0},
-                                 {"repetition_penalty_text": 0.9}, {"temp_text": "hot"}, {"dtype": "float16"}])
+                                 {"repetition_penalty_text": 0.9}, {"temp_text": "hot"}, {"dtype": "float16"},
+                                 {"max_steps": 0}])
 def test_bad_settings_are_refused_before_loading(bad):
     with pytest.raises(ValueError, match=next(iter(bad))):
         build_model("flm_audio", bad)
