@@ -288,6 +288,34 @@ def output_checks(conversations: Mapping[str, Sequence[Mapping[str, Any]]], role
     return out
 
 
+def streaming_speed(conversations: Mapping[str, Sequence[Mapping[str, Any]]]) -> dict[str, dict[str, Any]]:
+    """Each model's per-stream real-time factor: how fast the harness streamed its conversations.
+
+    Args:
+        conversations: ``{model: [conversation]}`` over the conversations with a stored output,
+            each with ``audio_s`` (seconds of output on the timeline), ``wall_s`` (seconds from
+            the stream's open to its end, in its batch) and ``step_s`` (of which in the model's
+            step calls); ``wall_s``/``step_s`` may be None (records from before infer-v4).
+
+    Returns:
+        per model ``{"conversations", "audio_h", "per_stream_rtf_median", "per_stream_rtf_min",
+        "step_share"}``: the factor is audio seconds over wall seconds (1 = as fast as a peer paced
+        in real time; the harness never paces), ``step_share`` the share of wall time inside the
+        model's steps (the rest is the runner: scheduler, resampling, speech detection). ``None``
+        where no record carries the times.
+    """
+    out = {}
+    for model, convs in conversations.items():
+        timed = [c for c in convs if c.get("wall_s")]
+        rtf = sorted(c["audio_s"] / c["wall_s"] for c in timed)
+        wall = sum(c["wall_s"] for c in timed)
+        out[model] = {"conversations": len(convs), "audio_h": sum(c["audio_s"] for c in convs) / 3600,
+                      "per_stream_rtf_median": float(np.median(rtf)) if rtf else None,
+                      "per_stream_rtf_min": rtf[0] if rtf else None,
+                      "step_share": sum(c.get("step_s") or 0.0 for c in timed) / wall if wall else None}
+    return out
+
+
 def all_statistics(rows_by_model: Mapping[str, Sequence[Mapping[str, Any]]], metrics: Mapping[str, Any],
                    request_times_s: Mapping[str, float], conditions: Sequence[str], min_n: int,
                    roles: Mapping[str, str], bootstrap_reps: int = stats.BOOTSTRAP_REPS) -> dict[str, Any]:

@@ -7,16 +7,15 @@ page with the figures of :mod:`harness.report.figures` embedded.
 
 from __future__ import annotations
 
-import json
 from typing import Any
 
 from harness.metrics.analyses import PAIRED_SCORE
 from harness.metrics.scores import FUNNEL, SCORE_TITLES, SCORES, YIELD_FAILURES
 from harness.metrics.stats import BREAKDOWN_CATEGORIES, SWEEP_THRESHOLDS_MS
 from harness.reference.report import reference_section, score_rows
+from harness.report.corpus import corpus_section
 from harness.report.document import (
     Bullets,
-    Code,
     Document,
     Figure,
     Paragraph,
@@ -147,6 +146,8 @@ def build_report(cfg: Any, metrics: dict, statistics: dict, stats: dict, errors:
                       Table(("model", "conversation", "reason"), err_rows)]
     err_blocks += _failure_counts(statistics["failures"])
     doc.sections.append(Section("Errors", err_blocks))
+    if speed := statistics.get("streaming_speed"):
+        doc.sections.append(Section("Streaming speed", [_speed_table(speed)]))
     if examples:
         doc.sections.append(Section("Example conversations", [
             Paragraph("One debugging page per kind of outcome: the speech timeline (human turns by label, model "
@@ -154,7 +155,7 @@ def build_report(cfg: Any, metrics: dict, statistics: dict, stats: dict, errors:
             Table(("model", "outcome", "conversation"),
                   [(m, kind.replace("_", " "), ", ".join(f"[{sid}](conversations/{m}/{sid}.html)" for sid in sids))
                    for m, kinds in examples.items() for kind, sids in kinds.items()])]))
-    doc.sections.append(Section("Corpus", [Code(json.dumps(stats, indent=1, sort_keys=True))]))
+    doc.sections.append(corpus_section(stats))  # harness/report/corpus
     doc.sections.append(Section("Where things are", [Bullets((
         f"scenes: `{plan.scenes}`", f"synthesised clips: `{plan.synth}`",
         *[f"{m}: infer `{plan.infer[m]}`, vad `{plan.vad[m]}`" for m in models],
@@ -269,6 +270,19 @@ def _suspects(checks: dict) -> list[Paragraph | Table]:
                      caption="Output checks over every stored output. Truncated: still speaking when the output "
                              "ended (the last segment was closed at the end)."))
     return out
+
+
+def _speed_table(speed: dict) -> Table:
+    """Per-stream real-time factors (``statistics["streaming_speed"]``)."""
+    rows = [(m, str(v["conversations"]), num(v["audio_h"], ".2f"),
+             "n/a" if v["per_stream_rtf_median"] is None else f"{v['per_stream_rtf_median']:.2f}x",
+             "n/a" if v["per_stream_rtf_min"] is None else f"{v['per_stream_rtf_min']:.2f}x",
+             "n/a" if v["step_share"] is None else f"{100 * v['step_share']:.0f} %") for m, v in speed.items()]
+    return Table(("model", "conversations", "output audio (h)", "per-stream real-time factor (median)", "slowest",
+                  "in model steps"), rows,
+                 caption="Audio seconds streamed per wall second of each conversation, in its batch (the harness "
+                         "never paces to real time; 1x keeps pace with a real-time peer). The rest of the wall "
+                         "time is the runner: scheduling, resampling and speech detection.")
 
 
 def _failure_counts(failures: dict) -> list[Paragraph | Table]:

@@ -14,6 +14,7 @@ from harness.metrics.analyses import (
     request_timing,
     silence_explicit_vs_implicit,
     silence_sweeps,
+    streaming_speed,
 )
 from harness.metrics.scores import SCORES, compute_metrics
 
@@ -275,3 +276,15 @@ def test_the_shipped_baselines_never_enter_the_comparison_family():
     assert new.models[0].role == "evaluated"
     with pytest.raises(ConfigError, match="role 'judge' is not one of: evaluated, baseline, reference"):
         RunConfig.from_dict({"model": {"moshi": {"target": "x:Y", "role": "judge"}}})
+
+
+def test_streaming_speed_is_audio_over_wall_per_stream():
+    convs = {"m": [{"audio_s": 100.0, "wall_s": 4.0, "step_s": 3.0},   # 25x
+                   {"audio_s": 60.0, "wall_s": 6.0, "step_s": 3.0},    # 10x
+                   {"audio_s": 80.0, "wall_s": 2.0, "step_s": 1.0},    # 40x
+                   {"audio_s": 36.0, "wall_s": None, "step_s": None}],  # an older record: counted, not timed
+             "old": [{"audio_s": 36.0, "wall_s": None, "step_s": None}]}
+    out = streaming_speed(convs)
+    assert out["m"] == {"conversations": 4, "audio_h": 276.0 / 3600, "per_stream_rtf_median": 25.0,
+                        "per_stream_rtf_min": 10.0, "step_share": 7.0 / 12.0}
+    assert out["old"]["per_stream_rtf_median"] is None and out["old"]["step_share"] is None
