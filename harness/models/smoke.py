@@ -3,9 +3,10 @@
 The five systems other than Moshi come from GitHub only, so the test suite checks their
 adapters against stand-ins. This smoke run checks the real thing without weights:
 
-1. outside: a throw-away virtualenv that sees the harness's own packages
-   (``--system-site-packages``: torch, numpy, silero-vad) gets the adapter's extra pins
-   (``SMOKE_REQUIREMENTS`` of the adapter class) installed from the package index;
+1. outside: a throw-away virtualenv that sees the harness's own packages (torch, numpy,
+   silero-vad: a path file names the calling interpreter's site-packages) gets the adapter's
+   extra pins (``SMOKE_REQUIREMENTS`` of the adapter class) installed from the package index,
+   with the harness's pins as constraints;
 2. inside that environment: the checkout's source folders (``SOURCE_DIRS`` of the adapter
    class, relative to ``SRC``) go first on ``sys.path``, the adapter is built with
    ``tiny=True`` (its ``load`` then builds a tiny randomly initialised instance of the real
@@ -24,6 +25,7 @@ import json
 import os
 import subprocess
 import sys
+import sysconfig
 import tempfile
 import time
 from pathlib import Path
@@ -113,10 +115,17 @@ def run_outside(model_name: str, src: Path, venv: Path) -> int:
     reqs = list(getattr(model_class(model_name), "SMOKE_REQUIREMENTS", ()))
     py = venv / "bin" / "python"
     if not py.exists():
-        subprocess.run([sys.executable, "-m", "venv", "--system-site-packages", str(venv)], check=True)
+        subprocess.run([sys.executable, "-m", "venv", str(venv)], check=True)
+        # the harness's packages (torch, numpy, silero-vad) stay visible behind the adapter's own: a path file
+        # naming this interpreter's site-packages (--system-site-packages would expose the base Python's)
+        purelib = subprocess.run([str(py), "-c", "import sysconfig; print(sysconfig.get_paths()['purelib'])"],
+                                 capture_output=True, text=True, check=True).stdout.strip()
+        (Path(purelib) / "duplex_mpe_harness.pth").write_text(sysconfig.get_paths()["purelib"] + "\n")
     if reqs:
         print(f"installing into {venv}: {' '.join(reqs)}", flush=True)
-        subprocess.run([str(py), "-m", "pip", "install", "-q", "--disable-pip-version-check", *reqs], check=True)
+        # the harness pins as constraints: an adapter's pins may not move torch or numpy under the harness
+        subprocess.run([str(py), "-m", "pip", "install", "-q", "--disable-pip-version-check",
+                        "-c", str(REPO / "requirements.txt"), *reqs], check=True)
     env = {**os.environ, "PYTHONPATH": str(REPO), "NO_TORCH_COMPILE": "1", "NO_CUDA_GRAPH": "1"}
     return subprocess.run([str(py), "-m", "harness.models.smoke", "--inside", "--model", model_name,
                            "--src", str(src)], env=env, cwd=REPO).returncode
