@@ -4,7 +4,8 @@ Upstream code: ``MiniCPMO45/modeling_minicpmo.py`` of OpenBMB/MiniCPM-o-Demo (pi
 ``images/minicpm-o/Dockerfile``; the same files ship as remote code in the weights repo),
 imported as the package ``MiniCPMO45`` (the upstream README's duplex example does the same).
 Weights come from ``weights_path``: a local snapshot of openbmb/MiniCPM-o-4_5 (config,
-safetensors, tokenizer, ``assets/token2wav`` vocoder), never downloaded here.
+safetensors, tokenizer, ``assets/token2wav`` vocoder) or that repo id in the mounted Hugging
+Face cache, never downloaded here.
 
 Time model (``shared/spec/models.md``, "MiniCPM-o 4.5"): the model hears 16 kHz audio in
 units of one second and decides once per unit to listen or speak; speaking yields 24 kHz
@@ -30,6 +31,7 @@ from __future__ import annotations
 import contextlib
 import importlib.util
 import json
+import re
 import shutil
 import tempfile
 from pathlib import Path
@@ -56,8 +58,9 @@ class MiniCPMO(DuplexModel):
     """MiniCPM-o 4.5 duplex, one stream per instance.
 
     Args:
-        weights_path: local directory of an openbmb/MiniCPM-o-4_5 snapshot (required unless
-            ``tiny``); never fetched from a hub.
+        weights_path: a local folder with an openbmb/MiniCPM-o-4_5 snapshot, or that repo id,
+            read from the local Hugging Face cache (``HF_HOME``) at ``revision``; never
+            downloaded. Required unless ``tiny``.
         revision: the snapshot's commit, recorded in ``ModelInfo.weights`` (the run manifest).
         code_package: import name of the upstream code folder (``MiniCPMO45``, on ``sys.path``).
         ref_audio: reference voice, a sound file (any rate; resampled to 16 kHz mono). A
@@ -114,7 +117,7 @@ class MiniCPMO(DuplexModel):
         self.weights_path, self.revision, self.code_package, self.tiny = weights_path, revision, code_package, tiny
         self.ref_audio, self.system_prompt, self.generate_audio = ref_audio, system_prompt, generate_audio
         self.attn_implementation = attn_implementation
-        # streaming_generate's decoding arguments (see _generate: upstream reads them per call)
+        # streaming_generate's decoding arguments (upstream reads them per call: see _run_unit)
         self.decoding = dict(decode_mode=decode_mode, temperature=temperature, top_k=top_k, top_p=top_p,
                              listen_prob_scale=listen_prob_scale, text_repetition_penalty=text_repetition_penalty,
                              text_repetition_window_size=text_repetition_window_size,
@@ -124,13 +127,11 @@ class MiniCPMO(DuplexModel):
                             n_timesteps=n_timesteps, sliding_window_mode=sliding_window_mode,
                             basic_window_high_tokens=basic_window_high_tokens,
                             basic_window_low_tokens=basic_window_low_tokens, force_listen_count=force_listen_count)
-        settings = {**self.decoding, **self.init_kw, "generate_audio": generate_audio, "ref_audio": ref_audio,
-                    "frame_ms": frame_ms}
-        weights = "tiny-random" if tiny else f"openbmb/MiniCPM-o-4_5@{revision or 'unrecorded'}"
+        # the run manifest records these settings as the config's params; the weights' id and revision here
         self.info = ModelInfo("minicpm_o", INPUT_RATE, OUTPUT_RATE, INPUT_RATE * frame_ms // 1000,
                               OUTPUT_RATE * frame_ms // 1000, max_batch=1,
                               capabilities=frozenset({TEXT_PROMPT, AUDIO_PROMPT}),
-                              weights=f"{weights} {json.dumps(settings, sort_keys=True)}")
+                              weights="tiny-random" if tiny else f"{weights_path}@{revision or 'unrecorded'}")
         self._unit = INPUT_RATE * UNIT_S
         self._queue = OutputQueue(1, self.info.frame_out)
         self._heard: list[np.ndarray] = []  # input of the current unit so far
@@ -146,14 +147,12 @@ class MiniCPMO(DuplexModel):
 
         code_dir = self._code_dir()
         modeling = importlib.import_module(f"{self.code_package}.modeling_minicpmo")
-        path = self.weights_path
         if self.tiny:
             self._tmp = tempfile.TemporaryDirectory(prefix="minicpm-o-tiny-")
             path = _build_tiny_checkpoint(modeling, code_dir, Path(self._tmp.name))
             device = "cpu"
-        elif not Path(path).is_dir():
-            raise FileNotFoundError(f"minicpm_o weights_path {path} is not a directory (a local snapshot of "
-                                    "openbmb/MiniCPM-o-4_5; weights are never downloaded by the harness)")
+        else:
+            path = self._snapshot()
         with _tiny_speech(modeling) if self.tiny else contextlib.nullcontext():
             self.duplex = modeling.MiniCPMODuplex(name_or_path=str(path), generate_audio=self.generate_audio,
                                                   device=device, attn_implementation=self.attn_implementation,
@@ -168,6 +167,24 @@ class MiniCPMO(DuplexModel):
             ref = ref if ref.is_absolute() else code_dir.parent / ref
             x, sr = sf.read(str(ref), dtype="float32", always_2d=True)
             self._ref_path, self._ref_16k = str(ref), resample(x.mean(axis=1), sr, INPUT_RATE).astype(np.float32)
+
+    def _snapshot(self) -> Path:
+        """The weights folder: ``weights_path`` itself, or a Hugging Face repo id at ``revision``
+        already in the local cache (``HF_HOME``); never downloaded."""
+        if Path(self.weights_path).is_dir():
+            return Path(self.weights_path)
+        if re.fullmatch(r"[\w.-]+/[\w.-]+", self.weights_path):
+            from huggingface_hub import snapshot_download
+            from huggingface_hub.errors import LocalEntryNotFoundError
+
+            try:
+                return Path(snapshot_download(self.weights_path, revision=self.revision, local_files_only=True))
+            except LocalEntryNotFoundError as e:
+                raise FileNotFoundError(f"minicpm_o weights {self.weights_path}@{self.revision} are not in the "
+                                        "Hugging Face cache (HF_HOME); the harness never downloads weights: "
+                                        f"{e}") from e
+        raise FileNotFoundError(f"minicpm_o weights_path {self.weights_path} is neither a directory nor a Hugging "
+                                "Face repo id (a local snapshot of openbmb/MiniCPM-o-4_5)")
 
     def _code_dir(self) -> Path:
         spec = importlib.util.find_spec(self.code_package)
