@@ -31,6 +31,7 @@ from __future__ import annotations
 import contextlib
 import importlib.util
 import json
+import os
 import re
 import shutil
 import tempfile
@@ -145,6 +146,14 @@ class MiniCPMO(DuplexModel):
 
         from harness.audio.resample import resample
 
+        # Upstream quirk (MiniCPMO45/modeling_minicpmo.py, top): with USE_FLAGOS=1 the import needs flag_gems
+        # and swaps transformers' Qwen3/Llama RMSNorm for FlagGems kernels process-wide; the same `if` block
+        # is why transformers' check_imports rejects the file when it is loaded as remote code
+        # (AutoModel, trust_remote_code) without flag_gems installed. The adapter imports the package
+        # directly (no check_imports on it) and runs the reference kernels only.
+        if os.environ.get("USE_FLAGOS") == "1":
+            raise RuntimeError("minicpm_o: USE_FLAGOS=1 would replace transformers' RMSNorm with FlagGems kernels "
+                               "(MiniCPMO45/modeling_minicpmo.py); the benchmark runs the reference kernels: unset it")
         code_dir = self._code_dir()
         modeling = importlib.import_module(f"{self.code_package}.modeling_minicpmo")
         if self.tiny:

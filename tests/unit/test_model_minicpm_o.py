@@ -173,5 +173,9 @@ def test_missing_weights_or_code_say_what_is_missing(upstream, tmp_path, voice, 
     with pytest.raises(FileNotFoundError, match=re.escape("openbmb/MiniCPM-o-4_5@abc are not in the Hugging Face "
                                                           "cache (HF_HOME); the harness never downloads weights")):
         MiniCPMO(weights_path="openbmb/MiniCPM-o-4_5", revision="abc", ref_audio=str(voice)).load("cpu")
+    monkeypatch.setenv("USE_FLAGOS", "1")
+    with pytest.raises(RuntimeError, match="USE_FLAGOS=1 would replace transformers' RMSNorm"):
+        MiniCPMO(weights_path=str(tmp_path), ref_audio=str(voice)).load("cpu")
+    monkeypatch.delenv("USE_FLAGOS")
     with pytest.raises(ImportError, match=re.escape("'NoSuchPackage' is not on sys.path")):
         MiniCPMO(weights_path=str(tmp_path), ref_audio=str(voice), code_package="NoSuchPackage").load("cpu")
