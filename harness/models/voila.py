@@ -116,7 +116,8 @@ class VoilaModel(DuplexModel):
             ``max_position_embeddings``.
         dtype: LLM dtype on CUDA (``"bfloat16"`` as upstream); float32 on CPU.
         tiny: build a tiny randomly initialised instance of the real upstream classes on CPU
-            (no weights; ``make model-smoke``) instead of loading weights.
+            (no weights; ``make model-smoke``) instead of loading weights. Random weights sample
+            text almost always, so ``max_text_steps`` is then at most 2 (bounded work per step).
 
     Raises:
         ValueError: a temperature <= 0, ``top_k``/``audio_top_k`` < 1, ``max_text_steps`` < 0 or
@@ -221,7 +222,8 @@ class VoilaModel(DuplexModel):
     def open(self, row: int, stream: StreamContext) -> None:
         """Prefill ``row`` with the prompt (system text with the duty instruction, voice embedding).
 
-        Raises :class:`RowError` when the prompt alone does not fit ``max_tokens``.
+        Raises :class:`RowError` when the prompt leaves no room in ``max_tokens`` or its logits
+        are not finite.
         """
         torch = self._torch
         self.close(row)
@@ -233,8 +235,11 @@ class VoilaModel(DuplexModel):
                                  f"{self._limit}-token context"})
         prompt = torch.tensor(ids, device=self.device)[None, :, None].expand(1, len(ids), CHANNELS * self.num_codebooks)
         st = _Stream(self._DynamicCache(), 0, None, None, False, self._seeded_rng(stream.seed))
-        with torch.inference_mode():
-            self._forward(st, prompt, ref=True)
+        try:
+            with torch.inference_mode():
+                self._forward(st, prompt, ref=True)
+        except _StreamFault as e:
+            raise RowError({row: str(e)}) from None
         self._streams[row] = st
 
     def close(self, row: int) -> None:
@@ -305,7 +310,7 @@ class VoilaModel(DuplexModel):
         """Append ``tokens`` ``[1, n, 8]`` to the stream; keep the last position's outputs."""
         torch = self._torch
         n = tokens.shape[1]
-        if st.length + n >= self._limit:
+        if st.length + n > self._limit:
             raise _StreamFault(f"the sequence reached the {self._limit}-token context (max_tokens) after "
                                f"{st.audio_steps} audio steps ({st.audio_steps * FRAME / RATE:.2f} s) and "
                                f"{st.text_steps} text steps")

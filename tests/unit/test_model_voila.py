@@ -163,6 +163,10 @@ def test_row_errors_name_the_context_limit_and_non_finite_logits(standin, tmp_pa
     (nan,) = _run(m, [_conv(scene)])
     assert nan.status == "error" and "the LLM's logits are not finite" in nan.reason
     assert "model voila step 6 at 0.24 s of stream" in nan.reason  # the 7th frame is appended at step 6
+    m = _model(tmp_path, dict(nan_at=0))  # already in the prompt: the open fails that conversation
+    (nan,) = _run(m, [_conv(scene)])
+    assert nan.status == "error"
+    assert nan.reason.startswith("model voila open of v0-explicit in row 0: the LLM's logits are not finite")
 
 
 def test_duty_text_only_where_configured_and_bad_settings_fail_clearly(standin, tmp_path, scene):
