@@ -7,7 +7,7 @@ ARGS  ?=
 STAMP := .venv/.setup-stamp
 APT_PKGS := espeak-ng sox
 
-.PHONY: model-smoke help setup demo test test-fast lint bench status rerun-failed review-export review-import clean-runs images k8s-render
+.PHONY: model-smoke help setup demo test test-fast lint bench status rerun-failed review-export review-import clean-runs images k8s-render corpus
 
 help:  ## list targets
 	@grep -E '^[a-z0-9-]+:.*##' $(MAKEFILE_LIST) | awk -F':.*## ' '{printf "  make %-12s %s\n", $$1, $$2}'
@@ -30,6 +30,12 @@ setup: $(STAMP)  ## install apt packages and the virtualenv (fast when done)
 
 demo: setup  ## run the whole pipeline on the embedded default (RUN=demo)
 	RAY_AUTH_MODE=disabled $(PY) -m jobs.pipeline run_id=$(RUN) $(ARGS)
+
+# The scene corpus alone (docs/formats.md): generate, validate, count; prints the stats' path.
+N_PAIRS ?= 2000
+SCENES  ?= conf/scenes/paper.yaml
+corpus: setup  ## generate + validate the paper-scale corpus, write corpus_stats.json (N_PAIRS=..., MANIFEST=...)
+	$(PY) -m harness.scenes.corpus --n-pairs $(N_PAIRS) --scenes $(SCENES) $(if $(MANIFEST),--manifest $(MANIFEST))
 
 test: setup  ## run the test suite
 	$(PY) -m pytest -q -p no:cacheprovider

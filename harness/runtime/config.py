@@ -14,7 +14,7 @@ from urllib.parse import urlsplit
 
 from harness.audio.preamble import DUTY_TEXT
 from harness.protocol.scheduler import ProtocolSettings
-from harness.scenes.generator import check_share
+from harness.scenes.generator import check_profile, check_share
 from harness.store.base import check_key
 from harness.store.layout import check_id
 from harness.vad.segments import SegmentRules
@@ -32,9 +32,11 @@ class ScenesSettings:
     four_party_share: float = 0.25
     n4_share: float = 0.6
     manifest: str | None = None  # import a JSONL manifest instead of generating scenes
+    profile: str = "compact"  # generator profile: compact (demo) or paper (harness/scenes/generator.py)
 
     def __post_init__(self) -> None:
         _integer(self, "n_pairs", "seed")
+        check_profile(self.profile)
         if self.manifest is None and self.n_pairs < 1:
             raise ValueError(f"n_pairs must be >= 1 (or give a manifest), got {self.n_pairs}")
         for name in ("four_party_share", "n4_share"):

@@ -15,7 +15,7 @@ from harness.runtime.config import RunConfig
 from harness.store.layout import RunLayout, settings_hash
 from harness.vad.silero import VadSettings
 
-GENERATOR_VERSION = "templates-v1"
+GENERATOR_VERSION = "templates-v2"
 # bump when the infer stage's outputs change for the same settings (v2: attempts, checksummed markers,
 # stored probabilities; v3: the endpoint rule from rule times, streaming resampling, output peak)
 INFER_VERSION = "infer-v4"

@@ -40,7 +40,7 @@ from harness.runtime.manifest import write_run_manifest
 from harness.runtime.plan import RunPlan
 from harness.runtime.shard import read_output
 from harness.scenes.generator import corpus_stats, generate_pairs
-from harness.scenes.schema import CONDITIONS, Scene, SceneError, iter_manifest, write_manifest
+from harness.scenes.schema import CONDITIONS, Scene, import_manifest, validate_scenes, write_manifest
 from harness.store.base import ObjectStore, get_json, open_store, put_json
 from harness.store.layout import cache_prefix
 from harness.vad.segments import segments_from_probs
@@ -83,14 +83,12 @@ def scenes_stage(cfg: RunConfig, store: ObjectStore) -> str:
     if _done(store, plan, plan.scenes, "scenes"):
         return plan.scenes
     s = cfg.scenes
-    if s.manifest:
+    if s.manifest:  # the same line and pair rules as generated scenes (docs/formats.md)
         with open(s.manifest, encoding="utf-8") as fh:
-            items = list(iter_manifest(fh))
-        scenes = [x for x in items if isinstance(x, Scene)]
-        invalid = {x.scene_id: str(x) for x in items if isinstance(x, SceneError)}
+            scenes, invalid = import_manifest(fh)
     else:
-        scenes = generate_pairs(s.n_pairs, s.seed, s.four_party_share, s.n4_share)
-        invalid = {}
+        scenes, invalid = validate_scenes(generate_pairs(s.n_pairs, s.seed, s.four_party_share, s.n4_share,
+                                                         s.profile), strict=True)
     buf = io.StringIO()
     write_manifest(scenes, buf)
     lay = plan.layout

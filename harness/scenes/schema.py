@@ -13,6 +13,7 @@ wrong with a scene by naming the scene, the turn index and the rule broken.
 from __future__ import annotations
 
 import json
+import re
 from collections.abc import Iterable, Iterator, Sequence
 from dataclasses import asdict, dataclass, field
 from enum import StrEnum
@@ -61,12 +62,20 @@ class SceneError(ValueError):
         rule: short machine-readable rule name, e.g. ``"t_first"``.
     """
 
-    def __init__(self, scene_id: str, turn: int | None, rule: str, message: str):
+    def __init__(self, scene_id: str, turn: int | None, rule: str, message: str, line: int | None = None):
         where = f"scene {scene_id!r}" + (f", turn {turn}" if turn is not None else "")
+        if line is not None:
+            where = f"manifest line {line}: {where}"
         super().__init__(f"{where}: {message} [rule {rule}]")
         self.scene_id = scene_id
         self.turn = turn
         self.rule = rule
+        self.line = line
+        self.message = message
+
+    def at_line(self, line: int) -> SceneError:
+        """The same error, located at manifest line ``line`` (1-based)."""
+        return SceneError(self.scene_id, self.turn, self.rule, self.message, line)
 
 
 @dataclass(frozen=True)
@@ -121,6 +130,8 @@ class Scene:
         attributes: generator attributes (setting, activity, relationship,
             device_context, register); free-form strings.
         t_position: ``"early-middle"``, ``"middle"`` or ``"late-middle"``.
+        speaker_names: optional first name of each speaker id (``{"A": "Sam"}``); lets the
+            pair validator check that an implicit T does not address a present human by name.
     """
 
     scene_id: str
@@ -131,6 +142,7 @@ class Scene:
     gold_answer: str
     attributes: dict[str, str] = field(default_factory=dict)
     t_position: str = "middle"
+    speaker_names: dict[str, str] = field(default_factory=dict)
 
     @property
     def t_index(self) -> int:
@@ -156,6 +168,12 @@ class Scene:
         for s in self.speakers:
             if s not in SPEAKERS:
                 raise SceneError(sid, None, "unknown_speaker", f"speaker {s!r} is not one of {SPEAKERS}")
+        for s, name in self.speaker_names.items():
+            if s not in self.speakers:
+                raise SceneError(sid, None, "unknown_speaker",
+                                 f"speaker_names has {s!r}, not one of {list(self.speakers)}")
+            if not isinstance(name, str) or not name.strip() or names_assistant(name):
+                raise SceneError(sid, None, "speaker_names", f"bad name {name!r} for speaker {s!r}")
         if not self.gold_answer.strip():
             raise SceneError(sid, None, "gold_answer", "empty gold answer")
         if not self.turns:
@@ -193,7 +211,7 @@ class Scene:
             "t_position": self.t_position,
             "attributes": dict(self.attributes),
             "turns": [t.to_dict() for t in self.turns],
-        }
+        } | ({"speaker_names": dict(self.speaker_names)} if self.speaker_names else {})
 
     @classmethod
     def from_dict(cls, d: dict[str, Any]) -> Scene:
@@ -209,6 +227,7 @@ class Scene:
                 gold_answer=d["gold_answer"],
                 attributes=dict(d.get("attributes", {})),
                 t_position=d.get("t_position", "middle"),
+                speaker_names=dict(d.get("speaker_names") or {}),
             )
         except KeyError as e:
             raise SceneError(sid, None, "missing_field", f"missing field {e.args[0]!r}") from None
@@ -216,11 +235,38 @@ class Scene:
             raise SceneError(sid, None, "bad_value", str(e)) from None
 
 
-def validate_pair(explicit: Scene, implicit: Scene) -> None:
+_ASSISTANT_WORD = re.compile(rf"\b{ASSISTANT_NAME}\b", re.IGNORECASE)
+# words by which an implicit T singles out the assistant without its name (docs/formats.md)
+ASSISTANT_CUE = re.compile(r"\b(assistant|machine|device|speaker|dashboard)s?\b|\bisn't a person\b"
+                           r"|\bnot a (person|human)\b", re.IGNORECASE)
+# second-person memory cues that fit any human in the room as well as the assistant
+GENERIC_CUE = re.compile(r"\byou (were|was) (listening|there|here)\b|\byou heard\b|\byou (remember|recall)\b"
+                         r"|\byou keep track\b", re.IGNORECASE)
+
+
+def names_assistant(text: str) -> bool:
+    """True when ``text`` contains the assistant's name as a whole word ("Aria", "Aria's"; not
+    "Maria", not "vegetarian")."""
+    return bool(_ASSISTANT_WORD.search(text))
+
+
+def addresses_by_name(text: str, name: str) -> bool:
+    """True when ``text`` addresses ``name`` as a vocative: at the start or after a greeting or a
+    punctuation mark, followed by a punctuation mark ("Omar, when...", "Hey Omar,", "..., Omar?").
+    "Omar told us" or "what did Omar say" only mention the person."""
+    pat = rf"(^|[,:;.!?]\s*|\b(hey|hi|okay|ok|so|oh|right|well)\s+){re.escape(name)}\s*([,.!?:;]|$)"
+    return bool(re.search(pat, text.strip(), re.IGNORECASE))
+
+
+def validate_pair(explicit: Scene, implicit: Scene, strict: bool = False) -> None:
     """Check that two scenes form a valid explicit/implicit pair (spec section 2).
 
     Raises :class:`SceneError` when the pair ids or gold answers differ, the conditions are
-    wrong, the explicit T does not name Aria, or the implicit T does.
+    wrong, the explicit T does not name Aria (whole word), the implicit T does, the implicit T
+    addresses a present human by name (needs ``speaker_names``), or its only addressing cue is a
+    generic one that fits any human ("You were listening."). With ``strict`` (generated and
+    LLM-written scenes) the implicit T, or its rewritten previous turn, must also carry an
+    assistant cue (:data:`ASSISTANT_CUE`).
     """
     sid = explicit.pair_id
     if explicit.pair_id != implicit.pair_id:
@@ -229,10 +275,68 @@ def validate_pair(explicit: Scene, implicit: Scene) -> None:
         raise SceneError(sid, None, "pair_conditions", "pair must be (explicit, implicit)")
     if explicit.gold_answer != implicit.gold_answer:
         raise SceneError(sid, None, "pair_gold", "paired versions must share the gold answer")
-    if ASSISTANT_NAME.lower() not in explicit.turns[explicit.t_index].text.lower():
-        raise SceneError(explicit.scene_id, explicit.t_index, "explicit_name", "explicit T must name Aria")
-    if ASSISTANT_NAME.lower() in implicit.turns[implicit.t_index].text.lower():
-        raise SceneError(implicit.scene_id, implicit.t_index, "implicit_name", "implicit T must not name Aria")
+    e_t, i_t = explicit.t_index, implicit.t_index
+    if not names_assistant(explicit.turns[e_t].text):
+        raise SceneError(explicit.scene_id, e_t, "explicit_name", f"explicit T must name {ASSISTANT_NAME}")
+    text = implicit.turns[i_t].text
+    if names_assistant(text):
+        raise SceneError(implicit.scene_id, i_t, "implicit_name", f"implicit T must not name {ASSISTANT_NAME}")
+    for spk, name in implicit.speaker_names.items():
+        if addresses_by_name(text, name):
+            raise SceneError(implicit.scene_id, i_t, "implicit_addresses_human",
+                             f"implicit T addresses {name!r} (speaker {spk}), a person in the room")
+    cue = bool(ASSISTANT_CUE.search(text))
+    if not cue and i_t > 0 and i_t == e_t and implicit.turns[i_t - 1] != explicit.turns[e_t - 1]:
+        cue = bool(ASSISTANT_CUE.search(implicit.turns[i_t - 1].text))  # the rewritten previous turn carries it
+    if not cue and GENERIC_CUE.search(text):
+        raise SceneError(implicit.scene_id, i_t, "implicit_generic_cue",
+                         "implicit T relies on a cue that fits any human in the room (e.g. 'you heard it')")
+    if strict and not cue:
+        raise SceneError(implicit.scene_id, i_t, "implicit_no_cue",
+                         "implicit T (or its rewritten previous turn) has no cue singling out the assistant")
+
+
+def validate_scenes(items: Iterable[Scene | SceneError], strict: bool = False
+                    ) -> tuple[list[Scene], dict[str, str]]:
+    """Pair-level validation of parsed scenes, wherever they come from (generated or imported).
+
+    ``items`` are scenes and per-line errors (as :func:`iter_manifest` yields them). Returns the
+    scenes that form complete, valid pairs (input order) and ``{scene_id: message}`` for every
+    rejected scene: a line's own error, a pair with a missing half (rule ``pair_incomplete``)
+    or a pair that fails :func:`validate_pair` (both halves rejected, same message). A valid
+    scene is never kept without its partner, so a McNemar test never sees half a pair.
+    """
+    invalid: dict[str, str] = {}
+    scenes: list[Scene] = []
+    for x in items:
+        if isinstance(x, SceneError):
+            invalid[x.scene_id] = str(x)
+        else:
+            scenes.append(x)
+    pairs = by_pair(scenes)
+    bad: set[str] = set()
+    for pid, versions in pairs.items():
+        if set(versions) != set(CONDITIONS):
+            for s in versions.values():
+                missing = [c for c in CONDITIONS if c not in versions]
+                invalid[s.scene_id] = str(SceneError(s.scene_id, None, "pair_incomplete",
+                                                     f"pair {pid!r} has no {' or '.join(missing)} version"))
+            bad.add(pid)
+            continue
+        try:
+            validate_pair(versions["explicit"], versions["implicit"], strict=strict)
+        except SceneError as e:
+            for s in versions.values():
+                invalid[s.scene_id] = str(e)
+            bad.add(pid)
+    return [s for s in scenes if s.pair_id not in bad], invalid
+
+
+def import_manifest(lines: Iterable[str], strict: bool = False) -> tuple[list[Scene], dict[str, str]]:
+    """Read an external manifest (docs/formats.md): every line parsed and checked
+    (:func:`iter_manifest`, errors located by line number), then the pair rules
+    (:func:`validate_scenes`). Returns the valid scenes and ``{scene_id: message}``."""
+    return validate_scenes(iter_manifest(lines), strict=strict)
 
 
 def write_manifest(scenes: Iterable[Scene], fh: IO[str]) -> int:
@@ -252,6 +356,9 @@ def iter_manifest(lines: Iterable[str]) -> Iterator[Scene | SceneError]:
     on more than one line (valid or not) is an error on every one of those lines (rule
     ``duplicate_id``, naming the id and all its line numbers, 1-based): the manifest does not
     say which line is right, so none is guessed. All lines are read before the first is yielded.
+    Every error carries its 1-based manifest line (``SceneError.line``, and "manifest line N:" in
+    its message). Pair rules (both versions present, same gold answer, naming) are checked by
+    :func:`validate_scenes` / :func:`import_manifest`.
     """
     parsed: list[tuple[int, Scene | SceneError, str | None]] = []  # (line number, result, scene id)
     for lineno, line in enumerate(lines, 1):
@@ -261,16 +368,16 @@ def iter_manifest(lines: Iterable[str]) -> Iterator[Scene | SceneError]:
     for lineno, item, sid in parsed:
         if sid is not None:
             lines_of.setdefault(sid, []).append((lineno, item))
-    for _, item, sid in parsed:
+    for lineno, item, sid in parsed:
         same = lines_of[sid] if sid is not None else []
         if len(same) < 2:
-            yield item
+            yield item.at_line(lineno) if isinstance(item, SceneError) and item.line is None else item
             continue
         numbers = [str(n) for n, _ in same]
         message = (f"scene id on manifest lines {', '.join(numbers[:-1])} and {numbers[-1]}; none of them is "
                    "used (which one is right is unknown)")
         message += "".join(f"; line {n} is also invalid: {other}" for n, other in same if isinstance(other, SceneError))
-        yield SceneError(sid, None, "duplicate_id", message)
+        yield SceneError(sid, None, "duplicate_id", message, lineno)
 
 
 def _parse_line(line: str, lineno: int) -> tuple[Scene | SceneError, str | None]:
@@ -279,9 +386,9 @@ def _parse_line(line: str, lineno: int) -> tuple[Scene | SceneError, str | None]
     try:
         d = json.loads(line)
     except json.JSONDecodeError as e:
-        return SceneError(f"line {lineno}", None, "json", f"invalid JSON: {e.msg}"), None
+        return SceneError(f"line {lineno}", None, "json", f"invalid JSON: {e.msg}", lineno), None
     if not isinstance(d, dict):
-        return SceneError(f"line {lineno}", None, "json", "a manifest line must be a JSON object"), None
+        return SceneError(f"line {lineno}", None, "json", "a manifest line must be a JSON object", lineno), None
     sid = d.get("scene_id") if isinstance(d.get("scene_id"), str) else None
     try:
         scene = Scene.from_dict(d)

@@ -101,7 +101,8 @@ def test_manifest_reports_rule_and_goes_on(case):
     write_manifest([scene, good], buf)
     items = list(iter_manifest(buf.getvalue().splitlines()))
     assert [type(x) for x in items] == [SceneError, Scene]
-    assert (items[0].rule, items[0].turn) == (rule, turn)
+    assert (items[0].rule, items[0].turn, items[0].line) == (rule, turn, 1)
+    assert str(items[0]).startswith("manifest line 1: ")
     assert items[1] == good
     with pytest.raises(SceneError, match=re.escape(repr(SID))):
         read_manifest(buf.getvalue().splitlines())
@@ -169,15 +170,17 @@ def test_duplicate_scene_id_is_an_error_on_every_line_naming_them_all():
     message = (f"scene {SID!r}: scene id on manifest lines 1, 4 and 5; none of them is used (which one is right "
                f"is unknown); line 5 is also invalid: scene {SID!r}: empty gold answer [rule gold_answer] "
                "[rule duplicate_id]")
-    assert [str(x) if isinstance(x, SceneError) else x for x in items] == [message, other, message, message]
-    assert [(x.rule, x.scene_id, x.turn) for x in items if isinstance(x, SceneError)] == [
-        ("duplicate_id", SID, None)] * 3
+    assert [str(x) if isinstance(x, SceneError) else x for x in items] == [
+        f"manifest line {n}: {message}" if n else other for n in (1, 0, 4, 5)]
+    assert [(x.rule, x.scene_id, x.turn, x.line) for x in items if isinstance(x, SceneError)] == [
+        ("duplicate_id", SID, None, n) for n in (1, 4, 5)]
     with pytest.raises(SceneError, match=re.escape(message)):
         read_manifest(lines)
 
 
 def test_imported_manifest_with_a_duplicate_id_records_it_as_invalid(tmp_path):
-    """The scenes stage keeps neither copy and records why, under the id, in invalid.json."""
+    """The scenes stage keeps neither copy and records why, under the id, in invalid.json; the
+    other half of that pair is then rejected too (a pair is never evaluated half)."""
     from harness.runtime.config import RunConfig
     from harness.runtime.plan import RunPlan
     from harness.runtime.stages import scenes_stage
@@ -192,10 +195,11 @@ def test_imported_manifest_with_a_duplicate_id_records_it_as_invalid(tmp_path):
     prefix = scenes_stage(cfg, store)
     plan = RunPlan.from_config(cfg)
     assert get_json(store, plan.layout.file(prefix, "invalid.json")) == {
-        SID: f"scene {SID!r}: scene id on manifest lines 1 and 3; none of them is used (which one is right is "
-             "unknown) [rule duplicate_id]"}
-    assert read_manifest(store.get(plan.layout.file(prefix, "scenes.jsonl")).decode().splitlines()) == [implicit]
-    assert get_json(store, plan.layout.marker(prefix)) == {"scenes": 1, "invalid": 1}
+        SID: f"manifest line 3: scene {SID!r}: scene id on manifest lines 1 and 3; none of them is used (which one "
+             "is right is unknown) [rule duplicate_id]",
+        "p00042-implicit": "scene 'p00042-implicit': pair 'p00042' has no explicit version [rule pair_incomplete]"}
+    assert read_manifest(store.get(plan.layout.file(prefix, "scenes.jsonl")).decode().splitlines()) == []
+    assert get_json(store, plan.layout.marker(prefix)) == {"scenes": 0, "invalid": 2}
 
 
 def test_round_trip_hand_made_and_generated():
@@ -266,8 +270,8 @@ def test_t_bucket_thirds():
 
 def test_naming_gold_and_support(pairs):
     for explicit, implicit in pairs:
-        assert "aria" in explicit.turns[explicit.t_index].text.lower()
-        assert "aria" not in implicit.turns[implicit.t_index].text.lower()
+        assert "aria" in _words(explicit.turns[explicit.t_index].text)
+        assert "aria" not in _words(implicit.turns[implicit.t_index].text)
         assert explicit.gold_answer == implicit.gold_answer
         assert 1 <= len(explicit.gold_answer.split()) <= 5
         for s in (explicit, implicit):
@@ -324,8 +328,8 @@ def test_n4_events(corpus):
 
 
 def test_turn_contents(corpus):
-    speech = re.compile(r"[A-Za-z][A-Za-z ,.?!'-]*")
-    aria = re.compile(r"\baria\b", re.IGNORECASE)
+    speech = re.compile(r"[A-Za-z][A-Za-z ,.?!:'-]*")
+    aria = re.compile(r"\b(aria|assistant)\b", re.IGNORECASE)
     for s in corpus:
         assert {t.speaker for t in s.turns} == set(s.speakers)
         assert {Label.N1, Label.N2, Label.N3} <= {t.label for t in s.turns}
@@ -333,13 +337,14 @@ def test_turn_contents(corpus):
             assert prev.speaker != turn.speaker or turn.label is Label.N4_R  # only "never mind" follows its asker
         for turn in s.turns:
             assert speech.fullmatch(turn.text), turn.text
-            assert 3 <= len(turn.text.split()) <= 20, turn.text
+            assert 2 <= len(turn.text.split()) <= (40 if turn.label is Label.T else 20), turn.text
             if turn.label.is_silence:
                 assert bool(aria.search(turn.text)) == (turn.label is Label.N1), turn.text
             if turn.label in (Label.T, Label.N4_Q):
                 assert turn.target is Target.ARIA
             assert (turn.label is Label.N3) == (turn.target is Target.NONE)
-        assert set(s.attributes) == {"setting", "activity", "relationship", "device_context", "register"}
+        assert set(s.attributes) == {"setting", "activity", "relationship", "device_context", "register",
+                                     "implicit_cue"}
 
 
 def test_vocabulary_varies(pairs):

@@ -1,0 +1,141 @@
+"""The report's corpus section: the scene corpus counted beside the paper's (spec section 2).
+
+:func:`corpus_section` turns the content of ``stats.json`` / ``corpus_stats.json``
+(:func:`harness.scenes.stats.corpus_stats`) into a :class:`~harness.report.document.Section`;
+:func:`corpus_markdown` renders it alone (``make corpus`` writes it as ``corpus.md``). Stats
+without the paper-comparison fields (older runs) are shown as JSON, as before.
+"""
+
+from __future__ import annotations
+
+import json
+from typing import Any
+
+from harness.report.document import Bullets, Code, Document, Paragraph, Section, Table, to_markdown
+
+LABELS = ("T", "N1", "N2", "N3", "N4_Q", "N4_R")
+CONDS = ("explicit", "implicit")
+
+
+def _n(x: Any, spec: str = ",") -> str:
+    if x is None:
+        return "-"
+    if isinstance(x, float) and spec == ",":
+        spec = ",.1f"
+    return format(x, spec)
+
+
+def _scaled(paper: Any, factor: float) -> str:
+    return "-" if paper is None else _n(round(paper * factor) if isinstance(paper, int) else paper * factor)
+
+
+def _counts(stats: dict) -> Table:
+    paper = stats["paper"]
+    f = stats["n_pairs"] / paper["n_pairs"] if paper["n_pairs"] else 0.0
+    rows: list[tuple[str, Any, Any, bool]] = [  # (quantity, ours, paper, scales with the corpus size)
+        ("pairs", stats["n_pairs"], paper["n_pairs"], True),
+        ("three-person pairs", stats["n_three_person"], paper["n_three_person"], True),
+        ("four-person pairs", stats["n_four_person"], paper["n_four_person"], True),
+        *((f"T position {b}", stats["t_position_buckets"].get(b), v, True)
+          for b, v in paper["t_position_buckets"].items()),
+        ("scenes with N4", stats["n_scenes_with_n4"], paper["n_scenes_with_n4"], True),
+        ("N4 events", stats["n_n4_events"], paper["n_n4_events"], True),
+        ("pairs with the previous turn rewritten", stats["rewritten_previous_turn"],
+         paper["rewritten_previous_turn"], True),
+    ]
+    for c in CONDS:
+        w = stats[c]["windows"]
+        rows += [(f"{c}: {lab} windows", w.get(lab), paper["windows"][c][lab], True) for lab in ("N1", "N2", "N3")]
+        rows.append((f"{c}: N1+N2+N3 windows", sum(w.get(k, 0) for k in ("N1", "N2", "N3")),
+                     sum(paper["windows"][c][k] for k in ("N1", "N2", "N3")), True))
+    for c in CONDS:
+        rows.append((f"{c}: mean T characters", stats[c]["mean_t_chars"], paper["mean_t_chars"][c], False))
+        rows.append((f"{c}: mean T seconds (estimated)", stats[c]["mean_t_s"], paper["mean_t_s"][c], False))
+        rows.append((f"{c}: mean conversation seconds (estimated)", stats[c]["mean_conversation_s"],
+                     paper["mean_conversation_s"][c], False))
+    out = []
+    for name, ours, theirs, scales in rows:
+        ref = theirs * f if scales else theirs
+        dev = f"{(ours - ref) / ref:+.1%}" if ours is not None and ref else "-"
+        out.append((name, _n(ours), _n(theirs), _scaled(theirs, f) if scales else _n(theirs), dev))
+    return Table(("quantity", "this corpus", "paper", f"paper at {stats['n_pairs']:,} pairs", "difference"),
+                 tuple(out), caption="Counts per condition unless stated; durations are estimated from characters "
+                                     "at the paper's speaking rate (14.0 characters/s) until synthesis.")
+
+
+def _labels_by_size(stats: dict) -> Table:
+    rows = []
+    for size, per in stats["labels_by_size"].items():
+        for c in CONDS:
+            counts = per.get(c, {})
+            silence = sum(counts.get(k, 0) for k in ("N1", "N2", "N3")) or 1
+            rows.append((f"{size} people", c, *(_n(counts.get(k, 0)) for k in LABELS),
+                         " / ".join(f"{counts.get(k, 0) / silence:.0%}" for k in ("N1", "N2", "N3"))))
+    return Table(("scene size", "condition", *LABELS, "N1 / N2 / N3 share"), tuple(rows))
+
+
+def _hist_table(hists: dict, what: str) -> Table:
+    keys = list(next(iter(hists.values())).keys()) if hists else []
+    return Table((what, *CONDS), tuple((k, *(_n(hists.get(c, {}).get(k, 0)) for c in CONDS)) for k in keys))
+
+
+def _differences(stats: dict) -> Table:
+    e, i = stats["explicit"], stats["implicit"]
+    rows = [
+        ("mean T characters", _n(e["mean_t_chars"]), _n(i["mean_t_chars"]),
+         f"{i['mean_t_chars'] - e['mean_t_chars']:+.1f}"),
+        ("mean T seconds (estimated)", _n(e["mean_t_s"], ".2f"), _n(i["mean_t_s"], ".2f"),
+         f"{i['mean_t_s'] - e['mean_t_s']:+.2f}"),
+        ("mean conversation seconds (estimated)", _n(e["mean_conversation_s"]), _n(i["mean_conversation_s"]),
+         f"{i['mean_conversation_s'] - e['mean_conversation_s']:+.1f}"),
+        ("mean turns", _n(e["mean_turns"], ".2f"), _n(i["mean_turns"], ".2f"),
+         f"{i['mean_turns'] - e['mean_turns']:+.2f}"),
+    ]
+    return Table(("", "explicit", "implicit", "implicit - explicit"), tuple(rows))
+
+
+def _reuse(stats: dict) -> Table:
+    r, p = stats["reuse"], stats["paper"]
+    return Table(("", "this corpus", "paper"), (
+        ("clips (turns of every version)", _n(r["clips"]), "-"),
+        ("distinct clips (speaker, text)", _n(r["distinct_clips"]), "-"),
+        ("speech, hours (estimated)", _n(r["speech_h"], ".2f"), _n(p["speech_h"], ".2f")),
+        ("distinct speech, hours", _n(r["distinct_speech_h"], ".2f"), _n(p["distinct_speech_h"], ".2f")),
+        ("reused speech, hours", _n(r["reused_speech_h"], ".2f"), _n(p["reused_speech_h"], ".2f")),
+        ("reuse ratio", f"{r['reuse_ratio']:.1%}", f"{p['reused_speech_h'] / p['speech_h']:.1%}"),
+    ), caption="Each distinct (speaker, text) clip is synthesised once; the rest is reused.")
+
+
+def corpus_section(stats: dict, title: str = "Corpus") -> Section:
+    """The corpus section of the report (see the module docstring)."""
+    if not isinstance(stats, dict) or "paper" not in stats or "n_pairs" not in stats:
+        return Section(title, [Code(json.dumps(stats, indent=1, sort_keys=True))])
+    d = stats["distinct"]
+    blocks: list = [
+        Paragraph("The evaluated scenes, counted the way the paper counts its own (spec section 2). "
+                  "Where the corpus is not the paper's size, the paper's counts are also shown scaled."),
+        _counts(stats),
+        Paragraph("**Labels per scene size** (turns per label; silence shares in the last column)."),
+        _labels_by_size(stats),
+        Paragraph("**T position**: turn index of T over the scene's last index (0 = first turn)."),
+        _hist_table(stats["t_relative_position"], "relative position"),
+        Paragraph("**T duration** (estimated seconds)."),
+        _hist_table(stats["t_duration_s"], "seconds"),
+        Paragraph(f"**Explicit vs implicit.** {_n(stats['pairs_differ_only_at_t'])} pairs differ only at T, "
+                  f"{_n(stats['rewritten_previous_turn'])} also in the turn before it (paper: 1,958 and 42); "
+                  f"{_n(stats['pairs_unequal_turns'])} pairs have unequal turn counts."),
+        _differences(stats),
+        Bullets((f"distinct T texts: {d['t_texts']:.1%} of all T turns",
+                 f"distinct turn texts: {d['turn_texts']:.1%} of all turns of both versions "
+                 f"({d['non_t_turn_texts']:.1%} of the explicit versions' non-T turns)",
+                 f"distinct gold answers: {d['gold_answers']:.1%} of the pairs")),
+        _reuse(stats),
+    ]
+    if stats.get("invalid_scenes"):
+        blocks.append(Paragraph(f"{_n(stats['invalid_scenes'])} scenes were rejected by validation (invalid.json)."))
+    return Section(title, blocks)
+
+
+def corpus_markdown(stats: dict) -> str:
+    """The corpus section alone as a Markdown page."""
+    return to_markdown(Document("Corpus", sections=[corpus_section(stats, "Corpus accounting")]))

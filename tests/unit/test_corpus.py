@@ -1,0 +1,293 @@
+"""The paper-scale corpus (issue 10): accounting, implicit cues, labels, pair validation for
+generated and imported scenes, `make corpus` and the report's corpus section."""
+
+from __future__ import annotations
+
+import dataclasses
+import json
+import re
+import time
+
+import pytest
+
+from harness.report.corpus import corpus_markdown, corpus_section
+from harness.report.document import Table
+from harness.scenes import vocab as V
+from harness.scenes.generator import generate_pairs
+from harness.scenes.schema import (
+    ASSISTANT_CUE,
+    GENERIC_CUE,
+    Label,
+    Scene,
+    SceneError,
+    Target,
+    Turn,
+    addresses_by_name,
+    import_manifest,
+    iter_manifest,
+    names_assistant,
+    validate_pair,
+    validate_scenes,
+)
+from harness.scenes.stats import PAPER, corpus_stats
+
+PAPER_ARGS = (2000, 20260902, 0.25, 0.484)
+
+
+@pytest.fixture(scope="module")
+def paper() -> tuple[list[Scene], float]:
+    t0 = time.perf_counter()
+    scenes = generate_pairs(*PAPER_ARGS, profile="paper")
+    valid, invalid = validate_scenes(scenes, strict=True)
+    elapsed = time.perf_counter() - t0
+    assert invalid == {} and valid == scenes
+    return scenes, elapsed
+
+
+@pytest.fixture(scope="module")
+def stats(paper) -> dict:
+    return corpus_stats(paper[0])
+
+
+def test_generating_and_validating_2000_pairs_takes_under_a_minute(paper):
+    assert paper[1] < 60
+
+
+def test_exact_paper_counts(stats):
+    assert (stats["n_pairs"], stats["n_three_person"], stats["n_four_person"]) == (2000, 1500, 500)
+    assert stats["t_position_buckets"] == {"early-middle": 667, "middle": 667, "late-middle": 666}
+    assert (stats["n_scenes_with_n4"], stats["n_n4_events"]) == (968, 1911)
+    assert stats["rewritten_previous_turn"] == 42
+    for cond in ("explicit", "implicit"):
+        w = stats[cond]["windows"]
+        assert (w["T"], w["N4_Q"], w["N4_R"]) == (2000, 1911, 1911)
+        assert w["N1"] + w["N2"] + w["N3"] == 20360
+
+
+def test_within_one_percent_elsewhere(stats):
+    for cond in ("explicit", "implicit"):
+        for label in ("N1", "N2", "N3"):
+            assert stats[cond]["windows"][label] == pytest.approx(PAPER["windows"][cond][label], rel=0.01)
+        assert stats[cond]["mean_t_chars"] == pytest.approx(PAPER["mean_t_chars"][cond], rel=0.01)
+        assert stats[cond]["mean_conversation_s"] == pytest.approx(PAPER["mean_conversation_s"][cond], rel=0.01)
+
+
+def test_late_middle_t_scenes_get_two_n4_events(paper):
+    late = [s for s in paper[0][::2] if s.t_position == "late-middle"]
+    events = [sum(t.label is Label.N4_Q for t in s.turns) for s in late]
+    assert events.count(2) > 250  # the turn limit does not cap the event count
+
+
+def test_implicit_cue_singles_out_the_assistant(paper):
+    generic = re.compile(r"^(you were listening|you heard \w+ say it)\.?$", re.IGNORECASE)
+    for e, i in zip(paper[0][::2], paper[0][1::2], strict=True):
+        t = i.turns[i.t_index]
+        assert not names_assistant(t.text)
+        assert not any(addresses_by_name(t.text, n) for n in i.speaker_names.values()), t.text
+        assert not any(generic.match(part.strip()) for part in re.split(r"(?<=[.:])\s", t.text)), t.text
+        if i.attributes["implicit_cue"] == "relay":
+            prev = i.turns[i.t_index - 1]
+            assert prev != e.turns[e.t_index - 1] and ASSISTANT_CUE.search(prev.text)
+            assert prev.label is Label.N1 and e.turns[e.t_index - 1].label is Label.N1
+        else:
+            assert ASSISTANT_CUE.search(t.text) or i.attributes["implicit_cue"] == "keeper", t.text
+        if i.attributes["implicit_cue"] == "keeper":  # an earlier N1 turn gave Aria the job, by name
+            assert any(turn.label is Label.N1 and names_assistant(turn.text)
+                       and re.search(r"track|duty|in charge", turn.text) for turn in i.turns[: i.t_index])
+
+
+def test_rewrites_only_in_relay_pairs(paper):
+    for e, i in zip(paper[0][::2], paper[0][1::2], strict=True):
+        differ = [k for k, (a, b) in enumerate(zip(e.turns, i.turns, strict=True)) if a != b]
+        assert differ == ([e.t_index - 1, e.t_index] if i.attributes["implicit_cue"] == "relay" else [e.t_index])
+
+
+def test_labels_as_the_spec_says(paper):
+    device_names = {d.split(" called ")[-1] for d, _ in V.DEVICES.values() if " called " in d} | {"Watch"}
+    for s in paper[0]:
+        for turn in s.turns:
+            if turn.label.is_silence:  # only N1 refers to the assistant
+                assert bool(re.search(r"\b(aria|assistant)\b", turn.text, re.IGNORECASE)) == (turn.label is Label.N1)
+            if turn.target is Target.DEVICE:  # device-directed N2 means another assistant, never an object
+                assert turn.label is Label.N2 and turn.text.split(",")[0] in device_names, turn.text
+    objects = {line for st in V.SETTINGS for line in st.self_talk if line.startswith("Come on,")}
+    assert objects and all(t.label is Label.N3 for s in paper[0] for t in s.turns if t.text in objects)
+
+
+def test_variety(stats, paper):
+    d = stats["distinct"]
+    assert d["t_texts"] > 0.99
+    assert d["non_t_turn_texts"] > 0.5
+    for key in ("setting", "activity", "relationship", "device_context", "register"):
+        assert len({s.attributes[key] for s in paper[0]}) >= 12, key
+    kinds = {s.attributes["implicit_cue"] for s in paper[0]}
+    assert kinds == {"role", "device", "contrast", "keeper", "relay"}
+
+
+def test_reuse_is_counted(stats):
+    r = stats["reuse"]
+    assert r["distinct_clips"] < r["clips"] and 0.3 < r["reuse_ratio"] < 0.7
+    assert r["speech_h"] == pytest.approx(PAPER["speech_h"], rel=0.02)
+
+
+# --- validation, for generated and imported scenes alike ---------------------------------------
+
+def _pair(**implicit_changes) -> tuple[Scene, Scene]:
+    turns = (
+        Turn("A", "Maya, the bus leaves at nine.", Label.N2, Target.HUMAN),
+        Turn("B", "Hey Aria, when does the bus leave?", Label.T, Target.ARIA),
+        Turn("C", "Hmm, where is my ticket?", Label.N3, Target.NONE),
+    )
+    e = Scene("p1-explicit", "p1", "explicit", ("A", "B", "C"), turns, "at nine",
+              speaker_names={"A": "Sam", "B": "Maya", "C": "Leo"})
+    i_turns = (turns[0], Turn("B", "Question for our assistant: when does the bus leave?", Label.T, Target.ARIA),
+               turns[2])
+    i = dataclasses.replace(e, scene_id="p1-implicit", condition="implicit", turns=i_turns)
+    return e, dataclasses.replace(i, **implicit_changes)
+
+
+def _with_t(scene: Scene, text: str) -> Scene:
+    turns = list(scene.turns)
+    turns[scene.t_index] = dataclasses.replace(turns[scene.t_index], text=text)
+    return dataclasses.replace(scene, turns=tuple(turns))
+
+
+def test_name_check_matches_the_whole_word():
+    assert names_assistant("Aria, when?") and names_assistant("is that Aria's voice?")
+    assert not names_assistant("I'm vegetarian, when is dinner?") and not names_assistant("Maria, when?")
+    e, i = _pair()
+    validate_pair(e, _with_t(i, "Assistant, is the vegetarian option at nine or ten?"))
+    with pytest.raises(SceneError, match=r"\[rule explicit_name\]"):
+        validate_pair(_with_t(e, "Hey Maria, when does the bus leave?"), i)
+    with pytest.raises(SceneError, match=r"\[rule implicit_name\]"):
+        validate_pair(e, _with_t(i, "Question for Aria's speaker: when does the bus leave?"))
+
+
+@pytest.mark.parametrize("text, rule", [
+    ("Sam, question for the assistant: when does the bus leave?", "implicit_addresses_human"),
+    ("Hey Leo, when does the bus leave?", "implicit_addresses_human"),
+    ("When does the bus leave, Sam?", "implicit_addresses_human"),
+    ("You were listening. When does the bus leave?", "implicit_generic_cue"),
+    ("You heard Sam say it. When does the bus leave?", "implicit_generic_cue"),
+])
+def test_implicit_t_that_fits_a_human(text, rule):
+    e, i = _pair()
+    with pytest.raises(SceneError, match=rf"\[rule {rule}\]$"):
+        validate_pair(e, _with_t(i, text))
+
+
+def test_mentioning_a_person_is_not_addressing_them():
+    e, i = _pair()
+    validate_pair(e, _with_t(i, "Question for the assistant: when did Sam say the bus leaves?"))
+    assert GENERIC_CUE.search("you heard it") and not addresses_by_name("what did Sam say?", "Sam")
+
+
+def test_strict_rules_need_a_cue():
+    e, i = _pair()
+    bare = _with_t(i, "Okay, when does the bus leave?")
+    validate_pair(e, bare)  # an imported scene is not held to the generator's vocabulary
+    with pytest.raises(SceneError, match=r"\[rule implicit_no_cue\]"):
+        validate_pair(e, bare, strict=True)
+
+
+def _lines(*scenes: Scene | dict) -> list[str]:
+    return [json.dumps(s if isinstance(s, dict) else s.to_dict()) for s in scenes]
+
+
+def test_import_rejects_broken_pairs_whole():
+    e, i = _pair()
+    e2, i2 = (dataclasses.replace(s, scene_id=s.scene_id.replace("p1", "p2"), pair_id="p2") for s in _pair())
+    e3, _ = (dataclasses.replace(s, scene_id=s.scene_id.replace("p1", "p3"), pair_id="p3") for s in _pair())
+    i2 = dataclasses.replace(i2, gold_answer="at ten")
+    scenes, invalid = import_manifest(_lines(e, i, e2, i2, e3))
+    assert scenes == [e, i]
+    assert invalid == {
+        "p2-explicit": "scene 'p2': paired versions must share the gold answer [rule pair_gold]",
+        "p2-implicit": "scene 'p2': paired versions must share the gold answer [rule pair_gold]",
+        "p3-explicit": "scene 'p3-explicit': pair 'p3' has no implicit version [rule pair_incomplete]",
+    }
+
+
+@pytest.mark.parametrize("change, rule, turn", [
+    (lambda d: d["turns"][0].update(label="N9"), "bad_value", None),
+    (lambda d: d["turns"].append(d["turns"].pop(1)), "t_last", 2),
+    (lambda d: d["turns"].insert(0, d["turns"].pop(1)), "t_first", 0),
+])
+def test_line_errors_name_the_line(change, rule, turn):
+    e, i = _pair()
+    bad = i.to_dict()
+    change(bad)
+    items = list(iter_manifest(["", *_lines(e, bad)]))
+    err = items[1]
+    assert isinstance(err, SceneError) and (err.rule, err.turn, err.line) == (rule, turn, 3)
+    assert str(err).startswith("manifest line 3: scene 'p1-implicit'")
+    scenes, invalid = import_manifest(["", *_lines(e, bad)])
+    assert scenes == [] and set(invalid) == {"p1-explicit", "p1-implicit"}
+
+
+def test_duplicate_ids_name_their_lines():
+    e, i = _pair()
+    items = list(iter_manifest(_lines(e, i, e)))
+    assert [x.line for x in items if isinstance(x, SceneError)] == [1, 3]
+    assert all("manifest lines 1 and 3" in str(x) for x in items if isinstance(x, SceneError))
+
+
+def test_scenes_stage_validates_an_imported_manifest(tmp_path):
+    from harness.runtime.config import RunConfig
+    from harness.runtime.plan import RunPlan
+    from harness.runtime.stages import scenes_stage
+    from harness.store.base import LocalStore, get_json
+
+    e, i = _pair()
+    path = tmp_path / "import.jsonl"
+    path.write_text("\n".join(_lines(e, dataclasses.replace(i, gold_answer="at ten"))) + "\n", encoding="utf-8")
+    cfg = RunConfig.from_dict({"run_id": "imp", "scenes": {"manifest": str(path)},
+                               "model": {"silent": {"target": "silent"}}, "store": {"root": str(tmp_path / "s")}})
+    store = LocalStore(tmp_path / "s")
+    prefix = scenes_stage(cfg, store)
+    lay = RunPlan.from_config(cfg).layout
+    assert set(get_json(store, lay.file(prefix, "invalid.json"))) == {"p1-explicit", "p1-implicit"}
+    assert get_json(store, lay.marker(prefix)) == {"scenes": 0, "invalid": 2}
+
+
+def test_scenes_config_profile():
+    from harness.runtime.config import ConfigError, RunConfig
+
+    base = {"model": {"silent": {"target": "silent"}}}
+    assert RunConfig.from_dict({**base, "scenes": {"profile": "paper"}}).scenes.profile == "paper"
+    with pytest.raises(ConfigError, match="profile must be one of"):
+        RunConfig.from_dict({**base, "scenes": {"profile": "huge"}})
+    with pytest.raises(ValueError, match="profile must be one of"):
+        generate_pairs(2, 0, profile="huge")
+
+
+# --- make corpus and the report section -----------------------------------------------------------
+
+def test_make_corpus_writes_stats_beside_the_manifest(tmp_path, capsys):
+    from harness.scenes.corpus import main
+
+    assert main(["--n-pairs", "60", "--out", str(tmp_path / "c")]) == 0
+    path = capsys.readouterr().out.strip()
+    assert path == str(tmp_path / "c" / "corpus_stats.json")
+    stats = json.loads((tmp_path / "c" / "corpus_stats.json").read_text())
+    for key in ("n_pairs", "n_three_person", "n_four_person", "t_position_buckets", "n_scenes_with_n4",
+                "n_n4_events", "rewritten_previous_turn", "timing_s"):
+        assert key in stats
+    assert stats["n_pairs"] == 60 and stats["n_four_person"] == 15 and stats["n_scenes_with_n4"] == 29
+    assert stats["explicit"]["windows"]["N1"] + stats["explicit"]["windows"]["N2"] + \
+        stats["explicit"]["windows"]["N3"] == round(20360 * 60 / 2000)
+    assert (tmp_path / "c" / "scenes.jsonl").read_text().count("\n") == 120
+    assert "| pairs | 60 | 2,000 | 60 |" in (tmp_path / "c" / "corpus.md").read_text()
+    # an imported manifest: counted, invalid scenes reported, not fatal
+    assert main(["--manifest", str(tmp_path / "c" / "scenes.jsonl"), "--out", str(tmp_path / "d")]) == 0
+
+
+def test_report_section(stats):
+    sec = corpus_section(stats)
+    tables = [b for b in sec.blocks if isinstance(b, Table)]
+    counts = {r[0]: r for r in tables[0].rows}
+    assert counts["N4 events"][1:3] == ("1,911", "1,911")
+    assert counts["explicit: N1+N2+N3 windows"][1:3] == ("20,360", "20,360")
+    assert "distinct T texts" in corpus_markdown(stats)
+    old = {"explicit": {"scenes": 3}}  # stats of an older run: shown as JSON
+    assert "\"scenes\": 3" in corpus_markdown(old)

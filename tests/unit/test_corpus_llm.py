@@ -1,0 +1,135 @@
+"""LLM script backend (issue 10, section 3): the official SDK path through a fake client, the
+content-hash cache, counted and budgeted cost, and the shared validator (rejected scripts are
+regenerated or reported, never kept)."""
+
+from __future__ import annotations
+
+import json
+import re
+
+import pytest
+
+from harness.scenes.generator import generate_pairs
+from harness.scenes.llm import LLMScriptWriter, build_pair, layout_of
+from harness.scenes.schema import SceneError, validate_scenes
+from harness.scoring.cache import ContentCache
+from harness.scoring.judge.llm import AnthropicJudge
+from harness.store.base import LocalStore
+from tests.fixtures.fake_llm import FakeAnthropic, provider_env
+
+
+def _layout(prompt: str) -> list[dict]:
+    block = prompt.split("<layout>")[1].split("</layout>")[0]
+    return [json.loads(line) for line in block.strip().splitlines()]
+
+
+def _names(prompt: str) -> dict[str, str]:
+    line = prompt.split("Speakers' first names: ")[1].split(".")[0]
+    return dict(part.split(" = ") for part in line.split(", "))
+
+
+def script(prompt: str, implicit_t: str = "Question for the assistant: when is the dentist now?") -> str:
+    """A valid reply for the prompt's layout, as a model would write it."""
+    layout, names = _layout(prompt), _names(prompt)
+    t = next(r["turn"] for r in layout if r["label"] == "T")
+    asker = names[layout[t]["speaker"]]
+    fact_at = next(r["turn"] for r in layout if r["label"] == "N2" and r["turn"] < t)
+    turns = []
+    for r in layout:
+        other = next(n for s, n in names.items() if s != r["speaker"])
+        if r["turn"] == fact_at:
+            turns.append({"text": f"{other}, the dentist moved my appointment to Thursday at three."})
+        elif r["label"] == "T":
+            turns.append({"text": "Hey Aria, when is the dentist now?", "implicit_text": implicit_t})
+        elif r.get("rewrite"):
+            turns.append({"text": f"{asker}, ask Aria about the dentist.",
+                          "implicit_text": f"{asker}, ask the assistant about the dentist."})
+        elif r["label"] == "N1":
+            turns.append({"text": f"Aria helped {other} plan the whole weekend."})
+        elif r["label"] == "N2":
+            turns.append({"text": {"human": f"{other}, pass me the salt, please.", "group": "Okay everyone, dinner.",
+                                   "device": "Nova, play something calm."}[r["target"]]})
+        elif r["label"] == "N3":
+            turns.append({"text": "Come on, jar, open up already."})
+        elif r["label"] == "N4_Q":
+            turns.append({"text": "Aria, how far away is the moon?",
+                          "answer": "The moon is about two hundred and forty thousand miles away from Earth."})
+        else:
+            turns.append({"text": "Never mind, Aria, I looked it up."})
+    return "Here it is:\n```json\n" + json.dumps({"gold_answer": "Thursday at three", "turns": turns}) + "\n```"
+
+
+@pytest.fixture
+def env(monkeypatch):
+    provider_env(monkeypatch)
+
+
+def _writer(reply, tmp_path=None, **kw) -> tuple[LLMScriptWriter, FakeAnthropic]:
+    fake = FakeAnthropic(reply=reply, input_tokens=2000, output_tokens=800)
+    backend = AnthropicJudge(client=fake, max_output_tokens=4000)
+    cache = ContentCache(LocalStore(tmp_path), "cache/scripts") if tmp_path is not None else None
+    return LLMScriptWriter(backend, cache, **kw), fake
+
+
+def test_scripts_follow_the_layout_and_pass_the_validator(env, tmp_path):
+    writer, fake = _writer(script, tmp_path)
+    out = writer.write_corpus(6, seed=3)
+    assert out.rejected == {} and len(out.scenes) == 12 and len(fake.calls) == 6
+    valid, invalid = validate_scenes(out.scenes, strict=True)
+    assert invalid == {} and valid == out.scenes
+    templates = generate_pairs(6, 3, 0.25, 0.484, "paper")
+    for got, tmpl in zip(out.scenes, templates, strict=True):  # the accounting is the template's
+        shape = [(t.speaker, t.label, t.target) for t in got.turns]
+        assert shape == [(t.speaker, t.label, t.target) for t in tmpl.turns]
+        assert got.t_position == tmpl.t_position and got.speaker_names == tmpl.speaker_names
+    assert "Aria" in fake.prompt(0) and "<layout>" in fake.prompt(0)
+    # cost counted from the usage fields at the model's list price (claude-sonnet-4-5: $3 / $15 per Mtok)
+    assert writer.cost.usd == pytest.approx(6 * (2000 * 3 + 800 * 15) / 1e6)
+
+
+def test_cache_makes_a_rerun_free(env, tmp_path):
+    first, _ = _writer(script, tmp_path)
+    first.write_corpus(4, seed=1)
+    again, fake = _writer(script, tmp_path)
+    out = again.write_corpus(4, seed=1)
+    assert len(out.scenes) == 8 and fake.calls == [] and again.cost.usd == 0.0
+    assert again.saved.usd == pytest.approx(first.cost.usd)
+
+
+def test_rejected_script_is_regenerated(env, tmp_path):
+    """The first reply names Aria in the implicit T; the second attempt is a new cache key."""
+    replies = iter([lambda p: script(p, "Aria, when is the dentist now?"), script])
+    writer, fake = _writer(lambda p: next(replies)(p), tmp_path)
+    out = writer.write_corpus(1, seed=2)
+    assert out.rejected == {} and out.attempts == {"p00000": 2} and len(fake.calls) == 2
+
+
+@pytest.mark.parametrize("bad, rule", [
+    (lambda p: script(p, "You were listening. When is the dentist now?"), "implicit_generic_cue"),
+    (lambda p: script(p, "Okay, when is the dentist now?"), "implicit_no_cue"),
+    (lambda p: script(p).replace("Thursday at three.", "soon."), "support"),
+    (lambda p: script(p).replace("Come on, jar", "Aria, come on, jar"), "label"),
+    (lambda p: "I cannot help with that.", "no JSON"),
+])
+def test_scripts_that_keep_failing_are_reported_never_kept(env, bad, rule):
+    writer, fake = _writer(bad, max_attempts=2)
+    out = writer.write_corpus(2, seed=4)
+    assert out.scenes == [] and set(out.rejected) == {"p00000", "p00001"} and len(fake.calls) == 4
+    assert all(rule in why for why in out.rejected.values()), out.rejected
+
+
+def test_budget_stops_calls_and_reports_the_rest(env):
+    writer, fake = _writer(script, budget_usd=0.03)  # one call costs $0.018
+    out = writer.write_corpus(5, seed=5)
+    assert len(fake.calls) == 2 and len(out.scenes) == 4
+    assert [p for p, why in out.rejected.items() if why == "budget"] == ["p00002", "p00003", "p00004"]
+
+
+def test_only_t_and_a_rewrite_may_differ(env):
+    explicit, implicit = generate_pairs(1, 0, 0.0, 0.0, "paper")
+    prompt = _writer(script)[0].prompt_text(explicit, implicit)
+    d = json.loads(re.search(r"\{.*\}", script(prompt), re.S).group(0))
+    d["turns"][0]["implicit_text"] = "Something else entirely."
+    with pytest.raises(SceneError, match=r"\[rule layout\]"):
+        build_pair(json.dumps(d), explicit, implicit)
+    assert sum(bool(r.get("rewrite")) for r in layout_of(explicit, implicit)) <= 1
