@@ -87,7 +87,8 @@ class FLMAudioModel(DuplexModel):
             repetition_penalty_audio, repetition_penalty_text, repetition_penalty_window_audio,
             repetition_penalty_window_text: ``LMGen``'s decoding settings; the defaults are the
             upstream ones. Upstream ``sample_token`` uses top-p when ``top_p > 0`` and top-k only
-            otherwise; temperatures are ``> 0``, penalties ``>= 1``, windows and top-k ``>= 1``.
+            otherwise, and a temperature of 0 is greedy; temperatures and top-p are ``>= 0`` (top-p
+            ``<= 1``), penalties ``>= 1``, windows and top-k integers ``>= 1``.
         max_steps: most steps (80 ms each) one stream may take before it fails as an error;
             ``None``: the weights' ``max_position_embeddings`` (one KV-cache position a step).
         tiny: build a tiny randomly initialised instance of the real architecture on the device
@@ -116,14 +117,15 @@ class FLMAudioModel(DuplexModel):
             "repetition_penalty_window_audio": repetition_penalty_window_audio,
             "repetition_penalty_window_text": repetition_penalty_window_text,
         }
-        for name, lo, strict in (("temp_audio", 0, True), ("temp_text", 0, True), ("top_p_audio", 0, False),
-                                 ("top_p_text", 0, False), ("repetition_penalty_audio", 1, False),
-                                 ("repetition_penalty_text", 1, False), ("top_k_audio", 1, False),
-                                 ("top_k_text", 1, False), ("repetition_penalty_window_audio", 1, False),
-                                 ("repetition_penalty_window_text", 1, False)):
+        for name, lo, integer in (("temp_audio", 0, False), ("temp_text", 0, False), ("top_p_audio", 0, False),
+                                  ("top_p_text", 0, False), ("repetition_penalty_audio", 1, False),
+                                  ("repetition_penalty_text", 1, False), ("top_k_audio", 1, True),
+                                  ("top_k_text", 1, True), ("repetition_penalty_window_audio", 1, True),
+                                  ("repetition_penalty_window_text", 1, True)):
             v = self.sampling[name]
-            if isinstance(v, bool) or not isinstance(v, int | float) or v < lo or (strict and v == lo):
-                raise ValueError(f"flm_audio: {name} must be a number {'>' if strict else '>='} {lo}, got {v!r}")
+            if isinstance(v, bool) or not isinstance(v, int if integer else int | float) or v < lo:
+                raise ValueError(f"flm_audio: {name} must be {'an integer' if integer else 'a number'} >= {lo}, "
+                                 f"got {v!r}")
         for name in ("top_p_audio", "top_p_text"):
             if self.sampling[name] > 1:
                 raise ValueError(f"flm_audio: {name} must be at most 1, got {self.sampling[name]!r}")

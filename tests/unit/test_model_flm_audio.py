@@ -114,7 +114,7 @@ def test_a_stream_longer_than_the_context_fails_alone(flmaudio, tmp_path, contex
                           "of 20 steps (1.6 s; max_steps)")
 
 
-@pytest.mark.parametrize("bad", [{"temp_audio": 0}, {"top_p_text": 1.5}, {"top_k_audio": 0},
+@pytest.mark.parametrize("bad", [{"temp_audio": -0.1}, {"top_p_text": 1.5}, {"top_k_audio": 0}, {"top_k_text": 2.5},
                                  {"repetition_penalty_text": 0.9}, {"temp_text": "hot"}, {"dtype": "float16"},
                                  {"max_steps": 0}])
 def test_bad_settings_are_refused_before_loading(bad):
