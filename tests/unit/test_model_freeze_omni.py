@@ -1,0 +1,248 @@
+"""The Freeze-Omni adapter against a stand-in of its upstream calls (tests/fixtures/standins/freeze_omni).
+
+The stand-in keeps upstream's module paths, signatures, returned dicts, tensor shapes and
+hard-coded CUDA; what the adapter adds is checked here: the server's duplex state machine
+(VAD start, replay, state head, interrupt), sentence-level speech through the output queue, the
+duty instruction as system role, per-stream seeding, and the upstream quirks it handles.
+"""
+
+from __future__ import annotations
+
+import sys
+from pathlib import Path
+
+import numpy as np
+import pytest
+import torch
+
+from harness.models.base import TEXT_PROMPT, RowError, StreamContext
+from harness.models.registry import build_model
+from harness.protocol.scheduler import ProtocolSettings
+from harness.runtime.runner import ConversationInput, run_conversations
+from harness.scenes.schema import Label, Scene, Target, Turn
+from harness.vad.silero import VadSettings
+
+STANDIN = Path(__file__).resolve().parents[1] / "fixtures" / "standins" / "freeze_omni"
+UPSTREAM_PACKAGES = ("models", "web")
+WEIGHT_FILES = ("audiollm/train.yaml", "audiollm/global_cmvn", "audiollm/final.pt", "decoder/model.json",
+                "decoder/final.pt", "codec/model.json", "codec/final.pt")
+CHUNK = 2_560  # 160 ms at 16 kHz
+OUT = 3_840  # 160 ms at 24 kHz
+LEVEL = np.float32(0.5)  # the stand-in TTS's level
+ROLE = "You are a helpful voice assistant."
+
+
+def _drop_upstream_modules() -> None:
+    for name in list(sys.modules):
+        if name.split(".")[0] in UPSTREAM_PACKAGES:
+            del sys.modules[name]
+
+
+@pytest.fixture()
+def upstream(monkeypatch):
+    """The stand-in first on the import path; its generic package names (``models``, ``web``) never
+    outlive the test."""
+    _drop_upstream_modules()
+    monkeypatch.syspath_prepend(str(STANDIN))
+    import models
+
+    models.CALLS.update(argv=None, roles=[], tts=[])
+    yield models.CALLS
+    _drop_upstream_modules()
+
+
+@pytest.fixture()
+def weights(tmp_path):
+    ckpt, llm = tmp_path / "checkpoints", tmp_path / "Qwen2-7B-Instruct"
+    for f in WEIGHT_FILES:
+        (ckpt / f).parent.mkdir(parents=True, exist_ok=True)
+        (ckpt / f).write_bytes(b"")
+    llm.mkdir()
+    (llm / "config.json").write_text("{}")
+    return {"weights_path": str(ckpt), "llm_path": str(llm)}
+
+
+def _model(weights, **params):
+    m = build_model("freeze_omni", {**weights, **params})
+    m.load("cpu")
+    return m
+
+
+def _ctx(seed: int = 0, duty: str = "Answer only when addressed.") -> StreamContext:
+    return StreamContext("c", seed, duty, None)
+
+
+def _chunks(*spec: tuple[float, int]) -> list[np.ndarray]:
+    """``(rms, n)`` pairs -> n chunks of noise at that RMS (fixed noise, so runs are comparable)."""
+    rng = np.random.default_rng(7)
+    out = []
+    for rms, n in spec:
+        out += [(rng.standard_normal(CHUNK) * rms).astype(np.float32) for _ in range(n)]
+    return out
+
+
+def _stream(model, chunks) -> np.ndarray:
+    return np.concatenate([model.step(c[None])[0] for c in chunks])
+
+
+QUESTION = ((0.0, 2), (0.3, 4), (0.0, 1))  # silence, four loud chunks, the pause that ends the turn
+
+
+# ---------------------------------------------------------------------------- contract and load
+
+
+def test_native_frames_rates_and_capabilities(upstream, weights):
+    m = _model(weights)
+    info = m.info
+    assert (info.input_rate, info.frame_in, info.output_rate, info.frame_out) == (16_000, CHUNK, 24_000, OUT)
+    assert info.frame_s == pytest.approx(0.16)
+    assert info.max_batch == 1 and info.capabilities == frozenset({TEXT_PROMPT})
+    assert info.weights == f"{weights['weights_path']}+{weights['llm_path']}"
+    assert upstream["args"] == {"model_path": weights["weights_path"], "llm_path": weights["llm_path"],
+                                "temperature": 0.7, "top_k": 5, "top_p": 0.8}
+
+
+def test_load_hides_argv_and_redirects_hard_coded_cuda_only_while_it_runs(upstream, weights, monkeypatch):
+    monkeypatch.setattr(sys, "argv", ["prog", "--transformer-num-blocks", "7"])
+    to, module_to, autocast, load = torch.Tensor.to, torch.nn.Module.to, torch.autocast, torch.load
+    _model(weights)  # the stand-in calls .to(torch.device("cuda")) and .cuda(): no CUDA here
+    assert upstream["argv"] == ["prog"]
+    assert sys.argv == ["prog", "--transformer-num-blocks", "7"]
+    assert (torch.Tensor.to, torch.nn.Module.to, torch.autocast, torch.load) == (to, module_to, autocast, load)
+    if not torch.cuda.is_available():
+        with pytest.raises((AssertionError, RuntimeError)):
+            torch.zeros(1).to("cuda")
+
+
+def test_incomplete_weights_are_refused_naming_the_missing_files(upstream, weights):
+    Path(weights["weights_path"], "codec", "final.pt").unlink()
+    with pytest.raises(FileNotFoundError, match=r"weights incomplete, missing \[.*codec/final\.pt'\]"):
+        _model(weights)
+
+
+@pytest.mark.parametrize("bad", [{"temperature": 0.0}, {"top_p": 1.5}, {"max_new_tokens": 0}])
+def test_bad_sampling_settings_are_refused(bad):
+    with pytest.raises(ValueError, match="bad sampling settings"):
+        build_model("freeze_omni", bad)
+
+
+# ------------------------------------------------------------------------ the duplex machine
+
+
+def test_duty_instruction_is_the_system_role_computed_once_per_role(upstream, weights):
+    m = _model(weights)
+    m.open(0, _ctx(1))
+    m.open(0, _ctx(2))
+    m.open(0, _ctx(3, duty="Speak only to Ben."))
+    assert upstream["roles"] == [f"{ROLE} Answer only when addressed.", f"{ROLE} Speak only to Ben."]
+
+
+def test_an_answer_follows_the_pause_whole_and_sentence_by_sentence(upstream, weights):
+    m = _model(weights)
+    m.open(0, _ctx(1))
+    y = _stream(m, _chunks(*QUESTION, (0.0, 40)))
+    answer_step = 2 + 4  # the pause chunk: the state head says 'ss' and the answer starts in its frame
+    assert not y[:answer_step * OUT].any()
+    calls = upstream["tts"]
+    assert len(calls) >= 2  # several sentences, each synthesised on its own
+    assert [c["chunk"] for c in calls] == [20] + [40] * (len(calls) - 1)  # server.json first/later chunk sizes
+    assert [c["threshold"] for c in calls] == [0.1] + [0.015] * (len(calls) - 1)
+    assert all(c["states"] >= 4 for c in calls[:-1])
+    assert all(c["top_k"] == 2 and c["overlap"] == 10 and c["N"] == 2401 for c in calls)
+    # every sample of every sentence is said, in order, without gaps; only the answer's quiet onset is trimmed
+    said = np.flatnonzero(y)
+    assert said[0] == answer_step * OUT and said[-1] - said[0] + 1 == len(said)
+    assert len(said) == 600 * sum(c["states"] for c in calls) - 120
+    assert np.count_nonzero(y[said] == LEVEL) == len(said) - 120 * (len(calls) - 1)
+
+
+def test_sentences_carry_their_text_and_an_incomplete_character_waits_for_its_end(upstream, weights):
+    m = _model(weights)
+    m.open(0, _ctx(1, duty="BYTES"))
+    _stream(m, _chunks(*QUESTION))
+    first = upstream["tts"][0]["ids"]
+    assert first[:2] == [29, 30]  # "é" as its two tokens, not U+FFFD
+    assert first[-1] == 27 and 27 not in first[:-1]  # one sentence, ended by its full stop
+
+
+def test_an_answer_that_ends_at_once_says_nothing(upstream, weights):
+    m = _model(weights)
+    m.open(0, _ctx(1, duty="MUTE"))
+    y = _stream(m, _chunks(*QUESTION, (0.0, 5)))
+    assert not y.any() and upstream["tts"] == []
+
+
+def test_a_new_turn_interrupts_the_answer_and_the_next_one_replaces_it(upstream, weights):
+    m = _model(weights, max_new_tokens=100)
+    m.open(0, _ctx(1, duty="LONG"))
+    _stream(m, _chunks(*QUESTION))
+    first = upstream["tts"][:]
+    total = 600 * sum(c["states"] for c in first) - 120
+    assert m._queue.pending(0) == total - OUT  # the answer is queued whole; one frame said
+    assert sum(c["states"] for c in first) == 101  # capped at max_new_tokens (bin/server.py: 500)
+    y = _stream(m, _chunks((0.3, 4)))
+    assert np.all(y != 0)  # the answer goes on while the next turn is heard
+    upstream["tts"].clear()
+    _stream(m, _chunks((0.0, 1)))  # the pause after it: 'ss' again
+    second = 600 * sum(c["states"] for c in upstream["tts"]) - 120
+    assert m._queue.pending(0) == second - OUT  # what was left of the first answer is dropped
+
+
+def test_a_stop_from_the_state_head_ends_listening_without_an_answer(upstream, weights):
+    m = _model(weights)
+    m.open(0, _ctx(1))
+    y = _stream(m, _chunks((0.3, 2), (1.0, 1), (0.0, 3), (0.3, 1), (0.0, 1)))
+    assert not y.any() and upstream["tts"] == []  # 'el'; then one loud chunk is too short a turn
+
+
+def test_the_answer_is_drawn_from_the_streams_seed(upstream, weights):
+    def answer(seed):
+        upstream["tts"].clear()
+        m.open(0, _ctx(seed))
+        _stream(m, _chunks(*QUESTION))
+        return [c["ids"] for c in upstream["tts"]]
+
+    m = _model(weights)
+    assert answer(1) == answer(1) != answer(2)
+
+
+def test_non_finite_input_is_that_rows_error(upstream, weights):
+    m = _model(weights)
+    m.open(0, _ctx())
+    x = np.zeros((1, CHUNK), np.float32)
+    x[0, 5] = np.nan
+    with pytest.raises(RowError) as e:
+        m.step(x)
+    assert e.value.reasons == {0: "input frame has NaN/Inf samples"}
+    assert e.value.output.shape == (1, OUT)
+
+
+# ------------------------------------------------------------------------ through the runner
+
+SR = 24_000
+
+
+def _scene(sid: str) -> Scene:
+    turns = (Turn("A", "x", Label.N2, Target.HUMAN), Turn("B", "x", Label.T, Target.ARIA),
+             Turn("C", "x", Label.N3, Target.NONE))
+    return Scene(f"{sid}-explicit", sid, "explicit", ("A", "B", "C"), turns, "yes")
+
+
+def _conv(sid: str, seed: int) -> ConversationInput:
+    rng = np.random.default_rng(seed)
+    clips = [(rng.standard_normal(SR) * 0.3).astype(np.float32) for _ in range(3)]
+    return ConversationInput(_scene(sid), clips, np.zeros(0, np.float32), seed, "Answer only when addressed.")
+
+
+def test_through_the_runner_a_conversation_is_the_same_alone_and_after_a_refill(upstream, weights):
+    m = _model(weights)
+    a, b = _conv("p0", 3), _conv("p1", 4)
+    settings = (ProtocolSettings(tail_s=1.0), VadSettings())
+    both = run_conversations(m, [a, b], *settings, rows=1)
+    alone = run_conversations(m, [b], *settings, rows=1)
+    assert [r.status for r in both + alone] == ["ok"] * 3
+    assert np.array_equal(both[1].output, alone[0].output)
+    for r in both:
+        spoken = np.flatnonzero(np.abs(r.output) > 0.25)
+        first_turn_end = r.placements[0].start + r.placements[0].length if r.placements else 0
+        assert spoken.size and spoken[0] >= first_turn_end  # it answers after a turn, never before
