@@ -47,7 +47,7 @@ lint: setup  ## ruff
 	.venv/bin/ruff check .
 
 bench: setup  ## benchmarks (figures, not assertions)
-	$(PY) bench/vad_throughput.py
+	$(PY) bench/vad.py
 	$(PY) bench/reduce.py
 	$(PY) bench/cluster_sim.py
 

@@ -19,6 +19,41 @@ import numpy as np
 import torch
 import torchaudio.functional as AF
 import torchaudio.transforms as AT
+from numba import njit
+
+_TILE = 2048  # output blocks per pass over the taps (cache-sized accumulators)
+
+
+@njit(cache=True, nogil=True)
+def _polyphase(buf, kernel, o, n_blocks, out):  # pragma: no cover
+    """``out[s, j * q + p] = sum_k buf[s, j * o + k] * kernel[p, k]`` for blocks ``j < n_blocks``.
+
+    buf: float32[S, n]; kernel: float32[q, taps]; out: float32[S, n_blocks * q]. Each sum is
+    the same float32 sequence whatever the batch, chunking or tiling: products rounded to
+    float32 (no fused multiply-add), added tap by tap from 0.
+    """
+    q, taps = kernel.shape
+    span = (taps - 1) // o + 1  # input samples of one phase that a block's taps reach
+    acc = np.empty(min(n_blocks, _TILE), np.float32)
+    phases = np.empty((o, min(n_blocks, _TILE) + span), np.float32)  # phases[r, i] = input[i * o + r]
+    for s in range(buf.shape[0]):
+        for j0 in range(0, n_blocks, _TILE):
+            m = min(_TILE, n_blocks - j0)
+            for r in range(o):
+                for i in range(m + span):
+                    t = (j0 + i) * o + r
+                    phases[r, i] = buf[s, t] if t < buf.shape[1] else 0.0  # past the last tap: unused
+            for p in range(q):
+                acc[:m] = 0.0
+                for k in range(taps):
+                    w = kernel[p, k]
+                    ph = phases[k % o, k // o:k // o + m]
+                    for j in range(m):
+                        acc[j] += ph[j] * w
+                for j in range(m):
+                    out[s, (j0 + j) * q + p] = acc[j]
+
+
 
 
 def resample(x: np.ndarray, orig_rate: int, new_rate: int) -> np.ndarray:
@@ -61,8 +96,6 @@ class StreamResampler:
             ``[n_streams, n]``.
         RuntimeError: on :meth:`push` after :meth:`flush`.
     """
-
-    _PASS_SAMPLES = 1 << 16  # output blocks x streams per pass over the taps (cache-sized arrays)
 
     def __init__(self, n_streams: int, orig_rate: int, new_rate: int):
         if min(orig_rate, new_rate) <= 0 or int(orig_rate) != orig_rate or int(new_rate) != new_rate:
@@ -150,23 +183,9 @@ class StreamResampler:
         """Append every block whose input (with context) is in the buffer to the ready output."""
         o, q, taps = self._o, self._q, self._kernel.shape[1]
         n_blocks = max(0, (self._buf.shape[1] - taps) // o + 1)
-        per_pass = max(1, self._PASS_SAMPLES // max(1, self.n_streams))
-        out = [self._ready]
-        for b0 in range(0, n_blocks, per_pass):
-            m = min(per_pass, n_blocks - b0)
-            # the input of these blocks split by phase: phases[r, :, j] = input[(b0 + j) * o + r]
-            span = -(-(taps - o) // o) + m
-            seg = self._buf[:, b0 * o:(b0 + span) * o]
-            seg = np.pad(seg, ((0, 0), (0, span * o - seg.shape[1])))  # past the last tap: unused
-            phases = np.ascontiguousarray(seg.reshape(self.n_streams, span, o).transpose(2, 0, 1))
-            acc = np.zeros((q, self.n_streams, m), np.float32)
-            term = np.empty((self.n_streams, m), np.float32)
-            for k in range(taps):  # tap by tap: the same float32 operations for every output sample
-                for p in range(q):
-                    np.multiply(phases[k % o, :, k // o:k // o + m], self._kernel[p, k], out=term)
-                    acc[p] += term
-            out.append(acc.transpose(1, 2, 0).reshape(self.n_streams, m * q))
-        self._ready = np.concatenate(out, axis=1)
+        out = np.empty((self.n_streams, n_blocks * q), np.float32)
+        _polyphase(self._buf, self._kernel, o, n_blocks, out)
+        self._ready = np.concatenate([self._ready, out], axis=1)
         self._buf = self._buf[:, n_blocks * o:]
 
     def _take(self, m: int) -> np.ndarray:

@@ -16,12 +16,16 @@ sees is identical in both, bit for bit (the offline stage simply pushes whole ou
 
 from __future__ import annotations
 
+import copy
 import math
+from concurrent.futures import ThreadPoolExecutor
+from contextlib import contextmanager
 from dataclasses import dataclass, field
 from functools import cache
 
 import numpy as np
 import torch
+from numba import njit
 
 from harness.audio.resample import StreamResampler
 from harness.vad.segments import SegmentRules, SpeechTracker, SpeechView, segments_from_probs
@@ -58,6 +62,117 @@ def _silero_jit():
     return silero_vad.load_silero_vad(onnx=False)
 
 
+@contextmanager
+def _one_thread():
+    """Torch's intra-op threads at 1 for the duration (restored after): every Silero product is
+    then computed by the same single-threaded kernel whatever the batch (see :class:`SileroNet`)."""
+    n = torch.get_num_threads()
+    if n != 1:
+        torch.set_num_threads(1)
+    try:
+        yield
+    finally:
+        if n != 1:
+            torch.set_num_threads(n)
+
+
+@njit(cache=True, nogil=True)
+def _head(h, w, bias, out):  # pragma: no cover
+    """Silero's output layer: ``out[n] = sigmoid(bias + sum_k relu(h[n, k]) * w[k])`` in float32,
+    summed in ``k`` order (the same operations for every row, whatever the batch)."""
+    for n in range(h.shape[0]):
+        acc = np.float32(0.0)
+        for k in range(h.shape[1]):
+            v = h[n, k]
+            if v > 0:
+                acc += v * w[k]
+        z = acc + bias
+        out[n] = np.float32(1.0) / (np.float32(1.0) + np.exp(-z))
+
+
+class SileroNet:
+    """The bundled Silero VAD model (``silero-vad``'s JIT, 16 kHz branch) split at its recurrence,
+    computed so that a window's probability never depends on the batch it is computed in.
+
+    Silero scores a 512-sample window from 576 samples (the previous window's last 64 as
+    context, zeros at a stream's start): an STFT and four convolutions (:meth:`features`, no
+    state: any number of windows of any streams in one call), then one LSTM cell step carried
+    per stream (:meth:`step`) and a 1x1 convolution with a sigmoid (:meth:`head`). The stock
+    forward runs all three per window; splitting lets the offline detector run the features of
+    all windows of all streams at once, which is where the time goes.
+
+    Batch invariance (what keeps online and offline bit-identical): on CPU the torch parts run
+    single-threaded with at least :attr:`MIN_ROWS` rows (torch's kernels pick another summation
+    order for 1 to 3 rows, and thread partitions depend on the batch), and the output layer is
+    a numba loop with a fixed order. ``tests/unit/test_vad_batched.py`` checks the invariance.
+    On CUDA the same operations run in cuDNN/cuBLAS: equal to the CPU's to float rounding, not
+    bit for bit.
+
+    Args:
+        device: ``"cpu"`` or a CUDA device (``"cuda"``, ``"cuda:1"``).
+    """
+
+    MIN_ROWS = 4
+    CONTEXT = 64  # samples of the previous window prepended to each window (Silero's context at 16 kHz)
+    FEATURE_CHUNK = 4096  # windows per feature call (bounds memory: ~1 MB of activations per 256 windows)
+
+    def __init__(self, device: str = "cpu"):
+        self.device = torch.device(device)
+        net = _silero_jit()._model
+        if self.device.type != "cpu":
+            net = copy.deepcopy(net).to(self.device)
+        self._stft, self._encoder = net.stft, net.encoder
+        rnn = net.decoder.rnn
+        self._lstm = (rnn.weight_ih, rnn.weight_hh, rnn.bias_ih, rnn.bias_hh)
+        head = dict(net.decoder.decoder.named_parameters())
+        w, b = head["2.weight"][0, :, 0], head["2.bias"]
+        self._head_t = (w, b)
+        self._head_np = (w.detach().cpu().numpy().astype(np.float32), np.float32(b.item()))
+
+    def _padded(self, x: torch.Tensor) -> torch.Tensor:
+        if self.device.type == "cpu" and 0 < x.shape[0] < self.MIN_ROWS:
+            return torch.cat([x, x.new_zeros((self.MIN_ROWS - x.shape[0], *x.shape[1:]))])
+        return x
+
+    def features(self, x: torch.Tensor) -> torch.Tensor:
+        """``float32[N, 576]`` (context + window, 16 kHz) -> encoder output ``float32[N, 128]``."""
+        out = x.new_empty((x.shape[0], 128))
+        with torch.inference_mode(), _one_thread():
+            for i in range(0, x.shape[0], self.FEATURE_CHUNK):
+                part = x[i:i + self.FEATURE_CHUNK]
+                out[i:i + len(part)] = self._encoder(self._stft(self._padded(part)))[: len(part), :, 0]
+        return out
+
+    def step(self, x: torch.Tensor, h: torch.Tensor, c: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
+        """One LSTM step of ``B`` streams: features ``float32[B, 128]``, state ``h, c`` (``float32[B, 128]``,
+        zeros at a stream's start) -> the next ``h, c``."""
+        n = x.shape[0]
+        with torch.inference_mode(), _one_thread():
+            h1, c1 = torch.lstm_cell(self._padded(x), (self._padded(h), self._padded(c)), *self._lstm)
+        return h1[:n], c1[:n]
+
+    def head(self, h: torch.Tensor) -> np.ndarray:
+        """LSTM outputs ``float32[N, 128]`` -> speech probabilities ``float32[N]`` (numpy, on the host)."""
+        if self.device.type != "cpu":
+            w, b = self._head_t
+            with torch.inference_mode():
+                return torch.sigmoid(torch.relu(h) @ w + b).float().cpu().numpy()
+        out = np.empty(h.shape[0], np.float32)
+        _head(np.ascontiguousarray(h.numpy()), *self._head_np, out)
+        return out
+
+    def windows_with_context(self, x16: np.ndarray, context: np.ndarray) -> np.ndarray:
+        """``float32[B, k * 512]`` 16 kHz samples and each stream's context before them (``float32[B, 64]``)
+        -> Silero's inputs ``float32[B, k, 576]``."""
+        b, n = x16.shape
+        k = n // SILERO_WINDOW
+        w = x16[:, : k * SILERO_WINDOW].reshape(b, k, SILERO_WINDOW)
+        if not k:
+            return np.zeros((b, 0, self.CONTEXT + SILERO_WINDOW), np.float32)
+        ctx = np.concatenate([context[:, None], w[:, :-1, -self.CONTEXT:]], axis=1)
+        return np.concatenate([ctx, w], axis=2)
+
+
 class SileroProbs:
     """Causal Silero speech probabilities for ``n_streams`` streams on a timeline at ``sample_rate``.
 
@@ -65,14 +180,16 @@ class SileroProbs:
     the probabilities ``float32[B, k]`` of the Silero windows completed by them (one window =
     :attr:`frame` timeline samples, 768 at 24 kHz). The resampler's delay is dropped, so window
     ``k`` covers timeline samples ``[k * frame, (k + 1) * frame)``; a window is computed once the
-    resampler's look-ahead after it has arrived (:meth:`complete_frames`).
+    resampler's look-ahead after it has arrived (:meth:`complete_frames`). The probabilities are
+    :class:`SileroNet`'s: bit-identical whatever the chunking and the batch, hence equal to
+    :func:`speech_probs` over the stored output.
 
     Raises:
         ValueError: when a Silero window is not a whole number of timeline samples, or a
             pushed chunk has the wrong shape.
     """
 
-    def __init__(self, n_streams: int, sample_rate: int, settings: VadSettings):
+    def __init__(self, n_streams: int, sample_rate: int, settings: VadSettings, device: str = "cpu"):
         self.n_streams = n_streams
         self.sample_rate = sample_rate
         self.settings = settings
@@ -84,8 +201,10 @@ class SileroProbs:
         self.windows = 0  # windows computed (window k covers timeline samples [k * frame, (k + 1) * frame))
         self._fresh_at: dict[int, int] = {}  # row -> window before which its Silero state is cleared
         self._resets: list[tuple[int, list[int]]] = []  # (timeline sample, rows) where the resampler resets
-        self._model = _silero_jit()
-        self._model.reset_states()
+        self._net = SileroNet(device)
+        self._context = np.zeros((n_streams, SileroNet.CONTEXT), np.float32)
+        self._h = torch.zeros((n_streams, 128), device=self._net.device)
+        self._c = torch.zeros((n_streams, 128), device=self._net.device)
 
     @property
     def reset_period(self) -> int:
@@ -140,25 +259,29 @@ class SileroProbs:
         x16 = np.concatenate([self._pending_16k, x16[:, drop:]], axis=1)
         n_win = x16.shape[1] // SILERO_WINDOW
         self._pending_16k = x16[:, n_win * SILERO_WINDOW:]
-        windows = torch.from_numpy(np.ascontiguousarray(x16[:, : n_win * SILERO_WINDOW]))
-        probs = np.empty((self.n_streams, n_win), np.float32)
-        with torch.inference_mode():
-            for k in range(n_win):
-                self._clear_states(self.windows + k)
-                w = windows[:, k * SILERO_WINDOW:(k + 1) * SILERO_WINDOW]
-                probs[:, k] = self._model(w, SILERO_RATE)[:, 0].numpy()
+        inputs = self._net.windows_with_context(x16[:, : n_win * SILERO_WINDOW], self._context)
+        fresh = [(b, w - self.windows) for b, w in self._fresh_at.items() if w < self.windows + n_win]
+        for b, k in fresh:  # a row's new stream starts at window k: no context before it
+            inputs[b, k, :SileroNet.CONTEXT] = 0.0
+        if n_win:
+            self._context = inputs[:, -1, -SileroNet.CONTEXT:].copy()
+        feats = self._net.features(torch.from_numpy(inputs.reshape(-1, inputs.shape[2])).to(self._net.device))
+        feats = feats.reshape(self.n_streams, n_win, 128)
+        hs = []
+        for k in range(n_win):
+            rows = [b for b, kb in fresh if kb == k]
+            if rows:  # a fresh Silero state for rows whose new stream starts here
+                keep = torch.ones((self.n_streams, 1), device=self._net.device)
+                keep[rows] = 0.0
+                self._h, self._c = self._h * keep, self._c * keep
+            self._h, self._c = self._net.step(feats[:, k], self._h, self._c)
+            hs.append(self._h)
+        for b, _ in fresh:
+            del self._fresh_at[b]
         self.windows += n_win
-        return probs
-
-    def _clear_states(self, window: int) -> None:
-        """Before ``window``: a fresh Silero state (and context) for rows reset to start there."""
-        rows = [b for b, w in self._fresh_at.items() if w == window]
-        if rows:
-            if self._model._state is not None and len(self._model._state):  # batch size seen: per-row state
-                self._model._state[:, rows] = 0.0
-                self._model._context[rows] = 0.0
-            for b in rows:
-                del self._fresh_at[b]
+        if not n_win:
+            return np.zeros((self.n_streams, 0), np.float32)
+        return self._net.head(torch.stack(hs, 1).reshape(-1, 128)).reshape(self.n_streams, n_win)
 
 
 class StreamingDetector:
@@ -218,22 +341,114 @@ class StreamingDetector:
         return self.tracker.segments(b)
 
 
-def detect(waveforms: list[np.ndarray], sample_rate: int, settings: VadSettings) -> list[np.ndarray]:
-    """Offline detection over whole outputs, batched across streams.
+def speech_probs(waveforms: list[np.ndarray], sample_rate: int, device: str = "cpu",
+                 workers: int = 1) -> list[np.ndarray]:
+    """Offline Silero probabilities of whole outputs, many streams per call.
+
+    Each output is resampled to 16 kHz by its own :class:`StreamResampler` (the online
+    detector's resampler, so the same samples), then the features of every window of every
+    stream are computed together (:meth:`SileroNet.features`) and the LSTM steps through the
+    streams in time order, longest first: at step ``k`` only the streams with more than ``k``
+    windows are in the batch (rows of different lengths are masked by leaving them out). The
+    result is bit-identical to :class:`SileroProbs` fed the same output in any chunks, in any
+    batch (on CPU; on CUDA equal to float rounding).
+
+    Args:
+        waveforms: mono ``float32[n_i]`` outputs on the timeline at ``sample_rate``.
+        device: ``"cpu"`` or a CUDA device.
+        workers: CPU threads, each computing a share of the streams single-threaded (torch
+            releases the GIL); ignored on CUDA.
+    Returns:
+        per waveform ``float32[k_i]``, ``k_i = complete_frames(n_i)``: window ``k`` covers
+        timeline samples ``[k * frame, (k + 1) * frame)`` (:func:`frame_samples`).
+    Raises:
+        ValueError: a waveform is not one-dimensional, or a Silero window is not a whole
+            number of samples at ``sample_rate``.
+    """
+    waves = [np.asarray(w, dtype=np.float32) for w in waveforms]
+    if any(w.ndim != 1 for w in waves):
+        raise ValueError(f"waveforms must be mono float32[n], got shapes {[w.shape for w in waves if w.ndim != 1]}")
+    frame_samples(sample_rate)
+    net = SileroNet(device)
+    workers = 1 if net.device.type != "cpu" else max(1, min(workers, len(waves)))
+    order = sorted(range(len(waves)), key=lambda i: -len(waves[i]))
+    shares = [order[w::workers] for w in range(workers)]  # longest first, dealt round-robin: balanced
+    out: list[np.ndarray] = [np.zeros(0, np.float32)] * len(waves)
+
+    def run(share: list[int]) -> None:
+        if workers > 1:
+            torch.set_num_threads(1)  # this thread's kernels single-threaded (SileroNet's invariance)
+        for i, p in zip(share, _group_probs(net, [waves[i] for i in share], sample_rate), strict=True):
+            out[i] = p
+
+    if workers == 1:
+        run(shares[0])
+    else:
+        n_threads = torch.get_num_threads()
+        try:
+            with ThreadPoolExecutor(workers) as pool:
+                list(pool.map(run, shares))
+        finally:
+            torch.set_num_threads(n_threads)
+    return out
+
+
+def _group_probs(net: SileroNet, waves: list[np.ndarray], sample_rate: int) -> list[np.ndarray]:
+    """:func:`speech_probs` of ``waves`` in one batch."""
+    delay = StreamResampler(1, sample_rate, SILERO_RATE).delay
+    counts = np.array([max(0, len(w) * SILERO_RATE // sample_rate - delay) // SILERO_WINDOW for w in waves],
+                      np.int64)  # = SileroProbs.complete_frames
+    if not counts.sum():
+        return [np.zeros(0, np.float32) for _ in waves]
+    order = np.argsort(-counts, kind="stable")  # longest first: the streams still running are a prefix
+    inputs = []
+    for i in order:
+        x16 = StreamResampler(1, sample_rate, SILERO_RATE).push(waves[i][None])
+        inputs.append(net.windows_with_context(x16[:, delay:delay + counts[i] * SILERO_WINDOW],
+                                               np.zeros((1, SileroNet.CONTEXT), np.float32))[0])
+    feats = net.features(torch.from_numpy(np.concatenate(inputs)).to(net.device))  # every window at once
+    with torch.inference_mode():
+        return _recur(net, feats, counts, order)
+
+
+def _recur(net: SileroNet, feats: torch.Tensor, counts: np.ndarray, order: np.ndarray) -> list[np.ndarray]:
+    """The LSTM and output layer of :func:`_group_probs` (``feats`` of the streams in ``order``)."""
+    hidden = torch.empty_like(feats)
+    n = counts[order]
+    starts = torch.from_numpy(np.concatenate([[0], np.cumsum(n)[:-1]])).to(net.device)
+    h = torch.zeros((len(counts), 128), device=net.device)
+    c = torch.zeros_like(h)
+    for k, a in enumerate(np.searchsorted(-n, -np.arange(n[0]), side="left").tolist()):  # a: streams with > k windows
+        idx = starts[:a] + k
+        h[:a], c[:a] = net.step(feats[idx], h[:a], c[:a])
+        hidden[idx] = h[:a]
+    probs = np.split(net.head(hidden), np.cumsum(n)[:-1])
+    out: list[np.ndarray] = [np.zeros(0, np.float32)] * len(counts)
+    for j, i in enumerate(order):
+        out[i] = probs[j]
+    return out
+
+
+def detect(waveforms: list[np.ndarray], sample_rate: int, settings: VadSettings, device: str = "cpu",
+           workers: int = 1) -> list[np.ndarray]:
+    """Offline detection over whole outputs: :func:`speech_probs` then the segmenter.
 
     Args:
         waveforms: mono ``float32[n_i]`` outputs on the timeline at ``sample_rate``.
     Returns:
-        per waveform an ``int64[k, 2]`` array of ``[start, end)`` speech segments in samples
-        (only the windows of :meth:`SileroProbs.complete_frames`, as online; the padding of
-        shorter rows is ignored).
+        per waveform an ``int64[k, 2]`` array of ``[start, end)`` speech segments in timeline
+        samples (only the windows of :meth:`SileroProbs.complete_frames`, as online).
     """
     if not waveforms:
         return []
-    batch = np.zeros((len(waveforms), max(len(w) for w in waveforms)), np.float32)
-    for i, w in enumerate(waveforms):
-        batch[i, : len(w)] = w
-    sp = SileroProbs(len(waveforms), sample_rate, settings)
-    probs = sp.push(batch)
-    lengths = np.array([sp.complete_frames(len(w)) for w in waveforms])
-    return segments_from_probs(probs, lengths, sp.frame, settings.rules, sample_rate)
+    return segment_probs(speech_probs(waveforms, sample_rate, device, workers), sample_rate, settings.rules)
+
+
+def segment_probs(probs: list[np.ndarray], sample_rate: int, rules: SegmentRules) -> list[np.ndarray]:
+    """:func:`~harness.vad.segments.segments_from_probs` of per-stream probabilities of different
+    lengths (``float32[k_i]``, one per Silero window at ``sample_rate``): one kernel call."""
+    padded = np.zeros((len(probs), max((len(p) for p in probs), default=0)), np.float32)
+    for i, p in enumerate(probs):
+        padded[i, : len(p)] = p
+    return segments_from_probs(padded, np.array([len(p) for p in probs], np.int64), frame_samples(sample_rate),
+                               rules, sample_rate)
