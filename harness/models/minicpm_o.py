@@ -142,6 +142,14 @@ class MiniCPMO(DuplexModel):
     # ------------------------------------------------------------------ loading
 
     def load(self, device: str) -> None:
+        """Build ``MiniCPMODuplex`` on ``device`` from the weights (or the tiny instance, on CPU) and
+        read the reference voice.
+
+        Raises:
+            FileNotFoundError: the weights are neither a folder nor in the local Hugging Face cache.
+            ImportError: ``code_package`` is not importable.
+            RuntimeError: ``USE_FLAGOS=1`` in the environment.
+        """
         import torch
 
         from harness.audio.resample import resample
