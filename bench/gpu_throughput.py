@@ -33,10 +33,10 @@ import numpy as np
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-from harness.protocol.scheduler import ProtocolSettings  # noqa: E402
-from harness.runtime.runner import ConversationInput, run_conversations  # noqa: E402
-from harness.scenes.schema import Label, Scene, Target, Turn  # noqa: E402
-from harness.vad.silero import VadSettings  # noqa: E402
+from harness.protocol.scheduler import ProtocolSettings
+from harness.runtime.runner import ConversationInput, run_conversations
+from harness.scenes.schema import Label, Scene, Target, Turn
+from harness.vad.silero import VadSettings
 
 SR = 24_000
 N_CONVERSATIONS = 4_000

@@ -21,6 +21,7 @@ REGISTRY: dict[str, str] = {
     "voila": "harness.models.voila:VoilaModel",
     "minicpm_o": "harness.models.minicpm_o:MiniCPMO",
     "moshi": "harness.models.moshi:MoshiModel",
+    "cascade": "harness.models.cascade:CascadeModel",
 }
 
 

@@ -36,7 +36,8 @@ def _cfg(tmp_path, **kw) -> RunConfig:
             "silent": {"target": "silent"},
             "babble": {"target": "babble"},
             "oracle": {"target": "oracle"},
-            "nan": {"target": "tests.fixtures.faulty_models:NaNModel", "batch_size": 2},
+            "nan": {"target": "tests.fixtures.faulty_models:NaNModel", "batch_size": 2,
+                    "params": {"condition": "explicit"}},
             "raising": {"target": "tests.fixtures.faulty_models:RaisingModel"},
         },
         "store": {"kind": "local", "root": str(tmp_path / "runs")},
@@ -87,7 +88,7 @@ def test_errors_are_counted_never_scored_as_silence(run):
         assert r["silence_preservation"]["n"] == 0 and r["silence_preservation"]["errors_excluded"] == 3
         assert r["fresh_onset_response_rate"]["n"] == 0
     assert sum(e["model"] == "raising" and "adapter exploded" in e["reason"] for e in errors) == 6
-    # nan: stream 0 of each batch of 2 fails with NaN output; the other streams are scored
+    # nan: every explicit conversation fails with NaN output; the implicit ones are scored
     nan_errors = [e for e in errors if e["model"] == "nan"]
     assert len(nan_errors) == 3 and all("NaN" in e["reason"] for e in nan_errors)
     scored = sum(metrics["nan"][c]["fresh_onset_response_rate"]["n"] for c in ("explicit", "implicit"))

@@ -26,7 +26,7 @@ def _options(group: str) -> list[str]:
 
 def test_default_composes_to_the_demo():
     cfg = _compose([])
-    assert [m.name for m in cfg.models] == ["silent", "babble", "oracle"]
+    assert [m.name for m in cfg.models] == ["silent", "babble", "oracle", "cascade"]
     assert cfg.protocol.fresh_onset_window_s == 5.0 and cfg.protocol.response_cap_s == 60.0
     assert cfg.protocol.echo is False
     assert cfg.detector == cfg.vad  # online and offline detectors agree by default
@@ -100,4 +100,5 @@ def test_every_job_entry_point_helps(job):
     out = subprocess.run([sys.executable, "-m", f"jobs.{job}", "--help"], capture_output=True, text=True,
                          cwd=CONF.parent, timeout=60)
     assert out.returncode == 0, out.stderr
-    assert "Common overrides" in out.stdout and "model: babble, oracle, silent" in out.stdout
+    models = ", ".join(sorted(p.stem for p in (CONF / "model").glob("*.yaml")))
+    assert "Common overrides" in out.stdout and f"model: {models}" in out.stdout

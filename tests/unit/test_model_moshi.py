@@ -9,11 +9,11 @@ import pytest
 
 pytest.importorskip("moshi")
 
-from harness.models.registry import build_model  # noqa: E402
-from harness.protocol.scheduler import ProtocolSettings  # noqa: E402
-from harness.runtime.runner import ConversationInput, run_conversations  # noqa: E402
-from harness.scenes.schema import Label, Scene, Target, Turn  # noqa: E402
-from harness.vad.silero import VadSettings  # noqa: E402
+from harness.models.registry import build_model
+from harness.protocol.scheduler import ProtocolSettings
+from harness.runtime.runner import ConversationInput, run_conversations
+from harness.scenes.schema import Label, Scene, Target, Turn
+from harness.vad.silero import VadSettings
 
 SR, FRAME = 24_000, 1_920
 # short waits: the random model's noise may read as speech, and the caps bound how long it runs
