@@ -49,8 +49,10 @@ def new_attempt_id() -> str:
 
 
 def device_hours(wall_s: float, num_gpus: float) -> float:
-    """Spend of ``wall_s`` seconds on an actor holding ``num_gpus`` GPUs (a CPU actor counts as one)."""
-    return wall_s / 3600.0 * max(num_gpus, 1.0)
+    """Spend of ``wall_s`` seconds on an actor holding ``num_gpus`` GPUs: its share of them (four
+    replicas at ``num_gpus=0.25`` on one GPU for an hour book one GPU-hour); a CPU actor
+    (``num_gpus=0``) counts as one device."""
+    return wall_s / 3600.0 * (num_gpus if num_gpus > 0 else 1.0)
 
 
 def npy_bytes(a: np.ndarray) -> bytes:
