@@ -85,7 +85,6 @@ OUTPUT_RATE = 24_000
 FRAME_IN = 2_560  # one 160 ms chunk (web/vad.py VAD.CHUNK: 16 fbank frames of 10 ms)
 FRAME_OUT = 3_840
 TTS_DIM = 896  # bin/server.py decoder: embeddings and hidden states reshaped to (-1, 896)
-REPLAY_CHUNKS = 6  # bin/server.py send_pcm: the 6 chunks before a VAD start are replayed
 PIECE_END = (",", "，", "。", "：", "？", "！", ".", ":", "?", "!", "\n")  # bin/server.py generate
 SENTENCE_END = ("。", "：", "？", "！", ".", "?", "!", "\n")
 MIN_PIECE_TOKENS = 4
@@ -244,6 +243,10 @@ class FreezeOmniModel(DuplexModel):
         missing = [str(p) for p in need if not p.is_file()]
         if missing:
             raise FileNotFoundError(f"freeze_omni: weights incomplete, missing {missing}")
+        hidden = json.loads((llm_path / "config.json").read_text()).get("hidden_size")
+        if not isinstance(hidden, int) or hidden % TTS_DIM:
+            raise ValueError(f"freeze_omni: LLM hidden size {hidden} ({llm_path / 'config.json'}) is not a "
+                             f"multiple of {TTS_DIM} (bin/server.py decoder reshapes to (-1, 896))")
         with _upstream_calls(device, loading=True):
             from models.decoder.llm2tts import llm2TTS
             from models.pipeline import inferencePipeline
@@ -251,10 +254,6 @@ class FreezeOmniModel(DuplexModel):
             args = SimpleNamespace(model_path=str(model_path), llm_path=str(llm_path), **vars(self.sampling))
             self.pipeline = inferencePipeline(args)
             self.tts = llm2TTS(str(model_path))
-        hidden = self.pipeline.model.llm_decoder.config.hidden_size
-        if hidden % TTS_DIM:
-            raise ValueError(f"freeze_omni: LLM hidden size {hidden} is not a multiple of {TTS_DIM} "
-                             "(bin/server.py decoder reshapes to (-1, 896))")
 
     @staticmethod
     def _resolve(path: str | None, repo: str, revision: str) -> Path:

@@ -46,7 +46,7 @@ def upstream(monkeypatch):
     monkeypatch.syspath_prepend(str(STANDIN))
     import models
 
-    models.CALLS.update(argv=None, roles=[], tts=[])
+    models.CALLS.update(argv=None, args=None, roles=[], tts=[])
     yield models.CALLS
     _drop_upstream_modules()
 
@@ -58,7 +58,7 @@ def weights(tmp_path):
         (ckpt / f).parent.mkdir(parents=True, exist_ok=True)
         (ckpt / f).write_bytes(b"")
     llm.mkdir()
-    (llm / "config.json").write_text("{}")
+    (llm / "config.json").write_text('{"hidden_size": 3584}')  # Qwen2-7B: 4 x 896
     return {"weights_path": str(ckpt), "llm_path": str(llm)}
 
 
@@ -118,6 +118,13 @@ def test_incomplete_weights_are_refused_naming_the_missing_files(upstream, weigh
     Path(weights["weights_path"], "codec", "final.pt").unlink()
     with pytest.raises(FileNotFoundError, match=r"weights incomplete, missing \[.*codec/final\.pt'\]"):
         _model(weights)
+
+
+def test_an_llm_whose_hidden_size_the_tts_reshape_cannot_take_is_refused(upstream, weights):
+    Path(weights["llm_path"], "config.json").write_text('{"hidden_size": 1000}')
+    with pytest.raises(ValueError, match=r"LLM hidden size 1000 .* is not a multiple of 896"):
+        _model(weights)
+    assert upstream["args"] is None  # refused before anything is loaded
 
 
 @pytest.mark.parametrize("bad", [{"temperature": 0.0}, {"top_p": 1.5}, {"max_new_tokens": 0}])
