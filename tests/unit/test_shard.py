@@ -290,3 +290,11 @@ def test_scoring_actors_no_node_can_hold_fail_at_once_instead_of_queueing(tmp_pa
         stages.score_stage(cfg, store)
     assert not store.exists(lay.marker(plan.score["silent"]))
     shutil.rmtree(ray_tmp, ignore_errors=True)
+
+
+def test_device_hours_book_a_fractional_gpu_share_and_a_cpu_actor_as_one_device():
+    from harness.runtime.shard import device_hours
+
+    assert device_hours(3600, 0.25) == 0.25  # four replicas share one GPU: an hour each books one GPU-hour
+    assert device_hours(1800, 2) == 1.0
+    assert device_hours(3600, 0) == 1.0
