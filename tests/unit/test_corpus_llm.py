@@ -133,3 +133,14 @@ def test_only_t_and_a_rewrite_may_differ(env):
     with pytest.raises(SceneError, match=r"\[rule layout\]"):
         build_pair(json.dumps(d), explicit, implicit)
     assert sum(bool(r.get("rewrite")) for r in layout_of(explicit, implicit)) <= 1
+
+
+def test_make_corpus_with_an_llm_backend(env, tmp_path):
+    from harness.scenes.corpus import build
+
+    fake = FakeAnthropic(reply=script, input_tokens=2000, output_tokens=800)
+    path = build(5, __import__("pathlib").Path("conf/scenes/paper.yaml"), None, tmp_path / "llm",
+                 AnthropicJudge(client=fake, max_output_tokens=4000), budget_usd=0.05)
+    stats = json.loads(path.read_text())
+    assert stats["source"]["llm"]["calls"] == 3 and stats["n_pairs"] == 3 and stats["invalid_scenes"] == 0
+    assert json.loads((tmp_path / "llm" / "llm_rejected.json").read_text()) == {"p00003": "budget", "p00004": "budget"}
