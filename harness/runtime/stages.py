@@ -43,8 +43,8 @@ from harness.scenes.generator import corpus_stats, generate_pairs
 from harness.scenes.schema import CONDITIONS, Scene, import_manifest, validate_scenes, write_manifest
 from harness.store.base import ObjectStore, get_json, open_store, put_json
 from harness.store.layout import cache_prefix
-from harness.vad.segments import segments_from_probs
-from harness.vad.silero import SileroProbs, detect, frame_samples
+from harness.vad.silero import frame_samples, segment_probs, speech_probs
+from harness.vad.tables import probability_bytes, segment_table_bytes
 
 log = logging.getLogger("duplex_mpe")
 
@@ -258,29 +258,31 @@ def segment_entry(segments: np.ndarray, scored_samples: int, cfg: RunConfig) -> 
     return {"segments": segs.tolist(), "truncated": truncated}
 
 
-def detect_outputs(cfg: RunConfig, entries: list[dict[str, Any]]) -> list[dict[str, Any]]:
-    """Offline Silero + post-processor over the stored outputs of ``entries`` (one batch):
-    one :func:`segment_entry` per entry."""
+def detect_outputs(cfg: RunConfig, entries: list[dict[str, Any]]) -> list[tuple[dict[str, Any], np.ndarray]]:
+    """Offline Silero over the stored outputs of ``entries`` (one batch, all streams in one call
+    of :func:`~harness.vad.silero.speech_probs` on ``vad.device``), then the post-processor:
+    per entry its :func:`segment_entry` and its probabilities (``float32[k]``, kept for sweeps)."""
     store = open_store(cfg.store)
     sr = cfg.protocol.sample_rate
     waves = [decode(read_output(store, e, "flac"), expected_rate=sr)[0] for e in entries]
-    segments = detect(waves, sr, cfg.vad)
-    frames = SileroProbs(1, sr, cfg.vad)  # the windows detect scored (SileroProbs.complete_frames)
-    return [segment_entry(segs, frames.complete_frames(len(w)) * frames.frame, cfg)
-            for segs, w in zip(segments, waves, strict=True)]
+    probs = speech_probs(waves, sr, cfg.vad.device)
+    segments = segment_probs(probs, sr, cfg.vad.rules)
+    frame = frame_samples(sr)
+    return [(segment_entry(s, len(p) * frame, cfg), p) for s, p in zip(segments, probs, strict=True)]
+
+
+def stored_probs(store: ObjectStore, entry: dict[str, Any]) -> np.ndarray:
+    """The online probabilities ``infer`` stored for one conversation (``float32[k]``)."""
+    return np.load(io.BytesIO(read_output(store, entry, "probs.npy")), allow_pickle=False)
 
 
 def segment_stored_probs(cfg: RunConfig, store: ObjectStore, entries: list[dict[str, Any]]) -> list[dict[str, Any]]:
     """The post-processor (``vad.rules``) over the online probabilities ``infer`` stored: one
     :func:`segment_entry` per entry."""
-    probs = [np.load(io.BytesIO(read_output(store, e, "probs.npy")), allow_pickle=False) for e in entries]
-    padded = np.zeros((len(probs), max((len(p) for p in probs), default=0)), np.float32)
-    for i, p in enumerate(probs):
-        padded[i, : len(p)] = p
+    probs = [stored_probs(store, e) for e in entries]
     sr = cfg.protocol.sample_rate
-    frame = frame_samples(sr)
-    segs = segments_from_probs(padded, np.array([len(p) for p in probs]), frame, cfg.vad.rules, sr)
-    return [segment_entry(s, len(p) * frame, cfg) for s, p in zip(segs, probs, strict=True)]
+    segs = segment_probs(probs, sr, cfg.vad.rules)
+    return [segment_entry(s, len(p) * frame_samples(sr), cfg) for s, p in zip(segs, probs, strict=True)]
 
 
 def vad_stage(cfg: RunConfig, store: ObjectStore) -> dict[str, str]:
@@ -288,7 +290,10 @@ def vad_stage(cfg: RunConfig, store: ObjectStore) -> dict[str, str]:
 
     When :func:`reuses_online_detector`, the post-processor runs over the stored online
     probabilities (seconds); otherwise Silero runs again over the stored audio in batches of
-    ``vad.batch`` conversations as parallel Ray tasks (one CPU each).
+    ``vad.batch`` conversations as parallel Ray tasks (one CPU each, or one GPU with
+    ``vad.device: cuda``), and the probabilities are kept in ``probabilities.parquet``.
+    Writes ``segments.json`` (the per-model index: status, segments, truncated) and
+    ``segments.parquet`` (one row per segment, :mod:`harness.vad.tables`).
     """
     plan = RunPlan.from_config(cfg)
     lay = plan.layout
@@ -301,6 +306,7 @@ def vad_stage(cfg: RunConfig, store: ObjectStore) -> dict[str, str]:
         return dict(plan.vad)
     results = {name: {s: {"status": "error", "reason": r["reason"]} for s, r in recs.items() if r["status"] != "ok"}
                for name, recs in todo.items()}
+    probs: dict[str, dict[str, np.ndarray]] = {name: {} for name in todo}
     batches = [(name, ids[i:i + cfg.vad.batch]) for name, recs in todo.items()
                for ids in [sorted(s for s, r in recs.items() if r["status"] == "ok")]
                for i in range(0, len(ids), cfg.vad.batch)]
@@ -318,13 +324,15 @@ def vad_stage(cfg: RunConfig, store: ObjectStore) -> dict[str, str]:
                 results[name][ids[0]] = {"status": "error",
                                          "reason": f"speech detection failed: {type(e).__name__}: {e}"}
             return
-        for sid, seg in zip(ids, segs, strict=True):
+        for sid, (seg, p) in zip(ids, segs, strict=True):
             results[name][sid] = {"status": "ok", **seg}
+            if p is not None:
+                probs[name][sid] = p
 
     reuse = reuses_online_detector(cfg)
     if reuse:
         def from_probs(name: str, ids: list[str]) -> list:
-            return segment_stored_probs(cfg, store, [todo[name][s] for s in ids])
+            return [(e, None) for e in segment_stored_probs(cfg, store, [todo[name][s] for s in ids])]
 
         for name, ids in tqdm(batches, desc="vad (stored probabilities)", unit="batch"):
             store_batch(name, ids, from_probs)
@@ -332,7 +340,8 @@ def vad_stage(cfg: RunConfig, store: ObjectStore) -> dict[str, str]:
         with ray_session(cfg):
             import ray
 
-            task = ray.remote(num_cpus=1)(detect_outputs)
+            on_gpu = cfg.vad.device.startswith("cuda")
+            task = ray.remote(num_cpus=1, num_gpus=1 if on_gpu else 0)(detect_outputs)
             refs = {(name, tuple(ids)): task.remote(cfg, [todo[name][s] for s in ids]) for name, ids in batches}
 
             def on_ray(name: str, ids: list[str]) -> list:  # the batch submitted above, or a retry of a part
@@ -344,6 +353,9 @@ def vad_stage(cfg: RunConfig, store: ObjectStore) -> dict[str, str]:
     for name, result in results.items():
         prefix = plan.vad[name]
         put_json(store, lay.file(prefix, "segments.json"), result)
+        store.put(lay.file(prefix, "segments.parquet"), segment_table_bytes(result))
+        if not reuse:  # the online probabilities are infer's; these are the only copy of the offline ones
+            store.put(lay.file(prefix, "probabilities.parquet"), probability_bytes(probs[name]))
         put_json(store, lay.marker(prefix), {"conversations": len(result),
                                              "ok": sum(r["status"] == "ok" for r in result.values()),
                                              "truncated": sum(r.get("truncated", False) for r in result.values()),

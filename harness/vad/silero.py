@@ -41,6 +41,13 @@ class VadSettings:
     rules: SegmentRules = field(default_factory=SegmentRules)
     model: str = "silero-vad-jit"
     batch: int = 32  # conversations per offline batch (one Ray task each)
+    device: str = "cpu"  # where the offline detector runs ("cuda": one GPU per batch; make batch thousands)
+
+    def __post_init__(self) -> None:
+        if self.batch < 1:
+            raise ValueError(f"vad.batch must be >= 1, got {self.batch}")
+        if torch.device(self.device).type not in ("cpu", "cuda"):
+            raise ValueError(f"vad.device must be cpu or cuda[:n], got {self.device!r}")
 
 
 

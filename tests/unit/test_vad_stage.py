@@ -1,0 +1,79 @@
+"""The vad stage at scale (issue 11): re-detection from the stored audio equals the online
+detector's stored probabilities bit for bit; the segment and probability tables in Parquet."""
+
+from __future__ import annotations
+
+import io
+
+import numpy as np
+import pyarrow as pa
+import pyarrow.parquet as pq
+import pytest
+
+from harness.runtime import stages
+from harness.runtime.config import RunConfig
+from harness.runtime.plan import RunPlan
+from harness.runtime.stages import infer_records
+from harness.store.base import get_json
+from harness.vad.tables import read_probabilities, segment_table
+from tests.unit.test_shard import _babble_shard
+
+
+@pytest.fixture(scope="module")
+def shard(tmp_path_factory):
+    return _babble_shard(tmp_path_factory.mktemp("vadstage"), "vadstage")
+
+
+def _redetecting(cfg: RunConfig) -> RunConfig:
+    """The same run with an offline detector that is not the online one: Silero runs again."""
+    return RunConfig.from_dict({"run_id": cfg.run_id, "scenes": {"n_pairs": 1, "seed": 3, "n4_share": 0.0},
+                                "model": {"babble": {"target": "babble"}}, "store": {"root": cfg.store.root},
+                                "vad": {"model": "silero-vad-jit-offline", "batch": 3}})
+
+
+def test_offline_redetection_equals_the_online_probabilities(shard):
+    cfg, store, _, recs = shard
+    ids = sorted(recs)
+    online = [stages.stored_probs(store, recs[s]) for s in ids]
+    offline = stages.detect_outputs(cfg, [recs[s] for s in ids])
+    for (entry, p), q, e in zip(offline, online, stages.segment_stored_probs(cfg, store, [recs[s] for s in ids]),
+                                strict=True):
+        np.testing.assert_array_equal(p, q)
+        assert entry == e
+    assert all(len(e["segments"]) for e, _ in offline)
+
+
+def test_vad_stage_writes_parquet_tables(shard):
+    cfg, store, plan, recs = shard
+    stages.vad_stage(cfg, store)
+    lay = plan.layout
+    index = get_json(store, lay.file(plan.vad["babble"], "segments.json"))
+    table = pq.read_table(io.BytesIO(store.get(lay.file(plan.vad["babble"], "segments.parquet"))))
+    assert table.schema.names == ["conversation", "start", "end", "truncated"]
+    assert table.schema.field("start").type == pa.int64() and table.schema.field("truncated").type == pa.bool_()
+    rows = table.to_pylist()
+    for sid, e in index.items():
+        mine = [r for r in rows if r["conversation"] == sid]
+        assert [[r["start"], r["end"]] for r in mine] == e["segments"]
+        assert [r["truncated"] for r in mine] == [False] * (len(mine) - 1) + [e["truncated"]] * bool(len(mine))
+    assert len(rows) == sum(len(e["segments"]) for e in index.values()) > 0
+    assert not store.exists(lay.file(plan.vad["babble"], "probabilities.parquet"))  # online ones reused
+
+    re_cfg = _redetecting(cfg)
+    assert not stages.reuses_online_detector(re_cfg)
+    re_plan = RunPlan.from_config(re_cfg)
+    assert re_plan.vad["babble"] != plan.vad["babble"]
+    stages.vad_stage(re_cfg, store)
+    assert get_json(store, lay.file(re_plan.vad["babble"], "segments.json")) == index
+    probs = read_probabilities(store.get(lay.file(re_plan.vad["babble"], "probabilities.parquet")))
+    assert sorted(probs) == sorted(infer_records(store, plan, "babble"))
+    for sid, p in probs.items():
+        np.testing.assert_array_equal(p, stages.stored_probs(store, recs[sid]))
+
+
+def test_segment_table_of_errors_and_silence():
+    t = segment_table({"b": {"status": "ok", "segments": [[10, 20], [40, 90]], "truncated": True},
+                       "a": {"status": "ok", "segments": [], "truncated": False},
+                       "c": {"status": "error", "reason": "model crashed"}})
+    assert t.to_pydict() == {"conversation": ["b", "b"], "start": [10, 40], "end": [20, 90],
+                             "truncated": [False, True]}
