@@ -120,15 +120,22 @@ def resource_name(run_id: str, base_name: str) -> tuple[str, str]:
     return f"-{label}", label
 
 
+def config_name(overlay: str) -> str:
+    """The model's config name (``conf/model/<name>.yaml``) for an overlay, named after its image
+    family: ``flm-audio`` -> ``flm_audio``."""
+    return overlay.replace("-", "_")
+
+
 def render(args: argparse.Namespace) -> str:
     """The rendered manifests (YAML) for ``args`` (see :func:`parser`)."""
     if args.model not in models():
         raise RenderError(f"unknown model {args.model!r}: one of {', '.join(models())}")
     if args.workers < 1:
         raise RenderError(f"workers must be at least 1, not {args.workers}")
-    if not (K8S.parent / "conf" / "model" / f"{args.model}.yaml").exists():
+    name = config_name(args.model)
+    if not (K8S.parent / "conf" / "model" / f"{name}.yaml").exists():
         print(f"warning: model {args.model!r} has an overlay and an image but no adapter yet "
-              f"(conf/model/{args.model}.yaml is missing): this RayJob stops at config composition "
+              f"(conf/model/{name}.yaml is missing): this RayJob stops at config composition "
               "until one is added (docs/adding-a-model.md)", file=sys.stderr)
     kustomize = kustomize_command(args.kustomize)
     overlay = OVERLAYS / args.model

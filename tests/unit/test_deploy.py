@@ -155,6 +155,11 @@ def rendered(tmp_path_factory) -> dict[str, tuple[Path, list[dict]]]:
 
 def test_every_model_has_an_overlay_and_every_family_image_is_used():
     assert set(OVERLAYS) == set(BASELINES) | {f for f in FAMILIES if f != "qwen-asr"}
+    # each overlay's RayJob selects a model config that exists (family flm-audio -> conf/model/flm_audio.yaml)
+    for overlay in OVERLAYS:
+        entry = (K8S / "overlays" / overlay / "kustomization.yaml").read_text()
+        name = overlay.replace("-", "_")
+        assert f"model=[{name}]" in entry and (ROOT / "conf" / "model" / f"{name}.yaml").is_file(), overlay
 
 
 def test_k8s_sources_pass_yamllint():
@@ -209,7 +214,7 @@ def test_rendered_rayjob_runs_the_pipeline_against_object_storage(rendered, mode
     assert spec["rayClusterSpec"]["rayVersion"] == RAY_PIN
     tokens = spec["entrypoint"].split()
     assert tokens[:3] == ["python", "-m", "jobs.pipeline"]
-    expected = {f"model=[{model}]", f"run_id={RUN_ID}", "store=s3", "cluster=kuberay", "store.bucket=bench-bucket",
+    expected = {f"model=[{model.replace('-', '_')}]", f"run_id={RUN_ID}", "store=s3", "cluster=kuberay", "store.bucket=bench-bucket",
                 "store.prefix=duplex", "store.endpoint_url=http://127.0.0.1:9000", "store.region=eu-west-1",
                 "budget.usd=100", "budget.usd_per_gpu_hour=2.5"}
     assert expected <= set(tokens)
