@@ -5,7 +5,7 @@ PIP   := .venv/bin/pip
 RUN   ?= demo
 ARGS  ?=
 STAMP := .venv/.setup-stamp
-APT_PKGS := espeak-ng sox
+APT_PKGS := espeak-ng sox chromium
 
 .PHONY: model-smoke help setup demo test test-fast lint bench status rerun-failed review-export review-import clean-runs images k8s-render corpus
 

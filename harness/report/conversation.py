@@ -1,14 +1,24 @@
-"""One conversation as a self-contained HTML page: timeline, every scored window and why, the
-scheduler's log.
+"""One conversation as an HTML page: timeline, every scored window and why, the scheduler's log,
+and a player for what was heard and said.
 
 The page is for debugging a single (model, scene): it answers "why did this window pass or
 fail" from the same per-event rows the scores are computed from
 (:func:`harness.metrics.outcomes.conversation_outcomes`), the model's speech segments and the
 infer record, so it can never disagree with ``metrics.json``.
+
+Listening: :func:`stereo_mix` puts the humans (the turns and the duty preamble, where the
+scheduler placed them) on the left channel and the model's output on the right, on the stream
+timeline; the reduce stage writes it as ``<scene>.flac`` beside ``<scene>.html``. The page then
+has a player (the audio is linked, never inlined), a playhead over the timeline figure, and
+clicking a scored window (or a point of the figure) plays from there. Without the file (not
+written, deleted, not copied) the player gives way to a note and everything else works as before.
 """
 
 from __future__ import annotations
 
+import html
+import io
+import json
 import math
 from collections.abc import Mapping, Sequence
 from typing import Any
@@ -205,8 +215,9 @@ def example_conversations(rows: Sequence[Mapping[str, Any]], per_kind: int = 1) 
 def conversation_document(model: str, scene: Scene, record: Mapping[str, Any], segments: Any,
                           rows: Sequence[Mapping[str, Any]], sample_rate: int,
                           fresh_onset_window_s: float = 5.0, figure: bool = True,
-                          truncated: bool = False) -> Document:
-    """The blocks of :func:`conversation_page` (``figure=False`` leaves the timeline out)."""
+                          truncated: bool = False, geometry: dict[str, float] | None = None) -> Document:
+    """The blocks of :func:`conversation_page` (``figure=False`` leaves the timeline out;
+    ``geometry``, when given, receives the figure's time axis, see :func:`conversation_timeline`)."""
     sr = float(sample_rate)
     segs = np.asarray(segments, dtype=np.int64).reshape(-1, 2)
     windows = window_table(scene, segs, rows, sample_rate, fresh_onset_window_s)
@@ -231,7 +242,7 @@ def conversation_document(model: str, scene: Scene, record: Mapping[str, Any], s
         Paragraph("; ".join(summary) + "."),
     ]
     if figure:
-        png = conversation_timeline(scene, record, segs, rows, sample_rate, fresh_onset_window_s)
+        png = conversation_timeline(scene, record, segs, rows, sample_rate, fresh_onset_window_s, geometry)
         doc.sections.append(Section("Timeline", [Figure(
             png, "Turns per speaker coloured by label, the duty preamble, the model's speech segments (black), "
             "scoring windows (silence windows green when passed, red when failed; T response window blue with "
@@ -265,10 +276,148 @@ def conversation_document(model: str, scene: Scene, record: Mapping[str, Any], s
     return doc
 
 
+def stereo_mix(record: Mapping[str, Any], turn_clips: Sequence[np.ndarray], preamble: np.ndarray | None,
+               output: np.ndarray | None) -> np.ndarray:
+    """What was heard and said, ``float32[n, 2]`` on the stream timeline (``n = record["n_samples"]``,
+    else the end of the last placement or of the output): left the humans (each placed turn clip
+    and the preamble at the scheduler's ``placements``), right the model's ``output`` (silence when
+    there is none, e.g. a conversation that ended in ``error``). Clipped to [-1, 1]."""
+    placements = record.get("placements", [])
+    n = int(record.get("n_samples") or 0)
+    n = n or max([p["start"] + p["length"] for p in placements] + [0 if output is None else len(output)])
+    mix = np.zeros((n, 2), np.float32)
+    for p in placements:
+        clip = preamble if p.get("turn") is None else turn_clips[p["turn"]]
+        if clip is None:
+            continue
+        a = int(p["start"])
+        k = max(0, min(len(clip), int(p.get("length", len(clip))), n - a))
+        mix[a:a + k, 0] += clip[:k]
+    if output is not None:
+        k = min(n, len(output))
+        mix[:k, 1] = output[:k]
+    return np.clip(mix, -1.0, 1.0)
+
+
+def mix_flac(mix: np.ndarray, sample_rate: int) -> bytes:
+    """A :func:`stereo_mix` as 16-bit stereo FLAC bytes (browsers play FLAC in ``<audio>``)."""
+    import soundfile as sf
+
+    pcm = np.round(np.clip(mix, -1.0, 1.0) * 32767.0).astype(np.int16)
+    buf = io.BytesIO()
+    sf.write(buf, pcm, sample_rate, format="FLAC", subtype="PCM_16")
+    return buf.getvalue()
+
+
+PLAYER_CSS = """
+.listen { position: sticky; top: 0; z-index: 5; background: #fff; border-bottom: 1px solid var(--line);
+  padding: 0.5rem 0; margin-bottom: 0.6rem; display: flex; flex-wrap: wrap; gap: 0.4rem 1rem; align-items: center; }
+.listen audio { width: min(34rem, 100%); height: 2.2rem; }
+.listen .hint { color: var(--muted); font-size: 0.85rem; }
+.listen.missing audio { display: none; }
+.timeline-wrap { position: relative; display: inline-block; max-width: 100%; line-height: 0; cursor: crosshair; }
+.timeline-wrap img { display: block; }
+.playhead { position: absolute; width: 2px; margin-left: -1px; background: #e53e3e; pointer-events: none;
+  display: none; box-shadow: 0 0 0 1px rgba(255,255,255,0.7); }
+tr.seek { cursor: pointer; }
+tr.seek:hover td, tr.seek:focus td { background: #ebf8ff; }
+tr.seek.playing td { background: #fefcbf; }
+""".strip()
+
+# Wires the player to the page; silent (no console output) when the audio cannot be loaded.
+PLAYER_JS = """
+(function () {
+  var audio = document.getElementById("mix");
+  var bar = document.getElementById("listen");
+  if (!audio || !bar) return;
+  var geo = JSON.parse(document.getElementById("timeline-geometry").textContent || "null");
+  var note = bar.querySelector(".hint");
+  function missing() {
+    bar.classList.add("missing");
+    note.textContent = "Audio not available: " + audio.getAttribute("src") +
+      " is missing beside this page (the rest of the page does not need it).";
+  }
+  audio.addEventListener("error", missing);
+  if (audio.error) missing();
+  var img = document.querySelector("#fig-timeline img");
+  var head = null;
+  if (img && geo) {
+    var wrap = document.createElement("div");
+    wrap.className = "timeline-wrap";
+    img.parentNode.insertBefore(wrap, img);
+    wrap.appendChild(img);
+    head = document.createElement("div");
+    head.className = "playhead";
+    head.style.top = (100 * (1 - geo.y1)) + "%";
+    head.style.height = (100 * (geo.y1 - geo.y0)) + "%";
+    wrap.appendChild(head);
+    wrap.title = "click to play from this time";
+    wrap.addEventListener("click", function (ev) {
+      var r = wrap.getBoundingClientRect();
+      var f = ((ev.clientX - r.left) / r.width - geo.x0) / (geo.x1 - geo.x0);
+      if (f >= 0 && f <= 1) seek(geo.t0 + f * (geo.t1 - geo.t0));
+    });
+  }
+  var rows = [];
+  document.querySelectorAll("table").forEach(function (t) {
+    var cols = Array.prototype.map.call(t.querySelectorAll("thead th"), function (th) { return th.textContent; });
+    var a = cols.indexOf("window start (s)"), b = cols.indexOf("window end (s)");
+    if (a < 0 || b < 0) return;
+    t.querySelectorAll("tbody tr").forEach(function (tr) {
+      var start = parseFloat(tr.cells[a].textContent), end = parseFloat(tr.cells[b].textContent);
+      if (isNaN(start)) return;
+      tr.classList.add("seek");
+      tr.tabIndex = 0;
+      tr.title = "play from " + start.toFixed(2) + " s";
+      tr.dataset.start = start;
+      tr.dataset.end = isNaN(end) ? start : end;
+      tr.addEventListener("click", function () { seek(start); });
+      tr.addEventListener("keydown", function (ev) { if (ev.key === "Enter") seek(start); });
+      rows.push(tr);
+    });
+  });
+  function seek(t) {
+    if (bar.classList.contains("missing")) return;
+    audio.currentTime = Math.max(0, t);
+    var p = audio.play();
+    if (p && p.catch) p.catch(function () {});
+    draw();
+  }
+  function draw() {
+    var t = audio.currentTime || 0;
+    if (head && geo) {
+      var f = (t - geo.t0) / (geo.t1 - geo.t0);
+      head.style.left = (100 * (geo.x0 + Math.min(Math.max(f, 0), 1) * (geo.x1 - geo.x0))) + "%";
+      head.style.display = "block";
+    }
+    rows.forEach(function (tr) {
+      tr.classList.toggle("playing", t >= +tr.dataset.start && t < +tr.dataset.end);
+    });
+  }
+  function loop() { draw(); if (!audio.paused) window.requestAnimationFrame(loop); }
+  audio.addEventListener("play", loop);
+  audio.addEventListener("seeked", draw);
+  audio.addEventListener("timeupdate", draw);
+  audio.addEventListener("loadedmetadata", draw);
+})();
+""".strip()
+
+
+def _player(audio: str, geometry: Mapping[str, float] | None) -> tuple[str, str, str]:
+    """(CSS, the player bar, the scripts) for a page whose mix is the file ``audio`` beside it."""
+    geo = json.dumps(dict(geometry) if geometry else None).replace("</", "<\\/")
+    bar = (f'<div class="listen" id="listen"><audio id="mix" controls preload="metadata" '
+           f'src="{html.escape(audio)}"></audio><span class="hint">Humans on the left channel, the model on the '
+           "right. Click a scored window or a point of the timeline to play from there.</span></div>")
+    scripts = (f'<script type="application/json" id="timeline-geometry">{geo}</script>\n'
+               f"<script>\n{PLAYER_JS}\n</script>")
+    return PLAYER_CSS, bar, scripts
+
+
 def conversation_page(model: str, scene: Scene, record: Mapping[str, Any], segments: Any,
                       rows: Sequence[Mapping[str, Any]], sample_rate: int, fresh_onset_window_s: float = 5.0,
-                      truncated: bool = False) -> str:
-    """A self-contained HTML page for one conversation and model.
+                      truncated: bool = False, audio: str | None = None) -> str:
+    """An HTML page for one conversation and model, self-contained but for its audio.
 
     Args:
         model: the model's name (for the title).
@@ -281,6 +430,15 @@ def conversation_page(model: str, scene: Scene, record: Mapping[str, Any], segme
         fresh_onset_window_s: ``protocol.fresh_onset_window_s``, for the wording and the figure.
         truncated: the last segment was still open when the stream ended (``segments.json``'s
             ``truncated``): it is marked so in the speech table.
+        audio: the file name (relative to the page) of this conversation's :func:`stereo_mix`;
+            ``None``: no player. A missing file only hides the player.
     """
-    return to_html(conversation_document(model, scene, record, segments, rows, sample_rate, fresh_onset_window_s,
-                                         truncated=truncated))
+    geometry: dict[str, float] = {}
+    page = to_html(conversation_document(model, scene, record, segments, rows, sample_rate, fresh_onset_window_s,
+                                         truncated=truncated, geometry=geometry))
+    if audio is None:
+        return page
+    css, bar, scripts = _player(audio, geometry or None)
+    page = page.replace("</style>", f"{css}\n</style>", 1)
+    page = page.replace("<main>", f"<main>\n{bar}", 1)
+    return page.replace("</main>", f"</main>\n{scripts}", 1)

@@ -168,7 +168,9 @@ caption { caption-side: bottom; text-align: left; color: var(--muted); font-size
 th, td { border: 1px solid var(--line); padding: 0.3rem 0.6rem; vertical-align: top; text-align: left; }
 thead th { background: var(--head); font-weight: 600; position: sticky; top: 0; }
 tbody tr:nth-child(even) { background: #fbfcfd; }
-td.num, th.num { text-align: right; font-variant-numeric: tabular-nums; white-space: nowrap; }
+td.num, th.num { text-align: right; font-variant-numeric: tabular-nums; }
+td.num { white-space: nowrap; }
+th { overflow-wrap: break-word; hyphens: auto; }
 figure { margin: 1rem 0 1.4rem; }
 figure img { max-width: 100%; height: auto; border: 1px solid var(--line); border-radius: 4px; }
 figcaption { color: var(--muted); font-size: 0.88rem; margin-top: 0.35rem; max-width: 62rem; }

@@ -268,7 +268,8 @@ def timeline_data(scene: Scene, record: Mapping[str, Any], segments: Any, rows: 
 
 
 def conversation_timeline(scene: Scene, record: Mapping[str, Any], segments: Any, rows: Sequence[Mapping[str, Any]],
-                          sample_rate: int, fresh_onset_window_s: float = 5.0) -> bytes:
+                          sample_rate: int, fresh_onset_window_s: float = 5.0,
+                          geometry: dict[str, float] | None = None) -> bytes:
     """The debugging picture of one conversation (PNG, 1800 x 720 px).
 
     Args:
@@ -278,6 +279,9 @@ def conversation_timeline(scene: Scene, record: Mapping[str, Any], segments: Any
         rows: this conversation's per-event rows (:func:`harness.metrics.outcomes.conversation_outcomes`).
         sample_rate: samples per second of the timeline.
         fresh_onset_window_s: drawn as the dotted limit of the fresh-onset window after T.
+        geometry: when given, filled with where the time axis lies in the image, as fractions of
+            its width and height from the bottom left (``x0``, ``x1``, ``y0``, ``y1``), and the
+            seconds at its two ends (``t0``, ``t1``): for a playhead drawn over the picture.
     """
     d = timeline_data(scene, record, segments, rows, sample_rate, fresh_onset_window_s)
     lanes = d["lanes"]
@@ -370,4 +374,8 @@ def conversation_timeline(scene: Scene, record: Mapping[str, Any], segments: Any
                 Line2D([], [], color="#2b6cb0", marker="v", linestyle="none", label="fresh onset")]
     fig.legend(handles=handles, loc="outside lower center", ncol=len(handles), frameon=False, fontsize=8,
                handlelength=1.4, columnspacing=1.0)
-    return _png(fig)
+    png = _png(fig)
+    if geometry is not None:  # after drawing: constrained layout has placed the axes
+        box = ax.get_position()
+        geometry.update(x0=box.x0, x1=box.x1, y0=box.y0, y1=box.y1, t0=0.0, t1=x_end)
+    return png

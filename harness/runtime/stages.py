@@ -22,7 +22,7 @@ from harness.metrics.analyses import all_statistics, output_checks
 from harness.metrics.outcomes import conversation_outcomes, with_verdict
 from harness.metrics.scores import compute_metrics
 from harness.protocol.scheduler import Scheduler
-from harness.report.conversation import conversation_page, example_conversations
+from harness.report.conversation import conversation_page, example_conversations, mix_flac, stereo_mix
 from harness.report.figures import report_figures
 from harness.report.markdown import render_html, render_report
 from harness.review.results import load_results
@@ -555,18 +555,33 @@ def reduce_stage(cfg: RunConfig, store: ObjectStore) -> str:
 def _conversation_pages(cfg: RunConfig, store: ObjectStore, plan: RunPlan, scenes: dict[str, Scene],
                         rows_by_model: dict[str, list[dict[str, Any]]], examples: dict[str, dict[str, list[str]]],
                         outputs: dict[str, tuple[dict[str, Any], dict[str, Any]]]) -> None:
-    """One debugging page per model for an example of every kind of outcome (pass, fail, exclusion)."""
+    """One debugging page per model for an example of every kind of outcome (pass, fail, exclusion),
+    with its stereo mix beside it (``<scene>.flac``: humans left, model right)."""
     lay = plan.layout
+    sr = cfg.protocol.sample_rate
+    index = get_json(store, lay.file(plan.synth, "index.json"))
+    clips: dict[str, np.ndarray] = {}
+
+    def clip(cid: str) -> np.ndarray:
+        if cid not in clips:
+            clips[cid] = decode(store.get(lay.clip(plan.synth, cid)), expected_rate=sr)[0]
+        return clips[cid]
+
     for m in cfg.models:
         rows = rows_by_model[m.name]
         recs, segs = outputs[m.name]
         for sids in examples[m.name].values():
             for sid in sids:
                 rec = json.loads(read_output(store, recs[sid], "json"))
+                out = decode(read_output(store, recs[sid], "flac"), expected_rate=sr)[0] \
+                    if "flac" in recs[sid]["objects"] else None
+                turns = [clip(t["clip"]) for t in index["conversations"][sid]["turns"]]
+                mix = stereo_mix(rec, turns, clip(index["preamble"]["clip"]), out)
+                store.put(lay.file(plan.reduce, f"conversations/{m.name}/{sid}.flac"), mix_flac(mix, sr))
                 page = conversation_page(m.name, scenes[sid], rec, np.asarray(segs[sid]["segments"]).reshape(-1, 2),
-                                         [r for r in rows if r["scene_id"] == sid], cfg.protocol.sample_rate,
+                                         [r for r in rows if r["scene_id"] == sid], sr,
                                          cfg.protocol.fresh_onset_window_s,
-                                         truncated=segs[sid].get("truncated", False))
+                                         truncated=segs[sid].get("truncated", False), audio=f"{sid}.flac")
                 store.put(lay.file(plan.reduce, f"conversations/{m.name}/{sid}.html"), page.encode())
 
 
