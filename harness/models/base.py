@@ -21,6 +21,7 @@ TEXT_PROMPT = "text_prompt"  # takes the duty instruction as text
 AUDIO_PROMPT = "audio_prompt"  # takes a spoken prompt before streaming
 TEACHER_FORCING = "teacher_forcing"  # can be forced on its output stream (Duplex Cue)
 READS_SCHEDULE = "reads_schedule"  # a self-test that cheats: sees scene and placements
+REALTIME = "realtime"  # a remote service that runs against the wall clock: the runner paces its steps
 
 
 @dataclass(frozen=True)
@@ -149,6 +150,18 @@ class DuplexModel(ABC):
 
     def close(self, row: int) -> None:  # noqa: B027 - optional hook
         """``row``'s stream has ended (finished or failed): release its state (weights stay loaded)."""
+
+    def admit(self) -> bool:
+        """May a new stream be opened now? The runner leaves free rows empty while this is False
+        and asks again at the next refill (a hosted API's rate limit slows admission instead of
+        failing conversations). Default: always."""
+        return True
+
+    def usage(self, row: int) -> dict | None:
+        """Raw usage of ``row``'s stream (e.g. a hosted API's audio and text tokens in and out,
+        seconds), asked just before :meth:`close`; stored with the conversation's outputs so cost
+        can be computed later from a price table. Default: None (nothing metered)."""
+        return None
 
 
 class OutputQueue:

@@ -51,7 +51,7 @@ from harness.audio.assemble import Track
 from harness.audio.io import PCM_SCALE, quantize
 from harness.audio.resample import StreamResampler
 from harness.audio.room_tone import RoomTone
-from harness.models.base import READS_SCHEDULE, DuplexModel, RowError, StreamContext
+from harness.models.base import READS_SCHEDULE, REALTIME, DuplexModel, RowError, StreamContext
 from harness.protocol.scheduler import Event, Placement, ProtocolSettings, Scheduler
 from harness.scenes.schema import Scene
 from harness.vad.silero import StreamingDetector, VadSettings
@@ -81,6 +81,7 @@ class ConversationResult:
     events: list[Event] = field(default_factory=list)
     wall_s: float = 0.0  # seconds from open to the stream's end (the per-stream real-time factor's denominator)
     step_s: float = 0.0  # of which inside the model's step calls (shared with the other rows of each step)
+    usage: dict | None = None  # the model's raw usage of this stream (DuplexModel.usage), e.g. API tokens
 
     def record(self, sample_rate: int) -> dict:
         """JSON-able record (without audio) for the store."""
@@ -97,6 +98,7 @@ class ConversationResult:
             "events": [e.to_dict() for e in self.events],
             "wall_s": round(self.wall_s, 3),
             "step_s": round(self.step_s, 3),
+            "usage": self.usage,
         }
 
 
@@ -116,6 +118,7 @@ class OutputContractError(ValueError):
     """A model's step output is not a floating-point ``[B, frame_out]`` array (fails every row)."""
 
 
+ADMIT_POLL_S = 0.05  # while a model admits no stream and none is open, ask again this often
 PEAK_TOLERANCE = 1.0 / PCM_SCALE  # a sample may exceed full scale by less than one 16-bit step
 
 
@@ -331,6 +334,7 @@ def run_conversations(model: DuplexModel, convs: Sequence[ConversationInput], pr
         st = slots[b]
         slots[b] = None
         results[st.index] = result
+        result.usage = call("usage", f"usage of row {b}", model.usage, b)
         call("close", f"close of row {b}", model.close, b)
 
     def fail(rows_: Any, reason: str) -> None:
@@ -339,18 +343,21 @@ def run_conversations(model: DuplexModel, convs: Sequence[ConversationInput], pr
                 end(b, slots[b].result("error", reason))
 
     def fresh_state() -> None:
-        nonlocal det, rs_in, rs_out, skip, prev_out, clock
+        nonlocal det, rs_in, rs_out, skip, prev_out, clock, t_fresh
         det = StreamingDetector(n_rows, sr, vad)
         # streaming resamplers, one stream per row (docs/protocol-decisions.md, "Time and audio"): the output
         # side's fixed delay (lag) is trimmed, so the stored output is resample(model output) on the timeline; a
         # stream runs until lag samples past its end have been output
         rs_in, rs_out = StreamResampler(n_rows, sr, info.input_rate), StreamResampler(n_rows, info.output_rate, sr)
         skip, prev_out, clock = rs_out.delay, np.zeros((n_rows, frame), np.float32), 0
+        t_fresh = time.perf_counter()
 
     det: StreamingDetector
     rs_in: StreamResampler
     rs_out: StreamResampler
     skip = clock = 0  # clock: timeline samples stepped since the state was fresh
+    t_fresh = 0.0  # perf_counter() when it was (a realtime model's step k waits for t_fresh + k frames)
+    paced = REALTIME in info.capabilities
     prev_out = np.zeros((n_rows, frame), np.float32)
     fresh_state()
     lag = rs_out.delay
@@ -360,6 +367,8 @@ def run_conversations(model: DuplexModel, convs: Sequence[ConversationInput], pr
     def refill(b: int) -> None:
         """Open the next schedulable conversation of the queue in free row ``b`` (if any)."""
         while queue_ and slots[b] is None:
+            if not call("admit", f"admission to row {b}", model.admit):
+                return
             i = queue_.pop()
             c = convs[i]
             try:
@@ -411,6 +420,9 @@ def run_conversations(model: DuplexModel, convs: Sequence[ConversationInput], pr
                     fail([b], f"stream exceeded the {max_duration_s} s limit")
             live = [b for b in range(n_rows) if slots[b] is not None]
             if not live:
+                if queue_:  # nothing admitted yet: ask again shortly (a paced clock resumes from now)
+                    time.sleep(ADMIT_POLL_S)
+                    t_fresh = time.perf_counter() - clock / sr
                 continue
             x = np.zeros((n_rows, frame), np.float32)
             for b in live:
@@ -420,6 +432,8 @@ def run_conversations(model: DuplexModel, convs: Sequence[ConversationInput], pr
                 x[live] += prev_out[live]
             k = clock // frame
             where = f"step {k} at {clock / sr:.2f} s of the run"
+            if paced:  # a remote service hears the stream in real time: step k no earlier than k frames in
+                time.sleep(max(0.0, t_fresh + clock / sr - time.perf_counter()))
             t0 = time.perf_counter()
             y = call("step", where, model.step, rs_in.push(x), output=True)
             dt = time.perf_counter() - t0

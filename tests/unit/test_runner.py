@@ -342,3 +342,47 @@ def test_refills_wait_for_the_resampler_and_detector_grids():
     assert refill_period(1920, 24_000, 16_000, [(24_000, 3), (16_000, 2), (24_000, 768)]) == 3840
     # MiniCPM-o's 1 s units: 4 s
     assert refill_period(24_000, 24_000, 24_000, [(24_000, 768)]) == 96_000
+
+
+class MeteredRealtime(DuplexModel):
+    """A remote-service stand-in: realtime, refuses admission a few times, meters its streams."""
+
+    def __init__(self, refusals: int = 3):
+        from harness.models.base import REALTIME
+
+        self.info = ModelInfo("metered", SR, SR, FRAME, FRAME, 2, frozenset({REALTIME}))
+        self.refusals, self.steps = refusals, np.zeros(2, np.int64)
+
+    def load(self, device: str) -> None:
+        pass
+
+    def admit(self) -> bool:
+        self.refusals -= 1
+        return self.refusals < 0
+
+    def open(self, row, stream) -> None:
+        self.steps[row] = 0
+
+    def step(self, frames: np.ndarray) -> np.ndarray:
+        self.steps[: frames.shape[0]] += 1
+        return np.zeros_like(frames)
+
+    def usage(self, row) -> dict:
+        return {"audio_in_s": round(float(self.steps[row]) * FRAME / SR, 2)}
+
+
+def test_a_realtime_model_is_paced_admitted_when_it_says_so_and_metered(scene):
+    m = MeteredRealtime()
+    proto = ProtocolSettings(tail_s=0.2, fresh_onset_window_s=0.3, turn_gap_s=0.1)
+    convs = [_conv(scene, 0, clip_s=0.2), _conv(scene, 1, clip_s=0.2)]
+    import time as _time
+
+    t0 = _time.perf_counter()
+    res = run_conversations(m, convs, proto, VadSettings(), rows=2)
+    wall = _time.perf_counter() - t0
+    assert [r.status for r in res] == ["ok", "ok"] and m.refusals < 0
+    longest = max(len(r.output) for r in res) / SR
+    assert wall >= longest  # never faster than the wall clock (pacing is a lower bound, not a speed claim)
+    for r in res:
+        rec = r.record(SR)
+        assert rec["usage"] == {"audio_in_s": pytest.approx(-(-len(r.output) // FRAME) * FRAME / SR, abs=0.09)}
