@@ -50,9 +50,25 @@ def fail(message: str, status: int = CONFIG_ERROR) -> NoReturn:
     sys.exit(status)
 
 
+def _multirun_job() -> int | None:
+    """This job's number in a Hydra multirun (``-m``), else None (a single run, or no Hydra)."""
+    from hydra.core.hydra_config import HydraConfig
+    from hydra.types import RunMode
+
+    if not HydraConfig.initialized():
+        return None
+    hc = HydraConfig.get()
+    return int(hc.job.num) if hc.mode == RunMode.MULTIRUN else None
+
+
 def setup(cfg: DictConfig) -> tuple[RunConfig, ObjectStore]:
-    """Resolve and validate the config; exit with a clear message when it is wrong."""
+    """Resolve and validate the config; exit with a clear message when it is wrong. In a Hydra
+    multirun (``-m``) every job is its own run: ``run_id`` becomes ``<run_id>-<job number>``."""
     logging.getLogger("duplex_mpe").setLevel(logging.INFO)
+    sweep_job = _multirun_job()
+    if sweep_job is not None:
+        cfg.run_id = f"{cfg.run_id}-{sweep_job}"
+        logging.getLogger("duplex_mpe").info("multirun job %d: run_id=%s", sweep_job, cfg.run_id)
     try:  # throw_on_missing: a required value left at ``???`` (store.bucket of store=s3) is named
         run = RunConfig.from_dict(OmegaConf.to_container(cfg, resolve=True, throw_on_missing=True))
     except (ConfigError, MissingMandatoryValue) as e:
