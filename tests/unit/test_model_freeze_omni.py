@@ -237,14 +237,14 @@ def _scene(sid: str) -> Scene:
 
 def _conv(sid: str, seed: int) -> ConversationInput:
     rng = np.random.default_rng(seed)
-    clips = [(rng.standard_normal(SR) * 0.3).astype(np.float32) for _ in range(3)]
+    clips = [(rng.standard_normal(SR // 2) * 0.3).astype(np.float32) for _ in range(3)]  # 0.5 s turns
     return ConversationInput(_scene(sid), clips, np.zeros(0, np.float32), seed, "Answer only when addressed.")
 
 
 def test_through_the_runner_a_conversation_is_the_same_alone_and_after_a_refill(upstream, weights):
     m = _model(weights)
     a, b = _conv("p0", 3), _conv("p1", 4)
-    settings = (ProtocolSettings(tail_s=1.0), VadSettings())
+    settings = (ProtocolSettings(tail_s=0.5), VadSettings())
     both = run_conversations(m, [a, b], *settings, rows=1)
     alone = run_conversations(m, [b], *settings, rows=1)
     assert [r.status for r in both + alone] == ["ok"] * 3
