@@ -68,10 +68,14 @@ class ModelSettings:
     # evaluated: enters the between-model comparisons (Bonferroni m, Spearman); baseline (a
     # self-test such as silent/babble/oracle) or reference: scored and shown, never compared
     role: str = "evaluated"
+    # this model's watchdog (None: infer.step_timeout_s), e.g. a model that generates a whole answer in one step
+    step_timeout_s: float | None = None
 
     def __post_init__(self) -> None:
         check_id(self.name, "model name")
         _positive(self, "batch_size")
+        if self.step_timeout_s is not None:
+            _positive(self, "step_timeout_s")
         if self.num_gpus < 0 or self.num_cpus < 0:
             raise ValueError("num_gpus and num_cpus must be >= 0")
         if self.role not in MODEL_ROLES:

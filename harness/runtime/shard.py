@@ -248,7 +248,7 @@ class InferWorker(ShardWorker):
                 results.append(ConversationResult(sid, "error", f"cannot load input: {type(e).__name__}: {e}"))
         results += run_conversations(self.model, ready, self.cfg.protocol, self.cfg.detector,
                                      self.cfg.infer.max_duration_s, rows=max(1, self.msettings.batch_size),
-                                     step_timeout_s=self.cfg.infer.step_timeout_s,
+                                     step_timeout_s=self.msettings.step_timeout_s or self.cfg.infer.step_timeout_s,
                                      first_step_timeout_s=self.cfg.infer.first_step_timeout_s, thread=self.thread)
         sr = self.cfg.protocol.sample_rate
         audio_s = 0.0
