@@ -155,6 +155,7 @@ class VoilaModel(DuplexModel):
         self.info = ModelInfo("voila", RATE, RATE, FRAME, FRAME, max_batch=1, capabilities=frozenset({TEXT_PROMPT}),
                               weights=weights)
         self._streams: list[_Stream | None] = [None] * self.info.max_batch
+        self._queue = OutputQueue(self.info.max_batch, FRAME)
 
     # ------------------------------------------------------------------ loading
 
@@ -185,8 +186,7 @@ class VoilaModel(DuplexModel):
         self.codec = VoilaTokenizer(model_path=str(codec_dir), device=str(self.device))
         cfg = self.llm.config
         self.num_codebooks, self.codebook_size = int(cfg.num_codebooks), int(cfg.codebook_size)
-        limit = self.max_tokens or int(cfg.max_position_embeddings)
-        self._limit = limit
+        self._limit = self.max_tokens or int(cfg.max_position_embeddings)
         ids = self.tokenizer.convert_tokens_to_ids
         self.audio_id, self.assistant_id = ids(tf.DEFAULT_AUDIO_TOKEN), ids(tf.DEFAULT_ASSISTANT_TOKEN)
         self.human_id, self.min_audio_id = ids(tf.DEFAULT_HUMAN_TOKEN), ids(tf.AUDIO_TOKEN_FORMAT.format(0))
@@ -201,7 +201,6 @@ class VoilaModel(DuplexModel):
             self._ref = torch.tensor(self._voice_embedding(sys.modules[VoilaAutonomousModel.__module__].__file__),
                                      dtype=torch.float32, device=self.device)
             self._ref_mask = torch.tensor([1], device=self.device)
-        self._queue = OutputQueue(self.info.max_batch, FRAME)
 
     def _voice_embedding(self, model_file: str) -> list[float]:
         """The 256 floats of ``voice`` in ``voice_file`` (relative to the upstream checkout)."""
@@ -244,8 +243,7 @@ class VoilaModel(DuplexModel):
 
     def close(self, row: int) -> None:
         self._streams[row] = None
-        if hasattr(self, "_queue"):
-            self._queue.clear(row)
+        self._queue.clear(row)
 
     def step(self, frames: np.ndarray) -> np.ndarray:
         """``float32[1, 640]`` at 16 kHz in -> ``float32[1, 640]`` at 16 kHz out, clipped to [-1, 1].
