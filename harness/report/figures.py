@@ -7,6 +7,7 @@ object-oriented API so it is safe in worker threads and never opens a window.
 * :func:`score_bars`: every score, grouped per model, explicit and implicit side by side,
   with 95 % Wilson intervals; n/a and not-scored entries are an annotated gap, never a 0 bar.
 * :func:`yield_funnel`: the N4 yield funnel per model and condition.
+* :func:`vad_sweep`: each segment-only score against each swept detector setting (``vad.sweep``).
 * :func:`conversation_timeline`: one conversation on a seconds axis: speakers' turns by label,
   the duty preamble, the model's speech, the scoring windows and the scheduler's decisions.
 
@@ -187,6 +188,70 @@ def yield_funnel(metrics: Mapping[str, Mapping[str, Mapping[str, Any]]]) -> byte
     axes[0].set_yticks(y, [t for _, t in FUNNEL_STAGES], fontsize=9)
     fig.legend(handles=[Patch(color=CONDITION_COLOURS[c], label=c) for c in CONDITIONS],
                loc="outside upper center", ncol=2, frameon=False, fontsize=9.5)
+    return _png(fig)
+
+
+SWEEP_SETTINGS = {"threshold": "threshold (probability)", "min_speech_s": "minimum speech (s)",
+                  "min_silence_s": "minimum silence (s)"}
+SWEEP_SCORE_TITLES = {"fresh_onset_response_rate": SCORE_TITLES["fresh_onset_response_rate"],
+                      "response_presence": SCORE_TITLES["response_presence"],
+                      "acoustic_silence_preservation": "Silence preservation (acoustic only)",
+                      "answering_window_yield": SCORE_TITLES["answering_window_yield"],
+                      "window_response": SCORE_TITLES["window_response"]}
+SWEEP_MARKERS = ("o", "s", "^", "D", "v", "P", "X", "*", "<", ">")
+
+
+def vad_sweep_data(rows: Sequence[Mapping[str, Any]]) -> dict[tuple[str, str], dict[tuple[str, str], list]]:
+    """``{(score, setting): {(model, condition): [(value, rate), ...]}}`` sorted by value, rates
+    ``None`` where ``n`` was 0: the plotted points of :func:`vad_sweep`."""
+    out: dict[tuple[str, str], dict[tuple[str, str], list]] = {}
+    for r in rows:
+        rate = r.get("rate")
+        rate = None if rate is None or (isinstance(rate, float) and math.isnan(rate)) else float(rate)
+        out.setdefault((r["score"], r["setting"]), {}).setdefault((r["model"], r["condition"]), []).append(
+            (float(r["value"]), rate))
+    for series in out.values():
+        for pts in series.values():
+            pts.sort()
+    return out
+
+
+def vad_sweep(rows: Sequence[Mapping[str, Any]], configured: Mapping[str, float] | None = None) -> bytes:
+    """Each segment-only score against each swept detector setting (``sweep.parquet`` rows of
+    every model, with a ``model`` column): one panel per (score, setting), a line per model and
+    condition (colour: condition, marker: model); ``configured`` values (the run's rules) are
+    marked with a dotted line. A fixed grid of 5 scores x 3 settings; an unswept setting's
+    column says so."""
+    data = vad_sweep_data(rows)
+    models = sorted({m for series in data.values() for m, _ in series})
+    fig = Figure(figsize=(13.0, 15.0), layout="constrained")
+    axes = fig.subplots(len(SWEEP_SCORE_TITLES), len(SWEEP_SETTINGS), squeeze=False)
+    for i, (score, title) in enumerate(SWEEP_SCORE_TITLES.items()):
+        for j, (setting, label) in enumerate(SWEEP_SETTINGS.items()):
+            ax = axes[i, j]
+            series = data.get((score, setting), {})
+            for (model, cond), pts in sorted(series.items()):
+                xs = [x for x, y in pts if y is not None]
+                ax.plot(xs, [y for _, y in pts if y is not None], color=CONDITION_COLOURS.get(cond, "#4a5568"),
+                        marker=SWEEP_MARKERS[models.index(model) % len(SWEEP_MARKERS)], linewidth=1.2,
+                        markersize=4)
+            if not series:
+                ax.text(0.5, 0.5, "not swept", ha="center", va="center", transform=ax.transAxes, color="#718096")
+            elif configured and setting in configured:
+                ax.axvline(configured[setting], color="#718096", linestyle=":", linewidth=1)
+            ax.set_ylim(-0.03, 1.03)
+            ax.grid(color="#edf2f7", linewidth=0.8)
+            ax.set_axisbelow(True)
+            if j == 0:
+                ax.set_ylabel(title, fontsize=9)
+            if i == len(SWEEP_SCORE_TITLES) - 1:
+                ax.set_xlabel(label, fontsize=9)
+            for side in ("top", "right"):
+                ax.spines[side].set_visible(False)
+    handles = [Line2D([], [], color=CONDITION_COLOURS[c], label=c) for c in CONDITIONS]
+    handles += [Line2D([], [], color="#4a5568", marker=SWEEP_MARKERS[k % len(SWEEP_MARKERS)], linestyle="",
+                       label=m) for k, m in enumerate(models)]
+    fig.legend(handles=handles, loc="outside upper center", ncol=min(len(handles), 6), frameon=False, fontsize=9)
     return _png(fig)
 
 

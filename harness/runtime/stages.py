@@ -44,7 +44,8 @@ from harness.scenes.schema import CONDITIONS, Scene, import_manifest, validate_s
 from harness.store.base import ObjectStore, get_json, open_store, put_json
 from harness.store.layout import cache_prefix
 from harness.vad.silero import frame_samples, segment_probs, speech_probs
-from harness.vad.tables import probability_bytes, segment_table_bytes
+from harness.vad.sweep import sweep_points, sweep_scores, sweep_segments
+from harness.vad.tables import probability_bytes, segment_table_bytes, sweep_table_bytes
 
 log = logging.getLogger("duplex_mpe")
 
@@ -285,6 +286,31 @@ def segment_stored_probs(cfg: RunConfig, store: ObjectStore, entries: list[dict[
     return [segment_entry(s, len(p) * frame_samples(sr), cfg) for s, p in zip(segs, probs, strict=True)]
 
 
+def vad_sweep(cfg: RunConfig, store: ObjectStore, plan: RunPlan, recs: dict[str, dict[str, Any]],
+              probs: dict[str, np.ndarray]) -> list[dict[str, Any]]:
+    """``vad.sweep`` for one model: the segmenter rerun over the stored probabilities of every ok
+    conversation under every swept setting (one call of :func:`~harness.vad.sweep.sweep_segments`),
+    then each segment-only score (:data:`~harness.vad.sweep.SWEPT_SCORES`) per condition. Rows
+    ``{setting, value, condition, score, successes, n, rate}``; a conversation whose record does
+    not fit its scene (the score stage reports it) is left out."""
+    points = sweep_points(cfg.vad.rules, dict(cfg.vad.sweep))
+    ids = sorted(probs)
+    sr = cfg.protocol.sample_rate
+    segs = sweep_segments([probs[s] for s in ids], frame_samples(sr), sr, [p.rules for p in points])
+    scenes = {s.scene_id: s for s in load_scenes(store, plan)}
+    records = {sid: json.loads(read_output(store, recs[sid], "json")) for sid in ids}
+    rows = []
+    for point, per_conv in zip(points, segs, strict=True):
+        outcomes = []
+        for sid, s in zip(ids, per_conv, strict=True):
+            try:
+                outcomes += _outcomes(cfg, scenes[sid], records[sid], s)
+            except ValueError:
+                continue
+        rows += [{"setting": point.setting, "value": point.value, **r} for r in sweep_scores(outcomes)]
+    return rows
+
+
 def vad_stage(cfg: RunConfig, store: ObjectStore) -> dict[str, str]:
     """Find the model's speech in every stored output.
 
@@ -332,7 +358,10 @@ def vad_stage(cfg: RunConfig, store: ObjectStore) -> dict[str, str]:
     reuse = reuses_online_detector(cfg)
     if reuse:
         def from_probs(name: str, ids: list[str]) -> list:
-            return [(e, None) for e in segment_stored_probs(cfg, store, [todo[name][s] for s in ids])]
+            ps = [stored_probs(store, todo[name][s]) for s in ids]
+            sr = cfg.protocol.sample_rate
+            return [(segment_entry(s, len(p) * frame_samples(sr), cfg), p)
+                    for s, p in zip(segment_probs(ps, sr, cfg.vad.rules), ps, strict=True)]
 
         for name, ids in tqdm(batches, desc="vad (stored probabilities)", unit="batch"):
             store_batch(name, ids, from_probs)
@@ -356,6 +385,9 @@ def vad_stage(cfg: RunConfig, store: ObjectStore) -> dict[str, str]:
         store.put(lay.file(prefix, "segments.parquet"), segment_table_bytes(result))
         if not reuse:  # the online probabilities are infer's; these are the only copy of the offline ones
             store.put(lay.file(prefix, "probabilities.parquet"), probability_bytes(probs[name]))
+        if cfg.vad.sweep:
+            store.put(lay.file(prefix, "sweep.parquet"),
+                      sweep_table_bytes(vad_sweep(cfg, store, plan, todo[name], probs[name])))
         put_json(store, lay.marker(prefix), {"conversations": len(result),
                                              "ok": sum(r["status"] == "ok" for r in result.values()),
                                              "truncated": sum(r.get("truncated", False) for r in result.values()),

@@ -18,6 +18,7 @@ from __future__ import annotations
 
 import copy
 import math
+from collections.abc import Mapping
 from concurrent.futures import ThreadPoolExecutor
 from contextlib import contextmanager
 from dataclasses import dataclass, field
@@ -42,8 +43,12 @@ class VadSettings:
     model: str = "silero-vad-jit"
     batch: int = 32  # conversations per offline batch (one Ray task each)
     device: str = "cpu"  # where the offline detector runs ("cuda": one GPU per batch; make batch thousands)
+    # segmenter settings to sweep, one at a time around `rules` (harness.vad.sweep): {name: [values]}
+    sweep: tuple[tuple[str, tuple[float, ...]], ...] = ()
 
     def __post_init__(self) -> None:
+        items = self.sweep.items() if isinstance(self.sweep, Mapping) else self.sweep
+        object.__setattr__(self, "sweep", tuple((str(k), tuple(float(v) for v in vs)) for k, vs in items))
         if self.batch < 1:
             raise ValueError(f"vad.batch must be >= 1, got {self.batch}")
         if torch.device(self.device).type not in ("cpu", "cuda"):

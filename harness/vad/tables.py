@@ -10,6 +10,8 @@
   (list<float32>, one Silero probability per window of ``frame_samples(sample_rate)`` timeline
   samples, window ``k`` covering ``[k * frame, (k + 1) * frame)``). Written when the stage ran
   Silero itself, so a sweep over the segmenter's settings never reruns it.
+* ``sweep.parquet`` (with ``vad.sweep``): the segment-only scores per swept setting
+  (:func:`sweep_table_bytes`).
 """
 
 from __future__ import annotations
@@ -71,3 +73,14 @@ def read_probabilities(data: bytes) -> dict[str, np.ndarray]:
     flat = probs.flatten().to_numpy(zero_copy_only=False).astype(np.float32, copy=False)
     offsets = probs.offsets.to_numpy() - probs.offsets[0].as_py()
     return {sid: flat[offsets[i]:offsets[i + 1]] for i, sid in enumerate(table.column("conversation").to_pylist())}
+
+
+SWEEP_SCHEMA = pa.schema([("setting", pa.string()), ("value", pa.float64()), ("condition", pa.string()),
+                          ("score", pa.string()), ("successes", pa.int64()), ("n", pa.int64()),
+                          ("rate", pa.float64())])
+
+
+def sweep_table_bytes(rows: list[Mapping[str, Any]]) -> bytes:
+    """``sweep.parquet``: one row per (swept setting, value, condition, score) with ``successes``,
+    ``n`` and ``rate`` (null when ``n`` is 0); see :func:`harness.vad.sweep.sweep_scores`."""
+    return _bytes(pa.Table.from_pylist(list(rows), schema=SWEEP_SCHEMA))

@@ -4,6 +4,7 @@ detector's stored probabilities bit for bit; the segment and probability tables 
 from __future__ import annotations
 
 import io
+import json
 
 import numpy as np
 import pyarrow as pa
@@ -13,8 +14,10 @@ import pytest
 from harness.runtime import stages
 from harness.runtime.config import RunConfig
 from harness.runtime.plan import RunPlan
+from harness.runtime.shard import read_output
 from harness.runtime.stages import infer_records
 from harness.store.base import get_json
+from harness.vad.sweep import sweep_scores
 from harness.vad.tables import read_probabilities, segment_table
 from tests.unit.test_shard import _babble_shard
 
@@ -77,3 +80,33 @@ def test_segment_table_of_errors_and_silence():
                        "c": {"status": "error", "reason": "model crashed"}})
     assert t.to_pydict() == {"conversation": ["b", "b"], "start": [10, 40], "end": [20, 90],
                              "truncated": [False, True]}
+
+
+def test_sweep_reruns_only_the_segmenter_and_matches_scoring_at_the_configured_rules(shard):
+    cfg, store, plan, recs = shard
+    sweep = {"threshold": [0.3, 0.5, 0.8], "min_silence_s": [0.2, 0.8]}
+    sw_cfg = RunConfig.from_dict({"run_id": cfg.run_id, "scenes": {"n_pairs": 1, "seed": 3, "n4_share": 0.0},
+                                  "model": {"babble": {"target": "babble"}}, "store": {"root": cfg.store.root},
+                                  "vad": {"sweep": sweep}})
+    sw_plan = RunPlan.from_config(sw_cfg)
+    stages.vad_stage(sw_cfg, store)
+    rows = pq.read_table(io.BytesIO(store.get(plan.layout.file(sw_plan.vad["babble"], "sweep.parquet")))).to_pylist()
+    assert {(r["setting"], r["value"]) for r in rows} == {(k, v) for k, vs in sweep.items() for v in vs}
+    # at the configured rules the sweep scores what the score stage would, from segments.json
+    index = get_json(store, plan.layout.file(sw_plan.vad["babble"], "segments.json"))
+    scenes = {s.scene_id: s for s in stages.load_scenes(store, sw_plan)}
+    outcomes = [o for sid, e in index.items()
+                for o in stages._outcomes(sw_cfg, scenes[sid], json.loads(read_output(store, recs[sid], "json")),
+                                          e["segments"])]
+    expected = {(r["condition"], r["score"]): (r["successes"], r["n"]) for r in sweep_scores(outcomes)}
+    for setting in sweep:
+        got = {(r["condition"], r["score"]): (r["successes"], r["n"]) for r in rows
+               if r["setting"] == setting and r["value"] == getattr(cfg.vad.rules, setting)}
+        assert got == expected
+    t = [r for r in rows if r["setting"] == "threshold" and r["score"] == "response_presence"]
+    assert sum(r["n"] for r in t) > 0
+    # a higher threshold never finds more speech: response presence cannot rise with it
+    by_value = {}
+    for r in t:
+        by_value[r["value"]] = by_value.get(r["value"], 0) + r["successes"]
+    assert by_value[0.3] >= by_value[0.5] >= by_value[0.8]
