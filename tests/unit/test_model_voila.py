@@ -6,7 +6,6 @@ The real upstream code runs in ``make model-smoke MODEL=voila`` (docs/models.md)
 from __future__ import annotations
 
 import pickle
-import sys
 from pathlib import Path
 
 import numpy as np
@@ -18,6 +17,7 @@ from harness.protocol.scheduler import ProtocolSettings
 from harness.runtime.runner import ConversationInput, run_conversations
 from harness.scenes.schema import Label, Scene, Target, Turn
 from harness.vad.silero import VadSettings
+from tests.fixtures.standins import importable
 
 STANDIN = Path(__file__).resolve().parents[1] / "fixtures" / "standins" / "voila"
 UPSTREAM_MODULES = ("model", "voila_tokenizer", "tokenize_func", "transformers")  # generic names: cleaned after
@@ -30,15 +30,8 @@ SYSTEM = "<SYSTEM><stream_chat><chat_audio_output><au_chat_ref_start><au_chat_re
 @pytest.fixture
 def standin(monkeypatch):
     """The stand-in's flat modules on sys.path for this test only; the real ones (if any) restored after."""
-    def ours(name: str) -> bool:
-        return name.split(".")[0] in UPSTREAM_MODULES
-
-    saved = {m: sys.modules.pop(m) for m in [m for m in sys.modules if ours(m)]}
-    monkeypatch.syspath_prepend(str(STANDIN))
-    yield
-    for m in [m for m in sys.modules if ours(m)]:
-        del sys.modules[m]
-    sys.modules.update(saved)
+    with importable(monkeypatch, STANDIN, UPSTREAM_MODULES):
+        yield
 
 
 @pytest.fixture(scope="module")
