@@ -255,9 +255,16 @@ def vad_sweep(rows: Sequence[Mapping[str, Any]], configured: Mapping[str, float]
     return _png(fig)
 
 
-def report_figures(metrics: Mapping[str, Mapping[str, Mapping[str, Any]]]) -> dict[str, bytes]:
-    """The figures :func:`harness.report.markdown.render_html` embeds, by name."""
-    return {"score_bars": score_bars(metrics), "yield_funnel": yield_funnel(metrics)}
+def report_figures(metrics: Mapping[str, Mapping[str, Mapping[str, Any]]],
+                   sweep: Sequence[Mapping[str, Any]] = (), configured: Mapping[str, float] | None = None,
+                   ) -> dict[str, bytes]:
+    """The figures :func:`harness.report.markdown.render_html` embeds, by name. ``sweep``: the
+    ``sweep.parquet`` rows of every model with a ``model`` column (``vad.sweep``; none: no sweep
+    figure), ``configured``: the run's values of the swept settings."""
+    figs = {"score_bars": score_bars(metrics), "yield_funnel": yield_funnel(metrics)}
+    if sweep:
+        figs["vad_sweep"] = vad_sweep(sweep, configured)
+    return figs
 
 
 # --------------------------------------------------------------------------- conversation timeline

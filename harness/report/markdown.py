@@ -34,6 +34,10 @@ NO_COMPARISON = ("No comparison: fewer than two evaluated models in this run (se
 FIGURE_CAPTIONS = {
     "score_bars": "Every score per model, explicit and implicit side by side, with 95 % Wilson intervals "
                   "(successes / n). An n/a or not-scored entry is a labelled gap, never a bar at 0.",
+    "vad_sweep": "Each score that depends on the speech segments alone against each swept detector setting "
+                 "(one at a time, the others as configured; dotted: the configured value). The segmenter reran "
+                 "over the stored Silero probabilities; judged scores (answer accuracy, semantic silence "
+                 "preservation) are not swept (docs/vad.md).",
     "yield_funnel": "Answering-window yield funnel per model and condition: N4 events, the two exclusions "
                     "(already speaking at question start, started during the question), first spoke within "
                     "the answering window, still speaking at N4_R start (eligible), and yield successes.",
@@ -137,6 +141,8 @@ def build_report(cfg: Any, metrics: dict, statistics: dict, stats: dict, errors:
     doc.sections += _statistics(statistics, models)
     doc.sections.append(summary_section(statistics.get("human_validation"), cfg.run_id))  # harness/review
 
+    if fig := _figure(figures, "vad_sweep"):
+        doc.sections.append(Section("Detector sweep (vad.sweep)", list(fig)))
     if not errors and not invalid:
         err_blocks: list = [Paragraph("No conversation failed.")]
     else:

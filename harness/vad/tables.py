@@ -84,3 +84,9 @@ def sweep_table_bytes(rows: list[Mapping[str, Any]]) -> bytes:
     """``sweep.parquet``: one row per (swept setting, value, condition, score) with ``successes``,
     ``n`` and ``rate`` (null when ``n`` is 0); see :func:`harness.vad.sweep.sweep_scores`."""
     return _bytes(pa.Table.from_pylist(list(rows), schema=SWEEP_SCHEMA))
+
+
+def read_sweep_rows(data: bytes, model: str) -> list[dict[str, Any]]:
+    """``sweep.parquet`` bytes of one model -> its rows with a ``model`` column (what
+    :func:`harness.report.figures.vad_sweep` plots)."""
+    return [{"model": model, **r} for r in pq.read_table(io.BytesIO(data)).to_pylist()]

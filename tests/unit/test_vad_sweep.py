@@ -8,9 +8,11 @@ import numpy as np
 import pytest
 from PIL import Image
 
-from harness.report.figures import vad_sweep, vad_sweep_data
+from harness.report.figures import report_figures, vad_sweep, vad_sweep_data
 from harness.vad.segments import SegmentRules, segments_from_probs
 from harness.vad.sweep import sweep_points, sweep_segments
+from harness.vad.tables import read_sweep_rows, sweep_table_bytes
+from tests.unit.test_report import METRICS
 
 SR, FRAME = 1000, 10
 
@@ -58,3 +60,11 @@ def test_sweep_figure():
     assert data[("response_presence", "threshold")][("a", "explicit")] == [(0.3, 0.75), (0.5, None), (0.7, 0.25)]
     png = vad_sweep(rows, {"threshold": 0.5})
     assert Image.open(io.BytesIO(png)).size == (1300, 1500)
+    assert "vad_sweep" not in report_figures(METRICS)
+    assert report_figures(METRICS, rows, {"threshold": 0.5})["vad_sweep"] == png
+
+
+def test_sweep_rows_round_trip_through_parquet():
+    rows = [{"setting": "threshold", "value": 0.5, "condition": "explicit", "score": "window_response",
+             "successes": 0, "n": 0, "rate": None}]
+    assert read_sweep_rows(sweep_table_bytes(rows), "m") == [{"model": "m", **rows[0]}]
