@@ -22,6 +22,7 @@ REGISTRY: dict[str, str] = {
     "minicpm_o": "harness.models.minicpm_o:MiniCPMO",
     "moshi": "harness.models.moshi:MoshiModel",
     "cascade": "harness.models.cascade:CascadeModel",
+    "openai_realtime": "harness.models.openai_realtime:OpenAIRealtimeModel",
 }
 
 

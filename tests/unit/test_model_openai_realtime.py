@@ -1,0 +1,172 @@
+"""The OpenAI Realtime adapter end to end through the runner, against a local fake of the API's
+event protocol on a real loopback websocket (tests/fixtures/fake_realtime.py) driven through the
+official SDK. No real API call is made. Runs are paced to the wall clock, so each takes as long
+as its conversations (about 10-15 s): the conversations of one run share a module fixture."""
+
+from __future__ import annotations
+
+import time
+
+import numpy as np
+import pytest
+
+from harness.models.openai_realtime import DEFAULT_TURN_DETECTION, OpenAIRealtimeModel, _Session
+from harness.models.registry import build_model
+from harness.protocol.scheduler import ProtocolSettings
+from harness.runtime.runner import ConversationInput, run_conversations
+from harness.scenes.schema import Label, Scene, Target, Turn
+from harness.vad.silero import VadSettings
+from tests.fixtures.fake_realtime import Behaviour, FakeRealtimeServer
+
+KEY = "sk-fake-test-key"
+RESET_S = 4.0  # the rate-limited session's reset_seconds
+PROTOCOL = ProtocolSettings(turn_gap_s=1.0, tail_s=1.0)
+TEXTS = ("Ben, the train leaves at seven tonight.", "Aria, what time does the train leave?",
+         "We should leave the house early.")
+
+
+def _conv(tts, i: int, duty: str) -> ConversationInput:
+    turns = (Turn("A", TEXTS[0], Label.N2, Target.HUMAN), Turn("B", TEXTS[1], Label.T, Target.ARIA),
+             Turn("C", TEXTS[2], Label.N3, Target.NONE))
+    scene = Scene(f"r{i}-explicit", f"r{i}", "explicit", ("A", "B", "C"), turns, "seven")
+    voices = {"A": "en-us+m1", "B": "en-us+f2", "C": "en-gb"}
+    return ConversationInput(scene, [tts.synthesize(t.text, voices[t.speaker]) for t in turns],
+                             np.zeros(0, np.float32), i, duty_text=duty)
+
+
+def _duty(tag: str) -> str:
+    return f"You are Aria, an assistant in a meeting; answer only when addressed. [{tag}]"
+
+
+@pytest.fixture(scope="module")
+def reply(tts) -> np.ndarray:
+    return tts.synthesize("The train leaves at seven.", "en-us+f3")  # ~1.5 s of real speech
+
+
+@pytest.fixture(scope="module")
+def key():
+    with pytest.MonkeyPatch.context() as mp:
+        mp.setenv("OPENAI_API_KEY", KEY)
+        yield KEY
+
+
+def _server(reply: np.ndarray) -> FakeRealtimeServer:
+    behaviours = {"answer": Behaviour("answer", reply),
+                  "limited": Behaviour("answer", reply, rate_limit_reset_s=RESET_S),
+                  "stall": Behaviour("stall", reply), "disconnect": Behaviour("disconnect", reply)}
+    return FakeRealtimeServer(lambda instructions: behaviours[instructions.rsplit("[", 1)[1].rstrip("]")])
+
+
+@pytest.fixture(scope="module")
+def run(tts, reply, key):
+    """Three rows: an answering session that signals a rate limit, a stall and a disconnect; a fourth
+    conversation waits in the queue for the first free row."""
+    tags = ["limited", "stall", "disconnect", "answer"]
+    with _server(reply) as srv:
+        model = build_model("openai_realtime", {"base_url": srv.base_url, "stall_timeout_s": 1.0, "max_sessions": 3})
+        model.load("cpu")
+        t0 = time.monotonic()
+        results = run_conversations(model, [_conv(tts, i, _duty(t)) for i, t in enumerate(tags)], PROTOCOL,
+                                    VadSettings())
+    by_tag = {s.session["instructions"].rsplit("[", 1)[1].rstrip("]"): s for s in srv.sessions}
+    return dict(zip(tags, results, strict=True)), by_tag, t0, srv
+
+
+def test_it_answers_when_addressed_in_one_session_per_conversation(run):
+    results, sessions, _, srv = run
+    res = results["limited"]
+    assert res.status == "ok", res.reason
+    assert len(srv.sessions) == 4  # one session per conversation, for its whole length
+    log = sessions["limited"]
+    assert log.authorization == f"Bearer {KEY}" and log.model == "gpt-realtime"
+    assert log.client_events[0] == "session.update"  # configured before any audio
+    assert log.session["instructions"] == _duty("limited")
+    assert log.session["audio"]["input"]["format"] == {"type": "audio/pcm", "rate": 24_000}
+    assert log.session["audio"]["input"]["turn_detection"] == DEFAULT_TURN_DETECTION
+    assert log.audio_s == pytest.approx(len(res.output) / 24_000, abs=0.5)  # it heard the whole stream
+    kinds = [e.kind for e in res.events]
+    assert "onset" in kinds  # the runner's detector heard its reply (real speech) after T
+    assert np.abs(res.output).max() > 0.1
+
+
+def test_interrupted_playback_stops_and_tells_the_service_what_was_heard(run):
+    _, sessions, _, _ = run
+    log = sessions["limited"]  # its first reply (after A) is cut by B, who starts 0.5 s into it
+    assert "conversation.item.truncate" in log.client_events
+    assert 200 <= log.truncated[0] <= 1000  # ms of the reply played before B spoke
+
+
+def test_usage_is_recorded_with_the_settings(run):
+    results, sessions, _, _ = run
+    usage = results["limited"].usage
+    log = sessions["limited"]
+    sent = log.usage
+    assert usage["responses"]["completed"] + usage["responses"].get("cancelled", 0) == len(sent)
+    cached_audio = sum(u["input_token_details"]["cached_tokens_details"]["audio_tokens"] for u in sent)
+    assert usage["tokens"]["input_audio_cached"] == cached_audio
+    assert usage["tokens"]["input_audio"] == sum(u["input_token_details"]["audio_tokens"] for u in sent) - cached_audio
+    assert usage["tokens"]["output_audio"] == sum(u["output_token_details"]["audio_tokens"] for u in sent) > 0
+    assert usage["seconds"]["audio_in"] == pytest.approx(log.audio_s, abs=0.2)
+    assert usage["settings"]["turn_detection"] == usage["settings"]["acknowledged_turn_detection"]
+    assert results["stall"].usage["provider"] == "openai"  # a failed conversation keeps its usage too
+
+
+def test_a_stalled_session_fails_its_conversation_not_the_others(run):
+    results, _, _, _ = run
+    res = results["stall"]
+    assert res.status == "error" and res.output is None
+    assert "stalled: no event from the service" in res.reason and "awaiting response.done" in res.reason
+
+
+def test_a_disconnect_fails_its_conversation(run):
+    results, _, _, _ = run
+    res = results["disconnect"]
+    assert res.status == "error"
+    assert "the service closed the session (code 1011" in res.reason
+
+
+def test_a_rate_limit_slows_admission_instead_of_failing(run):
+    results, sessions, _, _ = run
+    assert results["answer"].status == "ok", results["answer"].reason
+    signalled = sessions["limited"].opened  # it said "0 requests left for RESET_S" as its session began
+    freed = sessions["disconnect"].closed  # the first row to free up
+    assert freed < signalled + RESET_S - 1.0
+    assert sessions["answer"].opened >= signalled + RESET_S - 0.2  # left empty until the limit reset
+
+
+def test_manual_turn_taking_commits_at_each_end_of_speech(tts, reply, key):
+    with _server(reply) as srv:
+        model = build_model("openai_realtime", {"base_url": srv.base_url, "turn_detection": None})
+        model.load("cpu")
+        (res,) = run_conversations(model, [_conv(tts, 0, _duty("answer"))], PROTOCOL, VadSettings())
+    assert res.status == "ok", res.reason
+    log = srv.sessions[0]
+    assert log.session["audio"]["input"]["turn_detection"] is None
+    assert log.client_events.count("input_audio_buffer.commit") == log.client_events.count("response.create") >= 2
+    assert "onset" in [e.kind for e in res.events] and res.usage["settings"]["turn_detection"] is None
+
+
+def test_usage_counts_are_disjoint_token_kinds():
+    s = _Session(0, "c", 0.0)
+    for _ in range(2):
+        OpenAIRealtimeModel._count(s, {"input_token_details": {
+            "text_tokens": 10, "audio_tokens": 50, "cached_tokens": 12,
+            "cached_tokens_details": {"text_tokens": 8, "audio_tokens": 4}},
+            "output_token_details": {"text_tokens": 3, "audio_tokens": 30}})
+    assert s.tokens == {"input_text": 4, "input_text_cached": 16, "input_audio": 92, "input_audio_cached": 8,
+                        "output_text": 6, "output_audio": 60}
+
+
+def test_the_key_comes_from_the_environment_only(monkeypatch):
+    monkeypatch.delenv("OPENAI_API_KEY", raising=False)
+    with pytest.raises(RuntimeError, match="OPENAI_API_KEY is not set"):
+        OpenAIRealtimeModel().load("cpu")
+    with pytest.raises(TypeError):
+        OpenAIRealtimeModel(api_key="sk-x")  # no such parameter: a key in config is refused
+
+
+def test_bad_settings_are_refused():
+    with pytest.raises(ValueError, match=r"turn_detection\.type"):
+        OpenAIRealtimeModel(turn_detection={"type": "vad"})
+    with pytest.raises(ValueError, match="max_sessions"):
+        OpenAIRealtimeModel(max_sessions=0)
