@@ -126,10 +126,11 @@ class SileroNet:
 
     MIN_ROWS = 4
     CONTEXT = 64  # samples of the previous window prepended to each window (Silero's context at 16 kHz)
-    FEATURE_CHUNK = 4096  # windows per feature call (bounds memory: ~1 MB of activations per 256 windows)
+    FEATURE_CHUNK = (("cpu", 4096), ("cuda", 131_072))  # windows per feature call (~4 KB of activations each)
 
     def __init__(self, device: str = "cpu"):
         self.device = torch.device(device)
+        self.feature_chunk = dict(self.FEATURE_CHUNK)[self.device.type]
         net = _silero_jit()._model
         if self.device.type != "cpu":
             net = copy.deepcopy(net).to(self.device)
@@ -150,8 +151,8 @@ class SileroNet:
         """``float32[N, 576]`` (context + window, 16 kHz) -> encoder output ``float32[N, 128]``."""
         out = x.new_empty((x.shape[0], 128))
         with torch.inference_mode(), _one_thread():
-            for i in range(0, x.shape[0], self.FEATURE_CHUNK):
-                part = x[i:i + self.FEATURE_CHUNK]
+            for i in range(0, x.shape[0], self.feature_chunk):
+                part = x[i:i + self.feature_chunk]
                 out[i:i + len(part)] = self._encoder(self._stft(self._padded(part)))[: len(part), :, 0]
         return out
 
@@ -406,36 +407,37 @@ def speech_probs(waveforms: list[np.ndarray], sample_rate: int, device: str = "c
 
 
 def _group_probs(net: SileroNet, waves: list[np.ndarray], sample_rate: int) -> list[np.ndarray]:
-    """:func:`speech_probs` of ``waves`` in one batch."""
+    """:func:`speech_probs` of ``waves`` in one batch (host memory: one feature chunk of inputs at a time)."""
     delay = StreamResampler(1, sample_rate, SILERO_RATE).delay
     counts = np.array([max(0, len(w) * SILERO_RATE // sample_rate - delay) // SILERO_WINDOW for w in waves],
                       np.int64)  # = SileroProbs.complete_frames
     if not counts.sum():
         return [np.zeros(0, np.float32) for _ in waves]
     order = np.argsort(-counts, kind="stable")  # longest first: the streams still running are a prefix
-    inputs = []
-    for i in order:
-        x16 = StreamResampler(1, sample_rate, SILERO_RATE).push(waves[i][None])
-        inputs.append(net.windows_with_context(x16[:, delay:delay + counts[i] * SILERO_WINDOW],
-                                               np.zeros((1, SileroNet.CONTEXT), np.float32))[0])
-    feats = net.features(torch.from_numpy(np.concatenate(inputs)).to(net.device))  # every window at once
-    with torch.inference_mode():
-        return _recur(net, feats, counts, order)
-
-
-def _recur(net: SileroNet, feats: torch.Tensor, counts: np.ndarray, order: np.ndarray) -> list[np.ndarray]:
-    """The LSTM and output layer of :func:`_group_probs` (``feats`` of the streams in ``order``)."""
-    hidden = torch.empty_like(feats)
     n = counts[order]
+    feats = torch.empty((int(n.sum()), 128), device=net.device)
+    pending: list[np.ndarray] = []
+    done = 0
+    for j, i in enumerate(order):
+        x16 = StreamResampler(1, sample_rate, SILERO_RATE).push(waves[i][None])
+        pending.append(net.windows_with_context(x16[:, delay:delay + n[j] * SILERO_WINDOW],
+                                                np.zeros((1, SileroNet.CONTEXT), np.float32))[0])
+        if sum(map(len, pending)) >= net.feature_chunk or j == len(order) - 1:
+            x = torch.from_numpy(np.concatenate(pending)).to(net.device)
+            feats[done:done + len(x)] = net.features(x)
+            done += len(x)
+            pending = []
+    hidden = torch.empty_like(feats)
     starts = torch.from_numpy(np.concatenate([[0], np.cumsum(n)[:-1]])).to(net.device)
-    h = torch.zeros((len(counts), 128), device=net.device)
-    c = torch.zeros_like(h)
-    for k, a in enumerate(np.searchsorted(-n, -np.arange(n[0]), side="left").tolist()):  # a: streams with > k windows
-        idx = starts[:a] + k
-        h[:a], c[:a] = net.step(feats[idx], h[:a], c[:a])
-        hidden[idx] = h[:a]
-    probs = np.split(net.head(hidden), np.cumsum(n)[:-1])
-    out: list[np.ndarray] = [np.zeros(0, np.float32)] * len(counts)
+    with torch.inference_mode():
+        h = torch.zeros((len(waves), 128), device=net.device)
+        c = torch.zeros_like(h)
+        for k, a in enumerate(np.searchsorted(-n, -np.arange(n[0]), side="left").tolist()):  # a: streams > k windows
+            idx = starts[:a] + k
+            h[:a], c[:a] = net.step(feats[idx], h[:a], c[:a])
+            hidden[idx] = h[:a]
+        probs = np.split(net.head(hidden), np.cumsum(n)[:-1])
+    out: list[np.ndarray] = [np.zeros(0, np.float32)] * len(waves)
     for j, i in enumerate(order):
         out[i] = probs[j]
     return out

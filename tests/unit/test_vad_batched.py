@@ -66,6 +66,14 @@ def test_probabilities_do_not_depend_on_batch_or_chunks(streams):
         np.testing.assert_array_equal(speech_probs([x] + streams[1:1 + others], SR)[0], ref)
 
 
+def test_feature_chunks_do_not_change_the_probabilities(streams, monkeypatch):
+    """Offline features in chunks of 7 windows (tails of 1 to 3 rows padded) equal one big call."""
+    ref = speech_probs(streams, SR)
+    monkeypatch.setattr(SileroNet, "FEATURE_CHUNK", (("cpu", 7),))
+    for a, b in zip(speech_probs(streams, SR), ref, strict=True):
+        np.testing.assert_array_equal(a, b)
+
+
 def test_close_to_stock_silero(streams):
     """The split forward is Silero's: per window within float rounding of the stock JIT at batch 1."""
     x = streams[0]
