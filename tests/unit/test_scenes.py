@@ -378,20 +378,21 @@ def test_bad_arguments():
     assert generate_pairs(0, seed=0) == []
 
 
-@settings(max_examples=30, deadline=None)
+@settings(max_examples=40, deadline=None)
 @given(
     seed=st.integers(0, 2**32 - 1),
-    n_pairs=st.integers(1, 6),
+    n_pairs=st.integers(1, 12),
     four_party_share=st.floats(0.0, 1.0),
     n4_share=st.floats(0.0, 1.0),
+    profile=st.sampled_from(["compact", "paper"]),
 )
-def test_generated_scenes_always_validate(seed, n_pairs, four_party_share, n4_share):
-    scenes = generate_pairs(n_pairs, seed, four_party_share=four_party_share, n4_share=n4_share)
+def test_generated_scenes_always_validate(seed, n_pairs, four_party_share, n4_share, profile):
+    scenes = generate_pairs(n_pairs, seed, four_party_share=four_party_share, n4_share=n4_share, profile=profile)
     assert len(scenes) == 2 * n_pairs
     for explicit, implicit in zip(scenes[::2], scenes[1::2], strict=True):
         explicit.validate()
         implicit.validate()
-        validate_pair(explicit, implicit)
+        validate_pair(explicit, implicit, strict=True)
         assert explicit.t_position == t_bucket(explicit.t_index, len(explicit.turns))
 
 
