@@ -19,10 +19,9 @@ from harness.vad.silero import VadSettings
 from tests.fixtures.fake_realtime import Behaviour, FakeRealtimeServer
 
 KEY = "sk-fake-test-key"
-RESET_S = 4.0  # the rate-limited session's reset_seconds
-PROTOCOL = ProtocolSettings(turn_gap_s=1.0, tail_s=1.0)
-TEXTS = ("Ben, the train leaves at seven tonight.", "Aria, what time does the train leave?",
-         "We should leave the house early.")
+RESET_S = 2.5  # the rate-limited session's reset_seconds
+PROTOCOL = ProtocolSettings(turn_gap_s=1.0, tail_s=0.5, endpoint_silence_s=1.0)
+TEXTS = ("Ben, the train leaves at seven.", "Aria, when does it leave?", "Let us go early.")
 
 
 def _conv(tts, i: int, duty: str) -> ConversationInput:
