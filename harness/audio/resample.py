@@ -54,8 +54,6 @@ def _polyphase(buf, kernel, o, n_blocks, out):  # pragma: no cover
                     out[s, (j0 + j) * q + p] = acc[j]
 
 
-
-
 def resample(x: np.ndarray, orig_rate: int, new_rate: int) -> np.ndarray:
     """Resample ``float32[..., n]`` from ``orig_rate`` to ``new_rate`` Hz (windowed sinc).
 
@@ -116,6 +114,7 @@ class StreamResampler:
         self._n_in = 0
         self._n_out = 0  # output samples returned
         self._flushed = False
+        self._mute: dict[int, tuple[int, int]] = {}  # row -> output samples [start, end) returned as zeros
 
     @property
     def delay(self) -> int:
@@ -140,10 +139,14 @@ class StreamResampler:
         if self._flushed or self._n_in % self.block_in:
             raise ValueError(f"a stream can only be reset after a whole number of {self.block_in}-sample blocks "
                              f"of input ({self._n_in} pushed) and before flush")
-        rows = np.asarray(rows, dtype=np.int64)
-        # before a stream starts its input is zeros, and the output not yet returned is the delay's zeros
-        self._buf[rows] = 0.0
-        self._ready[rows] = 0.0
+        # before a stream starts its input is zeros; the output from here on starts with the delay's
+        # zeros, where the filter would otherwise ring ahead of the new stream (a fresh resampler
+        # never computes those blocks)
+        start = self._n_in * self.new_rate // self.orig_rate
+        for b in np.atleast_1d(rows):
+            self._buf[b] = 0.0
+            self._ready[b] = 0.0
+            self._mute[int(b)] = (start, start + self.delay)
 
     @property
     def delay_s(self) -> float:
@@ -190,5 +193,9 @@ class StreamResampler:
 
     def _take(self, m: int) -> np.ndarray:
         out, self._ready = self._ready[:, :m], self._ready[:, m:]
-        self._n_out += out.shape[1]
+        n0, self._n_out = self._n_out, self._n_out + out.shape[1]
+        for b, (start, end) in list(self._mute.items()):
+            out[b, max(0, start - n0):max(0, end - n0)] = 0.0
+            if end <= self._n_out:
+                del self._mute[b]
         return out
