@@ -8,6 +8,7 @@ It reads the store only and changes nothing (``make status RUN=...``).
 
 from __future__ import annotations
 
+from harness.pricing import status_lines
 from harness.runtime.config import RunConfig
 from harness.runtime.ledger import ModelLedger, read_ledger
 from harness.runtime.plan import RunPlan
@@ -50,6 +51,7 @@ def run_status(cfg: RunConfig, store: ObjectStore) -> str:
     ledgers = [read_ledger(store, plan, m.name) for m in cfg.models]
     for led in ledgers:
         lines += _infer_line(led, cfg)
+    lines += status_lines(store, plan, cfg.models)  # hosted models: API cost from the usage ledger
     for stage in ("vad", "score"):
         for m in cfg.models:
             lines.append(f"  {stage:9} {m.name:10} {mark(getattr(plan, stage)[m.name])}")
