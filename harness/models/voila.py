@@ -170,11 +170,13 @@ class VoilaModel(DuplexModel):
         self.device = torch.device(device)
         if self.device.type == "cuda" and self.device.index is None:
             self.device = torch.device("cuda", torch.cuda.current_device())
-        if self.tiny:
+        if self.tiny:  # the same random instance every time, the global RNG untouched
             self._tmp = tempfile.TemporaryDirectory(prefix="voila-tiny-")
-            llm_dir, codec_dir = _tiny_checkpoint(Path(self._tmp.name), tf)
-            self.tokenizer = AutoTokenizer.from_pretrained(llm_dir)
-            self.llm = _tiny_llm(VoilaAutonomousModel, len(self.tokenizer))
+            with torch.random.fork_rng(devices=[]):
+                torch.manual_seed(0)
+                llm_dir, codec_dir = _tiny_checkpoint(Path(self._tmp.name), tf)
+                self.tokenizer = AutoTokenizer.from_pretrained(llm_dir)
+                self.llm = _tiny_llm(VoilaAutonomousModel, len(self.tokenizer))
         else:
             llm_dir = _local_snapshot(self.weights_path, self.revision, "weights_path")
             codec_dir = _local_snapshot(self.codec_path, self.codec_revision, "codec_path")
@@ -409,9 +411,8 @@ def _tiny_checkpoint(root: Path, tf: Any) -> tuple[Path, Path]:
                         num_residual_layers=1)
     cfg.model_version = "tiny"  # voila_tokenizer.py reads model.config.model_version
     codec = EncodecModel(cfg)
-    gen = torch.Generator().manual_seed(0)
     for layer in codec.quantizer.layers:  # spread the codebooks so that codes depend on the audio
-        layer.codebook.embed.copy_(torch.randn(layer.codebook.embed.shape, generator=gen))
+        layer.codebook.embed.copy_(torch.randn(layer.codebook.embed.shape))
     codec.save_pretrained(codec_dir)
     EncodecFeatureExtractor(feature_size=1, sampling_rate=16_000).save_pretrained(codec_dir)
     return llm_dir, codec_dir
@@ -420,12 +421,10 @@ def _tiny_checkpoint(root: Path, tf: Any) -> tuple[Path, Path]:
 def _tiny_llm(cls: Any, vocab: int) -> Any:
     """``VoilaAutonomousModel`` on a 2-layer, 64-wide Llama config (random weights; the depth head is
     upstream's fixed 4 x 1024 ``AudioTransformer`` whatever the LLM size)."""
-    import torch
     from transformers import LlamaConfig
 
     cfg = LlamaConfig(vocab_size=-(-vocab // 64) * 64, hidden_size=64, intermediate_size=128,
                       num_hidden_layers=2, num_attention_heads=4, num_key_value_heads=2,
                       max_position_embeddings=8192, attn_implementation="sdpa")
     cfg.num_codebooks, cfg.codebook_size = 4, 2048
-    torch.manual_seed(0)
     return cls(cfg)
