@@ -1,0 +1,168 @@
+"""Can one actor keep many hosted realtime sessions paced? ``--sessions`` concurrent OpenAI Realtime
+sessions (default 64) through :class:`~harness.models.openai_realtime.OpenAIRealtimeModel` and the
+real runner, against the local fake of the API (tests/fixtures/fake_realtime.py) in its own
+process on loopback, so the service's work is not the actor's. No real API call is made.
+
+Measured per session:
+
+* **runner lag**: at each step, wall seconds since the session opened minus stream seconds
+  streamed so far (how far its timeline is behind the wall clock when its frame is handed to
+  the session); the target is every session within 100 ms (issue 14). Its first second is
+  reported apart: sessions opened at the same refill wait for each other's ``open``;
+* **arrival lag**: at the fake server, each ``input_audio_buffer.append``'s arrival minus the
+  first one's, minus the audio before it (the sending path's added delay: event loop, socket);
+* the usage the fake billed, priced with the repository's price table (:mod:`harness.pricing`)
+  and projected to ``--projected`` conversations (4,000 by default). The fake bills the API's
+  documented audio token rates (10 tokens per second in, 20 out; every earlier turn re-read as
+  cached input per response), so the projection scales with the scenes' length and the number
+  of responses: these scenes are short (three turns), the paper's are longer.
+
+A warm-up run (one conversation) comes first, so one-time compilation (numba, Silero) is not
+counted. Prints the figures; the last line is one JSON object. Asserts nothing.
+
+    .venv/bin/python bench/realtime_pacing.py [--sessions 64] [--reply-s 1.0] [--model gpt-realtime]
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import resource
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import numpy as np
+
+ROOT = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(ROOT))
+
+from harness.audio.tts.espeak import EspeakTTS  # noqa: E402
+from harness.models.openai_realtime import FRAME, RATE, OpenAIRealtimeModel  # noqa: E402
+from harness.pricing import ledger_cost, load_prices  # noqa: E402
+from harness.protocol.scheduler import ProtocolSettings  # noqa: E402
+from harness.runtime.runner import ConversationInput, ModelThread, run_conversations  # noqa: E402
+from harness.scenes.schema import Label, Scene, Target, Turn  # noqa: E402
+from harness.vad.silero import VadSettings  # noqa: E402
+
+STARTUP_S = 1.0  # a session's first second: opened together with the others, its socket still connecting
+TEXTS = (("A", "Ben, the train leaves at seven tonight.", Label.N2, Target.HUMAN),
+         ("B", "Aria, what time does the train leave?", Label.T, Target.ARIA),
+         ("C", "We should leave the house early.", Label.N3, Target.NONE))
+
+
+class Timed(OpenAIRealtimeModel):
+    """The adapter, with each session's timeline checked against the wall clock at every step."""
+
+    def __init__(self, **kw):
+        super().__init__(**kw)
+        self.opened: dict[int, float] = {}
+        self.steps: dict[int, int] = {}
+        self.lag: dict[str, float] = {}  # conversation -> max lag once streaming (after its first second), seconds
+        self.start_lag: dict[str, float] = {}  # conversation -> max lag in its first second (opening), seconds
+        self.ids: dict[int, str] = {}
+
+    def open(self, row, stream):
+        super().open(row, stream)
+        self.opened[row], self.steps[row], self.ids[row] = time.perf_counter(), 0, stream.conversation_id
+
+    def step(self, frames):
+        now = time.perf_counter()
+        for row, t0 in self.opened.items():
+            t = self.steps[row] * FRAME / RATE
+            lag, cid = (now - t0) - t, self.ids[row]
+            into = self.lag if t >= STARTUP_S else self.start_lag
+            into[cid] = max(into.get(cid, 0.0), lag)
+            self.steps[row] += 1
+        return super().step(frames)
+
+    def close(self, row):
+        super().close(row)
+        self.opened.pop(row, None)
+
+
+def conversations(tts: EspeakTTS, n: int) -> list[ConversationInput]:
+    voices = {"A": "en-us+m1", "B": "en-us+f2", "C": "en-gb"}
+    clips = [tts.synthesize(text, voices[who]) for who, text, _, _ in TEXTS]
+    turns = tuple(Turn(who, text, label, target) for who, text, label, target in TEXTS)
+    return [ConversationInput(Scene(f"b{i:03d}-explicit", f"b{i:03d}", "explicit", ("A", "B", "C"), turns, "seven"),
+                              clips, np.zeros(0, np.float32), i, duty_text="You are Aria. Answer when addressed.")
+            for i in range(n)]
+
+
+def pct(xs, q):
+    return float(np.percentile(np.asarray(xs), q)) if len(xs) else float("nan")
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    ap.add_argument("--sessions", type=int, default=64)
+    ap.add_argument("--reply-s", type=float, default=1.0)
+    ap.add_argument("--model", default="gpt-realtime")
+    ap.add_argument("--projected", type=int, default=4000)
+    args = ap.parse_args()
+    os.environ.setdefault("OPENAI_API_KEY", "sk-fake-bench")  # the fake takes any key
+
+    server = subprocess.Popen([sys.executable, "-m", "tests.fixtures.fake_realtime", "--reply-s", str(args.reply_s)],
+                              cwd=ROOT, stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True)
+    try:
+        port = int(server.stdout.readline())
+        tts = EspeakTTS(RATE)
+        convs = conversations(tts, args.sessions + 1)
+        model = Timed(model=args.model, max_sessions=args.sessions, base_url=f"http://127.0.0.1:{port}/v1")
+        thread = ModelThread("bench")
+        thread.call("load", model.load, "cpu")
+        protocol, vad = ProtocolSettings(), VadSettings()
+        warm = run_conversations(model, convs[:1], protocol, vad, thread=thread)
+        model.lag.clear(), model.start_lag.clear()
+        load0 = os.getloadavg()[0]
+        cpu0, t0 = resource.getrusage(resource.RUSAGE_SELF), time.perf_counter()
+        results = run_conversations(model, convs[1:], protocol, vad, thread=thread)
+        wall = time.perf_counter() - t0
+        cpu1 = resource.getrusage(resource.RUSAGE_SELF)
+    finally:
+        out, _ = server.communicate("", timeout=60)
+    logs = [json.loads(line) for line in out.splitlines() if line.startswith("{")][1:]  # without the warm-up's
+
+    ok = [r for r in results if r.status == "ok"]
+    lags = [model.lag[r.scene_id] for r in results]
+    start = [model.start_lag[r.scene_id] for r in results]
+    arrival = [log["max_lag_s"] for log in logs]
+    audio_s = sum(len(r.output) for r in ok) / RATE
+    cpu_s = (cpu1.ru_utime - cpu0.ru_utime) + (cpu1.ru_stime - cpu0.ru_stime)
+    table = load_prices()
+    cost = ledger_cost([r.usage for r in results], table)
+    per_conv = cost.usd / cost.priced if cost.priced else None
+    print(f"warm-up: {warm[0].status}; {args.sessions} sessions: {len(ok)} ok, "
+          f"{len(results) - len(ok)} errors {sorted({r.reason for r in results if r.status != 'ok'})}")
+    print(f"wall {wall:.1f} s for {audio_s:.1f} s of audio ({audio_s / wall:.1f} x real time in aggregate); "
+          f"actor CPU {cpu_s:.1f} s ({cpu_s / wall:.2f} cores); load average at start {load0:.1f}")
+    print(f"runner lag per session after its first {STARTUP_S:g} s (max over its steps): p50 "
+          f"{1000 * pct(lags, 50):.0f} ms, p95 {1000 * pct(lags, 95):.0f} ms, max {1000 * max(lags):.0f} ms; "
+          f"sessions over 100 ms: {sum(x > 0.1 for x in lags)}")
+    print(f"runner lag in a session's first {STARTUP_S:g} s (opening with the others): p50 "
+          f"{1000 * pct(start, 50):.0f} ms, max {1000 * max(start):.0f} ms")
+    print(f"arrival lag at the server per session (max): p50 {1000 * pct(arrival, 50):.0f} ms, "
+          f"p95 {1000 * pct(arrival, 95):.0f} ms, max {1000 * max(arrival, default=float('nan')):.0f} ms")
+    print(f"usage ({cost.table}): {cost.describe()}; tokens {dict(cost.tokens)}")
+    if per_conv is not None:
+        print(f"projected: {args.projected} conversations like these on {args.model} = "
+              f"${per_conv * args.projected:,.2f} (${per_conv:.4f} per conversation, "
+              f"${per_conv / (audio_s / len(ok) / 60):.3f} per conversation-minute)")
+    print(json.dumps({
+        "sessions": args.sessions, "ok": len(ok), "wall_s": round(wall, 2), "audio_s": round(audio_s, 2),
+        "actor_cpu_cores": round(cpu_s / wall, 3), "loadavg": round(load0, 2),
+        "runner_lag_ms": {"p50": round(1000 * pct(lags, 50), 1), "p95": round(1000 * pct(lags, 95), 1),
+                          "max": round(1000 * max(lags), 1)},
+        "sessions_over_100ms": int(sum(x > 0.1 for x in lags)),
+        "startup_lag_ms": {"p50": round(1000 * pct(start, 50), 1), "max": round(1000 * max(start), 1)},
+        "arrival_lag_ms": {"p50": round(1000 * pct(arrival, 50), 1), "max": round(1000 * max(arrival, default=0), 1)},
+        "prices": cost.table, "usd_per_conversation": per_conv, "model": args.model,
+        "projected_conversations": args.projected,
+        "projected_usd": None if per_conv is None else round(per_conv * args.projected, 2)}))
+
+
+if __name__ == "__main__":
+    main()
