@@ -1,17 +1,20 @@
 """Causal Silero VAD, batched across streams (spec section 4: the detector is causal Silero).
 
-:class:`StreamingDetector` turns model output on the timeline (``float32[B, n]`` at the
-timeline rate, typically 24 kHz) into speech segments, chunk by chunk:
+:class:`StreamingDetector` (online: the runner's scheduler) turns model output on the timeline
+(``float32[B, n]`` at the timeline rate, typically 24 kHz) into speech segments, chunk by chunk:
 
 1. resample to 16 kHz with a streaming resampler per stream
    (:class:`~harness.audio.resample.StreamResampler`, torchaudio's filter with carried context:
    the same 16 kHz samples whatever the chunk sizes; Silero supports 8/16 kHz only, so 24 kHz
    audio is never fed as 16 kHz);
-2. run the Silero JIT model on 512-sample windows (32 ms) for all streams in one batch;
+2. score 512-sample windows (32 ms) with :class:`SileroNet`, the bundled Silero model split at
+   its recurrence, all streams in one batch;
 3. segment the probabilities with :mod:`harness.vad.segments`.
 
-The online scheduler and the offline ``vad`` stage both use this class, so the audio Silero
-sees is identical in both, bit for bit (the offline stage simply pushes whole outputs).
+:func:`speech_probs` / :func:`detect` (offline: the ``vad`` stage) compute the same
+probabilities from whole stored outputs, many conversations per call (the features of every
+window at once, the LSTM stepped through streams of different lengths), on CPU or CUDA. On CPU
+both are bit-identical whatever the batch and chunking (:class:`SileroNet`; docs/vad.md).
 """
 
 from __future__ import annotations
@@ -30,6 +33,7 @@ from numba import njit
 
 from harness.audio.resample import StreamResampler
 from harness.vad.segments import SegmentRules, SpeechTracker, SpeechView, segments_from_probs
+from harness.vad.sweep import sweep_points
 
 SILERO_RATE = 16_000
 SILERO_WINDOW = 512  # samples at 16 kHz (32 ms)
@@ -51,9 +55,13 @@ class VadSettings:
         object.__setattr__(self, "sweep", tuple((str(k), tuple(float(v) for v in vs)) for k, vs in items))
         if self.batch < 1:
             raise ValueError(f"vad.batch must be >= 1, got {self.batch}")
-        if torch.device(self.device).type not in ("cpu", "cuda"):
+        try:
+            kind = torch.device(self.device).type
+        except RuntimeError:
+            kind = None
+        if kind not in ("cpu", "cuda"):
             raise ValueError(f"vad.device must be cpu or cuda[:n], got {self.device!r}")
-
+        sweep_points(self.rules, dict(self.sweep))  # raises ValueError on a bad sweep
 
 
 def frame_samples(sample_rate: int) -> int:

@@ -68,3 +68,13 @@ def test_sweep_rows_round_trip_through_parquet():
     rows = [{"setting": "threshold", "value": 0.5, "condition": "explicit", "score": "window_response",
              "successes": 0, "n": 0, "rate": None}]
     assert read_sweep_rows(sweep_table_bytes(rows), "m") == [{"model": "m", **rows[0]}]
+
+
+@pytest.mark.parametrize(("vad", "message"), [({"device": "tpu"}, "vad.device must be cpu or cuda"),
+                                              ({"sweep": {"threshold": [1.5]}}, "vad.sweep.threshold=1.5"),
+                                              ({"batch": 0}, "vad.batch must be >= 1")])
+def test_bad_vad_settings_fail_at_config_load(vad, message):
+    from harness.runtime.config import ConfigError, RunConfig
+
+    with pytest.raises(ConfigError, match=message):
+        RunConfig.from_dict({"run_id": "x", "model": {"silent": {"target": "silent"}}, "vad": vad})
