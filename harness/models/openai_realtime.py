@@ -22,11 +22,11 @@ length (a new session per turn would lose the context):
   ``turn_detection: null`` is manual turn-taking: the adapter commits the input and asks for a
   response (``input_audio_buffer.commit`` + ``response.create``) at each end of speech the
   harness's own causal Silero finds on its input (``manual_silence_s`` of silence closes a turn).
-* **Execution** (docs/adding-a-model.md, "Remote services"): ``realtime`` capability, so the
-  runner paces steps to the wall clock; rows are concurrent sessions, ``max_sessions`` (the
-  per-provider concurrency cap) is ``max_batch``. The sessions run on one asyncio event loop
-  in a thread of the actor: ``step`` hands every row's frame to the loop without waiting and
-  returns what each session has sent back so far.
+* **Execution** (docs/adding-a-model.md, "Remote services"; :mod:`harness.models.hosted`):
+  ``realtime`` capability, so the runner paces steps to the wall clock; rows are concurrent
+  sessions, ``max_sessions`` (the per-provider concurrency cap) is ``max_batch``. The sessions
+  run on one asyncio event loop in a thread of the actor: ``step`` hands every row's frame to
+  the loop without waiting and returns what each session has sent back so far.
 * **Admission**: a ``rate_limits.updated`` event whose ``remaining`` falls below
   ``admit_min_remaining`` (per limit name) stops admitting new conversations until that
   limit's ``reset_seconds`` have passed (:meth:`admit`); running sessions go on.
@@ -50,25 +50,18 @@ length (a new session per turn would lose the context):
 
 from __future__ import annotations
 
-import asyncio
 import base64
-import collections
-import contextlib
 import json
-import os
-import threading
-import time
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass, field
 from typing import Any
 
 import numpy as np
 
-from harness.models.base import REALTIME, TEXT_PROMPT, DuplexModel, ModelInfo, OutputQueue, RowError, StreamContext
+from harness.models.base import ModelInfo, StreamContext
+from harness.models.hosted import HostedRealtimeModel, HostedSession
 
 RATE = 24_000  # Hz: the API's pcm16 rate, the timeline's too
 FRAME = 1_920  # samples per step (80 ms)
-TOKEN_KINDS = ("input_text", "input_text_cached", "input_audio", "input_audio_cached", "output_text", "output_audio")
 DEFAULT_TURN_DETECTION = {"type": "server_vad", "threshold": 0.5, "prefix_padding_ms": 300,
                           "silence_duration_ms": 500, "create_response": True, "interrupt_response": True}
 
@@ -83,54 +76,7 @@ def b64_pcm16(data: str) -> np.ndarray:
     return np.frombuffer(base64.b64decode(data), "<i2").astype(np.float32) / 32768.0
 
 
-@dataclass
-class _Session:
-    """One conversation's Realtime session; its fields are written on the event loop and read by ``step``."""
-
-    row: int
-    conversation_id: str
-    opened: float  # time.monotonic() at open
-    outbox: asyncio.Queue = field(default_factory=asyncio.Queue)  # JSON client events to send (used on the loop only)
-    inbox: collections.deque = field(default_factory=collections.deque)  # ("audio", item, pcm) | ("interrupt",)
-    failure: str | None = None
-    awaiting: str | None = "session.updated"  # the event the service owes, if any
-    awaiting_since: float = 0.0
-    last_event: float = 0.0
-    tokens: dict[str, int] = field(default_factory=lambda: dict.fromkeys(TOKEN_KINDS, 0))
-    responses: dict[str, int] = field(default_factory=dict)  # response.done status -> count
-    audio_in: int = 0  # samples sent
-    audio_out: int = 0  # samples received
-    acknowledged: dict | None = None  # turn_detection as session.updated reported it
-    ignored_errors: list[str] = field(default_factory=list)
-    future: Any = None  # the session's coroutine on the loop (concurrent.futures.Future)
-    conn: Any = None
-    closing: bool = False
-    # playback state (model thread only): the item being played and how many of its samples were queued
-    item: str | None = None
-    item_queued: int = 0
-
-    def __post_init__(self) -> None:
-        self.awaiting_since = self.last_event = self.opened
-
-    def fail(self, why: str) -> None:
-        if self.failure is None and not self.closing:
-            self.failure = why
-
-    def expect(self, event: str | None) -> None:
-        self.awaiting, self.awaiting_since = event, time.monotonic()
-
-    def stalled(self, now: float, timeout_s: float) -> str | None:
-        """Why the session counts as stalled at ``now``, or None."""
-        if self.awaiting is None:
-            return None
-        quiet = now - max(self.awaiting_since, self.last_event)
-        if quiet <= timeout_s:
-            return None
-        return (f"stalled: no event from the service for {quiet:.1f} s while awaiting {self.awaiting} "
-                f"(stall_timeout_s {timeout_s:g}) at {now - self.opened:.1f} s of the session")
-
-
-class OpenAIRealtimeModel(DuplexModel):
+class OpenAIRealtimeModel(HostedRealtimeModel):
     """An OpenAI Realtime model, one session per conversation (see the module docstring).
 
     Args:
@@ -148,39 +94,34 @@ class OpenAIRealtimeModel(DuplexModel):
             usage record, the conversation goes on); any other ``error`` fails it.
         manual_silence_s: manual turn-taking only: silence (seconds) that closes a turn.
         base_url: the API's base URL (``None``: the SDK's default, ``OPENAI_BASE_URL`` if set).
+
+    Raises:
+        ValueError: an unknown ``turn_detection.type``, ``max_sessions < 1`` or
+            ``stall_timeout_s <= 0``.
     """
 
-    sdk_module = "openai"  # for a job's preflight (as on the LLM judges)
+    provider = "openai"
+    sdk_module = "openai"
     sdk_package = "openai"
     credentials_env = ("OPENAI_API_KEY",)
+    first_event = "session.updated"
 
     def __init__(self, model: str = "gpt-realtime", voice: str = "marin",
                  turn_detection: Mapping[str, Any] | None = DEFAULT_TURN_DETECTION, max_sessions: int = 16,
                  stall_timeout_s: float = 15.0, admit_min_remaining: Mapping[str, int] | None = None,
                  benign_error_codes: Sequence[str] = ("response_cancel_not_active",),
                  manual_silence_s: float = 0.5, base_url: str | None = None):
-        if max_sessions < 1:
-            raise ValueError(f"max_sessions must be >= 1, got {max_sessions}")
-        if stall_timeout_s <= 0:
-            raise ValueError(f"stall_timeout_s must be > 0 seconds, got {stall_timeout_s}")
         if turn_detection is not None and turn_detection.get("type") not in ("server_vad", "semantic_vad"):
             raise ValueError(f"turn_detection.type must be server_vad or semantic_vad (or turn_detection null for "
                              f"manual turn-taking), got {turn_detection.get('type')!r}")
-        self.model, self.voice = model, voice
+        super().__init__(ModelInfo("openai_realtime", RATE, RATE, FRAME, FRAME, max_sessions,
+                                   weights=f"openai:{model}"), model, stall_timeout_s)
+        self.voice = voice
         self.turn_detection = None if turn_detection is None else dict(turn_detection)
-        self.stall_timeout_s = float(stall_timeout_s)
         self.admit_min_remaining = dict(admit_min_remaining or {"requests": 1})
         self.benign_error_codes = frozenset(benign_error_codes)
         self.manual_silence_s = manual_silence_s
         self.base_url = base_url
-        self.info = ModelInfo("openai_realtime", RATE, RATE, FRAME, FRAME, max_sessions,
-                              frozenset({REALTIME, TEXT_PROMPT}), weights=f"openai:{model}")
-        self._rows: list[_Session | None] = [None] * max_sessions
-        self._fresh: set[int] = set()
-        self._queue: OutputQueue | None = None
-        self._queue_rows = 0
-        self._blocked_until = 0.0  # time.monotonic() before which admit() says no
-        self._loop: asyncio.AbstractEventLoop | None = None
         self._det = None  # manual turn-taking: the harness's causal Silero on every row's input
         self._segments: list[int] = [0] * max_sessions
 
@@ -193,27 +134,15 @@ class OpenAIRealtimeModel(DuplexModel):
     def creates_response(self) -> bool:
         return self.turn_detection is not None and bool(self.turn_detection.get("create_response", True))
 
-    # -- lifecycle -------------------------------------------------------------------------------
-    def load(self, device: str) -> None:
-        """Build the SDK client and start the sessions' event loop (``device`` is ignored: remote).
+    def _make_client(self) -> Any:
+        from openai import AsyncOpenAI
 
-        Raises:
-            RuntimeError: ``OPENAI_API_KEY`` is not set, or the ``openai`` package is missing.
-        """
-        if not os.environ.get("OPENAI_API_KEY"):
-            raise RuntimeError("openai_realtime: OPENAI_API_KEY is not set (keys are read from the environment only)")
-        try:
-            from openai import AsyncOpenAI
-        except ImportError as e:
-            raise RuntimeError(f"openai_realtime needs the `openai` package (requirements.txt): {e}") from e
-        self._client = AsyncOpenAI(**({"base_url": self.base_url} if self.base_url else {}))
-        self._loop = asyncio.new_event_loop()
-        threading.Thread(target=self._loop.run_forever, name="openai-realtime", daemon=True).start()
         if self.turn_detection is None:
             from harness.vad.segments import SegmentRules
             from harness.vad.silero import VadSettings
 
             self._vad = VadSettings(rules=SegmentRules(min_speech_s=0.2, min_silence_s=self.manual_silence_s))
+        return AsyncOpenAI(**({"base_url": self.base_url} if self.base_url else {}))
 
     def session_config(self, instructions: str) -> dict[str, Any]:
         """The ``session.update`` payload for a conversation whose duty instruction is ``instructions``."""
@@ -225,78 +154,21 @@ class OpenAIRealtimeModel(DuplexModel):
             cfg["instructions"] = instructions
         return cfg
 
-    def open(self, row: int, stream: StreamContext) -> None:
-        s = _Session(row, stream.conversation_id, time.monotonic())
-        self._rows[row] = s
-        self._fresh.add(row)
-        s.future = asyncio.run_coroutine_threadsafe(self._start(s, self.session_config(stream.duty_text)), self._loop)
+    def settings(self, s: HostedSession) -> dict[str, Any]:
+        return {"turn_detection": self.turn_detection, "acknowledged_turn_detection": s.acknowledged,
+                "voice": self.voice}
 
-    def close(self, row: int) -> None:
-        s = self._rows[row]
-        self._rows[row] = None
-        if s is not None:
-            s.closing = True
-            s.future.cancel()  # cancels the session's task on the loop, which closes its socket
+    def _encode(self, frame: np.ndarray) -> str:
+        return json.dumps({"type": "input_audio_buffer.append", "audio": pcm16_b64(frame)})
 
-    def admit(self) -> bool:
-        return time.monotonic() >= self._blocked_until
+    def _truncate(self, s: HostedSession, item: str, played_ms: int) -> None:
+        event = {"type": "conversation.item.truncate", "item_id": item, "content_index": 0, "audio_end_ms": played_ms}
+        self.call_on_loop(self._enqueue, [(s, json.dumps(event))])
 
-    def usage(self, row: int) -> dict | None:
-        s = self._rows[row]
-        if s is None:
-            return None
-        return {"provider": "openai", "model": self.model, "tokens": dict(s.tokens), "responses": dict(s.responses),
-                "seconds": {"session": round(time.monotonic() - s.opened, 3), "audio_in": round(s.audio_in / RATE, 3),
-                            "audio_out": round(s.audio_out / RATE, 3)},
-                "settings": {"turn_detection": self.turn_detection, "acknowledged_turn_detection": s.acknowledged,
-                             "voice": self.voice},
-                "ignored_errors": list(s.ignored_errors)}
-
-    # -- streaming -------------------------------------------------------------------------------
-    def step(self, frames: np.ndarray) -> np.ndarray:
-        rows = frames.shape[0]
-        if self._queue is None or self._queue_rows != rows:
-            self._queue, self._queue_rows = OutputQueue(rows, FRAME), rows
-        for b in self._fresh:
-            self._queue.clear(b)
-        fresh, self._fresh = self._fresh, set()
-        live = [(b, s) for b, s in enumerate(self._rows[:rows]) if s is not None]
-        sends = [(s, pcm16_b64(frames[b])) for b, s in live]
-        for s, _ in sends:
-            s.audio_in += FRAME
-        self._loop.call_soon_threadsafe(self._append, sends)
-        if self.turn_detection is None:
-            self._endpoint(frames, live, fresh)
-        now, bad = time.monotonic(), {}
-        for b, s in live:
-            self._play(b, s)
-            why = s.failure or s.stalled(now, self.stall_timeout_s)
-            if why:
-                bad[b] = why
-        out = self._queue.take()
-        if bad:
-            raise RowError(bad, out)
-        return out
-
-    def _play(self, b: int, s: _Session) -> None:
-        """Move what session ``s`` received into row ``b``'s output queue (model thread)."""
-        while s.inbox:
-            msg = s.inbox.popleft()
-            if msg[0] == "audio":
-                if msg[1] != s.item:
-                    s.item, s.item_queued = msg[1], 0
-                self._queue.put(b, msg[2])
-                s.item_queued += len(msg[2])
-            elif s.item is not None and self._queue.pending(b):  # "interrupt": stop playback, say what was heard
-                played = max(0, s.item_queued - self._queue.pending(b))
-                self._queue.clear(b)
-                event = {"type": "conversation.item.truncate", "item_id": s.item, "content_index": 0,
-                         "audio_end_ms": round(1000 * played / RATE)}
-                self._loop.call_soon_threadsafe(self._send, s, event)
-                s.item = None
-
-    def _endpoint(self, frames: np.ndarray, live: list[tuple[int, _Session]], fresh: set[int]) -> None:
+    def _on_step(self, frames: np.ndarray, live: list[tuple[int, HostedSession]], fresh: set[int]) -> None:
         """Manual turn-taking: commit and ask for a response at each end of speech on a row's input."""
+        if self.turn_detection is not None:
+            return
         from harness.vad.silero import StreamingDetector
 
         rows = frames.shape[0]
@@ -311,60 +183,42 @@ class OpenAIRealtimeModel(DuplexModel):
             n = len(self._det.segments(b))
             if n > self._segments[b]:
                 self._segments[b] = n
-                self._loop.call_soon_threadsafe(self._respond, s)
+                self.call_on_loop(self._respond, s)
 
     # -- on the event loop -----------------------------------------------------------------------
-    def _append(self, sends: list[tuple[_Session, str]]) -> None:
-        for s, audio in sends:
-            if not s.closing:
-                s.outbox.put_nowait(json.dumps({"type": "input_audio_buffer.append", "audio": audio}))
-
-    def _send(self, s: _Session, event: dict) -> None:
-        if not s.closing:
-            s.outbox.put_nowait(json.dumps(event))
-
-    def _respond(self, s: _Session) -> None:
-        self._send(s, {"type": "input_audio_buffer.commit"})
-        self._send(s, {"type": "response.create"})
+    def _respond(self, s: HostedSession) -> None:
+        self._enqueue([(s, json.dumps({"type": "input_audio_buffer.commit"})),
+                       (s, json.dumps({"type": "response.create"}))])
         if s.awaiting is None:
             s.expect("response.created")
 
-    async def _start(self, s: _Session, config: dict) -> None:
-        from websockets.exceptions import ConnectionClosed
+    async def _session(self, s: HostedSession, stream: StreamContext) -> None:
+        import asyncio
+        import contextlib
 
+        conn = await self._client.realtime.connect(model=self.model).enter()
         sender = None
         try:
-            s.conn = await self._client.realtime.connect(model=self.model).enter()
-            await s.conn.session.update(session=config)
-            sender = asyncio.create_task(self._sender(s))
+            await conn.session.update(session=self.session_config(stream.duty_text))
+            # raw JSON through the SDK's connection: its typed helpers validate every event, too slow
+            # for 12.5 appends a second per session times dozens of sessions
+
+            async def send() -> None:
+                while True:
+                    await conn.send_raw(await s.outbox.get())
+
+            sender = asyncio.create_task(send())
             while True:
-                self._handle(s, json.loads(await s.conn.recv_bytes()))
-        except asyncio.CancelledError:
-            pass
-        except ConnectionClosed as e:
-            code = e.rcvd.code if e.rcvd is not None else None
-            reason = e.rcvd.reason if e.rcvd is not None else ""
-            s.fail(f"the service closed the session (code {code}{': ' + reason if reason else ''}) "
-                   f"at {time.monotonic() - s.opened:.1f} s")
-        except Exception as e:  # whatever broke this session is its conversation's error
-            s.fail(f"session failed at {time.monotonic() - s.opened:.1f} s: {type(e).__name__}: {e}")
+                self._handle(s, json.loads(await conn.recv_bytes()))
         finally:
             if sender is not None:
                 sender.cancel()
-            if s.conn is not None:
-                with contextlib.suppress(Exception):  # closing a socket that may have broken already
-                    await s.conn.close()
+            with contextlib.suppress(Exception):  # closing a socket that may have broken already
+                await conn.close()
 
-    async def _sender(self, s: _Session) -> None:
-        # raw JSON through the SDK's connection: the typed helpers validate every event, too slow for
-        # 12.5 appends a second per session times dozens of sessions
-        while True:
-            await s.conn.send_raw(await s.outbox.get())
-
-    def _handle(self, s: _Session, ev: dict) -> None:
+    def _handle(self, s: HostedSession, ev: dict) -> None:
         """One server event of session ``s`` (docs: the Realtime API's server events)."""
-        now = time.monotonic()
-        s.last_event = now
+        s.heard()
         kind = ev.get("type")
         if kind == "response.output_audio.delta":
             pcm = b64_pcm16(ev["delta"])
@@ -386,31 +240,32 @@ class OpenAIRealtimeModel(DuplexModel):
             resp = ev.get("response", {})
             status = resp.get("status", "unknown")
             s.responses[status] = s.responses.get(status, 0) + 1
-            self._count(s, resp.get("usage") or {})
+            count_usage(s.tokens, resp.get("usage") or {})
             if s.awaiting in ("response.done", "response.created"):
                 s.expect(None)
         elif kind == "rate_limits.updated":
             for lim in ev.get("rate_limits", []):
                 least = self.admit_min_remaining.get(lim.get("name"))
                 if least is not None and lim.get("remaining") is not None and lim["remaining"] < least:
-                    self._blocked_until = max(self._blocked_until, now + float(lim.get("reset_seconds") or 0.0))
+                    self.block_admission(float(lim.get("reset_seconds") or 0.0))
         elif kind == "error":
             err = ev.get("error", {})
             what = f"{err.get('type')}/{err.get('code')}: {err.get('message')}"
             if err.get("code") in self.benign_error_codes:
                 s.ignored_errors.append(what)
             else:
-                s.fail(f"the service sent an error at {now - s.opened:.1f} s: {what}")
+                s.fail(f"the service sent an error {s.at()}: {what}")
 
-    @staticmethod
-    def _count(s: _Session, usage: dict) -> None:
-        """Add one ``response.done`` usage to the session's disjoint token counts."""
-        inp, out = usage.get("input_token_details") or {}, usage.get("output_token_details") or {}
-        cached = inp.get("cached_tokens_details") or {}
-        c_text, c_audio = cached.get("text_tokens") or 0, cached.get("audio_tokens") or 0
-        s.tokens["input_text"] += (inp.get("text_tokens") or 0) - c_text
-        s.tokens["input_text_cached"] += c_text
-        s.tokens["input_audio"] += (inp.get("audio_tokens") or 0) - c_audio
-        s.tokens["input_audio_cached"] += c_audio
-        s.tokens["output_text"] += out.get("text_tokens") or 0
-        s.tokens["output_audio"] += out.get("audio_tokens") or 0
+
+def count_usage(tokens: dict[str, int], usage: Mapping[str, Any]) -> None:
+    """Add one ``response.done`` usage to ``tokens``, the disjoint token kinds of a usage record
+    (the API counts cached tokens inside its input counts; they are split out here)."""
+    inp, out = usage.get("input_token_details") or {}, usage.get("output_token_details") or {}
+    cached = inp.get("cached_tokens_details") or {}
+    c_text, c_audio = cached.get("text_tokens") or 0, cached.get("audio_tokens") or 0
+    tokens["input_text"] += (inp.get("text_tokens") or 0) - c_text
+    tokens["input_text_cached"] += c_text
+    tokens["input_audio"] += (inp.get("audio_tokens") or 0) - c_audio
+    tokens["input_audio_cached"] += c_audio
+    tokens["output_text"] += out.get("text_tokens") or 0
+    tokens["output_audio"] += out.get("audio_tokens") or 0

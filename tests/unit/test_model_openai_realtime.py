@@ -10,7 +10,8 @@ import time
 import numpy as np
 import pytest
 
-from harness.models.openai_realtime import DEFAULT_TURN_DETECTION, OpenAIRealtimeModel, _Session
+from harness.models.hosted import TOKEN_KINDS
+from harness.models.openai_realtime import DEFAULT_TURN_DETECTION, OpenAIRealtimeModel, count_usage
 from harness.models.registry import build_model
 from harness.protocol.scheduler import ProtocolSettings
 from harness.runtime.runner import ConversationInput, run_conversations
@@ -146,13 +147,13 @@ def test_manual_turn_taking_commits_at_each_end_of_speech(tts, reply, key):
 
 
 def test_usage_counts_are_disjoint_token_kinds():
-    s = _Session(0, "c", 0.0)
+    tokens = dict.fromkeys(TOKEN_KINDS, 0)
     for _ in range(2):
-        OpenAIRealtimeModel._count(s, {"input_token_details": {
+        count_usage(tokens, {"input_token_details": {
             "text_tokens": 10, "audio_tokens": 50, "cached_tokens": 12,
             "cached_tokens_details": {"text_tokens": 8, "audio_tokens": 4}},
             "output_token_details": {"text_tokens": 3, "audio_tokens": 30}})
-    assert s.tokens == {"input_text": 4, "input_text_cached": 16, "input_audio": 92, "input_audio_cached": 8,
+    assert tokens == {"input_text": 4, "input_text_cached": 16, "input_audio": 92, "input_audio_cached": 8,
                         "output_text": 6, "output_audio": 60}
 
 
