@@ -33,7 +33,7 @@ def streams(tts) -> list[np.ndarray]:
         clip = speech[: len(x) - at] * rng.uniform(0.1, 0.8)
         x[at:at + len(clip)] += clip
         out.append(x)
-    return out + [np.zeros(2 * SR, np.float32), np.zeros(700, np.float32), np.zeros(0, np.float32)]
+    return [*out, np.zeros(2 * SR, np.float32), np.zeros(700, np.float32), np.zeros(0, np.float32)]
 
 
 def _online(x: np.ndarray, chunk: int, n_rows: int = 1) -> np.ndarray:
@@ -63,7 +63,7 @@ def test_probabilities_do_not_depend_on_batch_or_chunks(streams):
     for n_rows, chunk in ((2, 1920), (3, 777), (6, 4096), (1, len(x))):
         np.testing.assert_array_equal(_online(x, chunk, n_rows), ref)
     for others in (0, 1, 2, 5):  # alone, and among streams of other lengths
-        np.testing.assert_array_equal(speech_probs([x] + streams[1:1 + others], SR)[0], ref)
+        np.testing.assert_array_equal(speech_probs([x, *streams[1:1 + others]], SR)[0], ref)
 
 
 def test_feature_chunks_do_not_change_the_probabilities(streams, monkeypatch):
