@@ -14,6 +14,7 @@ from typing import Any
 from harness.report.document import Bullets, Code, Document, Paragraph, Section, Table, to_markdown
 
 LABELS = ("T", "N1", "N2", "N3", "N4_Q", "N4_R")
+T_POSITIONS = ("early-middle", "middle", "late-middle")
 CONDS = ("explicit", "implicit")
 
 
@@ -36,8 +37,8 @@ def _counts(stats: dict) -> Table:
         ("pairs", stats["n_pairs"], paper["n_pairs"], True),
         ("three-person pairs", stats["n_three_person"], paper["n_three_person"], True),
         ("four-person pairs", stats["n_four_person"], paper["n_four_person"], True),
-        *((f"T position {b}", stats["t_position_buckets"].get(b), v, True)
-          for b, v in paper["t_position_buckets"].items()),
+        *((f"T position {b}", stats["t_position_buckets"].get(b), paper["t_position_buckets"][b], True)
+          for b in T_POSITIONS),
         ("scenes with N4", stats["n_scenes_with_n4"], paper["n_scenes_with_n4"], True),
         ("N4 events", stats["n_n4_events"], paper["n_n4_events"], True),
         ("pairs with the previous turn rewritten", stats["rewritten_previous_turn"],
@@ -55,7 +56,7 @@ def _counts(stats: dict) -> Table:
                      paper["mean_conversation_s"][c], False))
     out = []
     for name, ours, theirs, scales in rows:
-        ref = theirs * f if scales else theirs
+        ref = (round(theirs * f) if isinstance(theirs, int) else theirs * f) if scales else theirs
         dev = f"{(ours - ref) / ref:+.1%}" if ours is not None and ref else "-"
         out.append((name, _n(ours), _n(theirs), _scaled(theirs, f) if scales else _n(theirs), dev))
     return Table(("quantity", "this corpus", "paper", f"paper at {stats['n_pairs']:,} pairs", "difference"),
