@@ -242,6 +242,20 @@ class HostedRealtimeModel(DuplexModel):
         self._loop.call_soon_threadsafe(fn, *args)
 
     # -- on the event loop -----------------------------------------------------------------------
+    @staticmethod
+    def spawn(s: HostedSession, coro: Any) -> asyncio.Task:
+        """Run ``coro`` beside session ``s``'s receiving (e.g. its sender); if it raises, the
+        conversation fails with that error."""
+
+        def done(task: asyncio.Task) -> None:
+            if not task.cancelled() and task.exception() is not None:
+                e = task.exception()
+                s.fail(f"sending failed {s.at()}: {type(e).__name__}: {e}")
+
+        task = asyncio.ensure_future(coro)
+        task.add_done_callback(done)
+        return task
+
     def _enqueue(self, sends: list[tuple[HostedSession, Any]]) -> None:
         for s, data in sends:
             if not s.closing:

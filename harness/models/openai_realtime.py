@@ -193,7 +193,6 @@ class OpenAIRealtimeModel(HostedRealtimeModel):
             s.expect("response.created")
 
     async def _session(self, s: HostedSession, stream: StreamContext) -> None:
-        import asyncio
         import contextlib
 
         conn = await self._client.realtime.connect(model=self.model).enter()
@@ -207,7 +206,7 @@ class OpenAIRealtimeModel(HostedRealtimeModel):
                 while True:
                     await conn.send_raw(await s.outbox.get())
 
-            sender = asyncio.create_task(send())
+            sender = self.spawn(s, send())
             while True:
                 self._handle(s, json.loads(await conn.recv_bytes()))
         finally:

@@ -23,6 +23,7 @@ REGISTRY: dict[str, str] = {
     "moshi": "harness.models.moshi:MoshiModel",
     "cascade": "harness.models.cascade:CascadeModel",
     "openai_realtime": "harness.models.openai_realtime:OpenAIRealtimeModel",
+    "gemini_live": "harness.models.gemini_live:GeminiLiveModel",
 }
 
 
