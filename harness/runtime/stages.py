@@ -6,6 +6,7 @@ writes its completion marker last; a stage whose marker exists is skipped.
 
 from __future__ import annotations
 
+import dataclasses
 import io
 import json
 import logging
@@ -18,7 +19,7 @@ from tqdm import tqdm
 
 from harness.audio.io import decode, encode
 from harness.audio.tts.espeak import EspeakSettings, EspeakTTS, SynthesisError
-from harness.metrics.analyses import all_statistics, output_checks
+from harness.metrics.analyses import all_statistics, output_checks, streaming_speed
 from harness.metrics.outcomes import conversation_outcomes, with_verdict
 from harness.metrics.scores import compute_metrics
 from harness.protocol.scheduler import Scheduler
@@ -45,7 +46,7 @@ from harness.store.base import ObjectStore, get_json, open_store, put_json
 from harness.store.layout import cache_prefix
 from harness.vad.silero import frame_samples, segment_probs, speech_probs
 from harness.vad.sweep import sweep_points, sweep_scores, sweep_segments
-from harness.vad.tables import probability_bytes, segment_table_bytes, sweep_table_bytes
+from harness.vad.tables import probability_bytes, read_sweep_rows, segment_table_bytes, sweep_table_bytes
 
 log = logging.getLogger("duplex_mpe")
 
@@ -543,7 +544,9 @@ def reduce_stage(cfg: RunConfig, store: ObjectStore) -> str:
                     rec = json.loads(read_output(store, recs[sid], "json"))
                     produced[m.name].append({"speech_s": sum(e - b for b, e in entry["segments"]) / sr,
                                              "truncated": entry.get("truncated", False),
-                                             "peak": rec.get("output_peak")})
+                                             "peak": rec.get("output_peak"),
+                                             "audio_s": (rec.get("n_samples") or 0) / sr,
+                                             "wall_s": rec.get("wall_s"), "step_s": rec.get("step_s")})
                     reason = verdicts.get(sid, {}).get(ERROR_KEY)
                     if reason is None:
                         conv = _outcomes(cfg, scene, rec, entry["segments"])
@@ -563,6 +566,7 @@ def reduce_stage(cfg: RunConfig, store: ObjectStore) -> str:
     statistics = all_statistics(rows_by_model, metrics, request_times(cfg, index, scenes), CONDITIONS,
                                 cfg.metrics.min_n, roles)
     statistics["output_checks"] = output_checks(produced, roles, cfg.metrics.suspect_peak_dbfs)
+    statistics["streaming_speed"] = streaming_speed(produced)
     statistics["failures"] = failures
     statistics["scoring_cost"] = spend
     all_rows = [r for rows in rows_by_model.values() for r in rows]
@@ -576,7 +580,10 @@ def reduce_stage(cfg: RunConfig, store: ObjectStore) -> str:
     report = render_report(cfg, metrics, statistics, stats, error_list, invalid, plan, reference=reference,
                            examples=examples)
     store.put(lay.file(plan.reduce, "report.md"), report.encode())
-    html = render_html(cfg, metrics, statistics, stats, error_list, invalid, plan, report_figures(metrics),
+    sweep = [r for m in cfg.models if cfg.vad.sweep
+             for r in read_sweep_rows(store.get(lay.file(plan.vad[m.name], "sweep.parquet")), m.name)]
+    figures = report_figures(metrics, sweep, dataclasses.asdict(cfg.vad.rules))
+    html = render_html(cfg, metrics, statistics, stats, error_list, invalid, plan, figures,
                        reference=reference, examples=examples)
     store.put(lay.file(plan.reduce, "report.html"), html.encode())
     _conversation_pages(cfg, store, plan, scenes, rows_by_model, examples, outputs)

@@ -82,7 +82,7 @@ FAULTY = "tests.fixtures.faulty_models"
 def test_a_model_failure_fails_the_attempt_and_commits_nothing(tmp_path):
     cfg, store, plan, ids = _model_run(tmp_path, {"crashing": {"target": f"{FAULTY}:CrashingModel"}})
     worker = InferWorker(cfg, cfg.models[0], store)
-    with pytest.raises(ModelFailure, match=r"^model crashing: step 3 at 0\.24 s of stream raised RuntimeError: "
+    with pytest.raises(ModelFailure, match=r"^model crashing: step 3 at 0\.24 s of the run raised RuntimeError: "
                                            r"CUDA out of memory"):
         worker.run("shard-00000", ids)
     shard_prefix = plan.layout.shard(plan.infer["crashing"], "shard-00000")
@@ -96,7 +96,7 @@ def test_a_stalled_model_fails_the_attempt_and_its_worker_takes_no_more(tmp_path
                                        infer={"step_timeout_s": 0.2})
     worker = InferWorker(cfg, cfg.models[0], store)
     try:
-        with pytest.raises(ModelStalled, match=r"^model stalling: step 2 at 0\.16 s of stream did not return "
+        with pytest.raises(ModelStalled, match=r"^model stalling: step 2 at 0\.16 s of the run did not return "
                                                r"within 0\.2 s \(infer\.step_timeout_s\)"):
             worker.run("shard-00000", ids)
         with pytest.raises(ModelStalled, match=r"open at 0\.00 s of stream not started: an earlier call "
@@ -136,7 +136,7 @@ def test_the_executor_retries_a_failed_attempt_then_reports_the_shard(tmp_path):
     assert [(s.model, s.shard_id, s.ok, s.error) for s in report.done] == [("flaky", "shard-00000", 2, 0)]
     assert list(report.failed) == [("broken", "shard-00000")]
     # the reason names the adapter (ModelInfo.name), the call and the stream time
-    assert report.failed[("broken", "shard-00000")] == ("ModelFailure: model crashing: step 3 at 0.24 s of stream "
+    assert report.failed[("broken", "shard-00000")] == ("ModelFailure: model crashing: step 3 at 0.24 s of the run "
                                                         "raised RuntimeError: CUDA out of memory. Tried to allocate "
                                                         "2.00 GiB")
     flaky, broken = read_ledger(store, plan, "flaky"), read_ledger(store, plan, "broken")
