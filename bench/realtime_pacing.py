@@ -1,7 +1,8 @@
-"""Can one actor keep many hosted realtime sessions paced? ``--sessions`` concurrent OpenAI Realtime
-sessions (default 64) through :class:`~harness.models.openai_realtime.OpenAIRealtimeModel` and the
-real runner, against the local fake of the API (tests/fixtures/fake_realtime.py) in its own
-process on loopback, so the service's work is not the actor's. No real API call is made.
+"""Can one actor keep many hosted realtime sessions paced? ``--sessions`` concurrent sessions
+(default 64) of a hosted adapter (``--provider openai``: :class:`~harness.models.openai_realtime.OpenAIRealtimeModel`;
+``gemini``: :class:`~harness.models.gemini_live.GeminiLiveModel`) through the real runner, against
+the local fake of that API (tests/fixtures/fake_realtime*.py) in its own process on loopback, so
+the service's work is not the actor's. No real API call is made.
 
 Measured per session:
 
@@ -9,18 +10,20 @@ Measured per session:
   streamed so far (how far its timeline is behind the wall clock when its frame is handed to
   the session); the target is every session within 100 ms (issue 14). Its first second is
   reported apart: sessions opened at the same refill wait for each other's ``open``;
-* **arrival lag**: at the fake server, each ``input_audio_buffer.append``'s arrival minus the
-  first one's, minus the audio before it (the sending path's added delay: event loop, socket);
+* **arrival lag** (OpenAI fake only): at the server, the spread of each ``input_audio_buffer.append``'s
+  arrival minus the audio before it (the sending path's added delay: event loop, socket, and the
+  burst of audio queued while a socket connects);
 * the usage the fake billed, priced with the repository's price table (:mod:`harness.pricing`)
-  and projected to ``--projected`` conversations (4,000 by default). The fake bills the API's
-  documented audio token rates (10 tokens per second in, 20 out; every earlier turn re-read as
-  cached input per response), so the projection scales with the scenes' length and the number
-  of responses: these scenes are short (three turns), the paper's are longer.
+  and projected to ``--projected`` conversations (4,000 by default). The fakes bill the APIs'
+  documented audio token rates (OpenAI: 10 tokens per second in, 20 out, every earlier turn
+  re-read as cached input per response; Gemini: 32 per second each way, earlier turns re-read as
+  uncached input), so the projection scales with the scenes' length and the number of
+  responses: these scenes are short (three turns), the paper's are longer.
 
 A warm-up run (one conversation) comes first, so one-time compilation (numba, Silero) is not
 counted. Prints the figures; the last line is one JSON object. Asserts nothing.
 
-    .venv/bin/python bench/realtime_pacing.py [--sessions 64] [--reply-s 1.0] [--model gpt-realtime]
+    .venv/bin/python bench/realtime_pacing.py [--provider openai|gemini] [--sessions 64] [--reply-s 1.0] [--model ID]
 """
 
 from __future__ import annotations
@@ -40,7 +43,8 @@ ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
 from harness.audio.tts.espeak import EspeakTTS  # noqa: E402
-from harness.models.openai_realtime import FRAME, RATE, OpenAIRealtimeModel  # noqa: E402
+from harness.models.gemini_live import GeminiLiveModel  # noqa: E402
+from harness.models.openai_realtime import OpenAIRealtimeModel  # noqa: E402
 from harness.pricing import ledger_cost, load_prices  # noqa: E402
 from harness.protocol.scheduler import ProtocolSettings  # noqa: E402
 from harness.runtime.runner import ConversationInput, ModelThread, run_conversations  # noqa: E402
@@ -53,8 +57,11 @@ TEXTS = (("A", "Ben, the train leaves at seven tonight.", Label.N2, Target.HUMAN
          ("C", "We should leave the house early.", Label.N3, Target.NONE))
 
 
-class Timed(OpenAIRealtimeModel):
-    """The adapter, with each session's timeline checked against the wall clock at every step."""
+RATE = 24_000  # the timeline's
+
+
+class Timed:
+    """Mixed into an adapter: each session's timeline checked against the wall clock at every step."""
 
     def __init__(self, **kw):
         super().__init__(**kw)
@@ -71,7 +78,7 @@ class Timed(OpenAIRealtimeModel):
     def step(self, frames):
         now = time.perf_counter()
         for row, t0 in self.opened.items():
-            t = self.steps[row] * FRAME / RATE
+            t = self.steps[row] * self.info.frame_s
             lag, cid = (now - t0) - t, self.ids[row]
             into = self.lag if t >= STARTUP_S else self.start_lag
             into[cid] = max(into.get(cid, 0.0), lag)
@@ -100,18 +107,27 @@ def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("--sessions", type=int, default=64)
     ap.add_argument("--reply-s", type=float, default=1.0)
-    ap.add_argument("--model", default="gpt-realtime")
+    ap.add_argument("--provider", choices=("openai", "gemini"), default="openai")
+    ap.add_argument("--model", default=None, help="the provider's model id (default: the adapter's)")
     ap.add_argument("--projected", type=int, default=4000)
     args = ap.parse_args()
-    os.environ.setdefault("OPENAI_API_KEY", "sk-fake-bench")  # the fake takes any key
-
-    server = subprocess.Popen([sys.executable, "-m", "tests.fixtures.fake_realtime", "--reply-s", str(args.reply_s)],
+    fake = "tests.fixtures.fake_realtime" + ("_gemini" if args.provider == "gemini" else "")
+    server = subprocess.Popen([sys.executable, "-m", fake, "--reply-s", str(args.reply_s)],
                               cwd=ROOT, stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True)
     try:
-        port = int(server.stdout.readline())
+        first = server.stdout.readline()
+        if args.provider == "openai":
+            os.environ.setdefault("OPENAI_API_KEY", "sk-fake-bench")  # the fake takes any key
+            base, cls = f"http://127.0.0.1:{int(first)}/v1", OpenAIRealtimeModel
+        else:
+            info = json.loads(first)
+            os.environ.setdefault("GEMINI_API_KEY", "fake-bench")
+            os.environ["SSL_CERT_FILE"] = info["ca_file"]  # trust the fake's certificate
+            base, cls = f"https://127.0.0.1:{info['port']}", GeminiLiveModel
         tts = EspeakTTS(RATE)
         convs = conversations(tts, args.sessions + 1)
-        model = Timed(model=args.model, max_sessions=args.sessions, base_url=f"http://127.0.0.1:{port}/v1")
+        model = type("Timed" + cls.__name__, (Timed, cls), {})(
+            max_sessions=args.sessions, base_url=base, **({"model": args.model} if args.model else {}))
         thread = ModelThread("bench")
         thread.call("load", model.load, "cpu")
         protocol, vad = ProtocolSettings(), VadSettings()
@@ -129,7 +145,7 @@ def main() -> None:
     ok = [r for r in results if r.status == "ok"]
     lags = [model.lag[r.scene_id] for r in results]
     start = [model.start_lag[r.scene_id] for r in results]
-    arrival = [log["max_lag_s"] for log in logs]
+    arrival = [log["max_lag_s"] for log in logs if "max_lag_s" in log]  # the OpenAI fake measures it
     audio_s = sum(len(r.output) for r in ok) / RATE
     cpu_s = (cpu1.ru_utime - cpu0.ru_utime) + (cpu1.ru_stime - cpu0.ru_stime)
     table = load_prices()
@@ -144,11 +160,12 @@ def main() -> None:
           f"sessions over 100 ms: {sum(x > 0.1 for x in lags)}")
     print(f"runner lag in a session's first {STARTUP_S:g} s (opening with the others): p50 "
           f"{1000 * pct(start, 50):.0f} ms, max {1000 * max(start):.0f} ms")
-    print(f"arrival lag at the server per session (max): p50 {1000 * pct(arrival, 50):.0f} ms, "
-          f"p95 {1000 * pct(arrival, 95):.0f} ms, max {1000 * max(arrival, default=float('nan')):.0f} ms")
+    if arrival:
+        print(f"arrival lag at the server per session (max): p50 {1000 * pct(arrival, 50):.0f} ms, "
+              f"p95 {1000 * pct(arrival, 95):.0f} ms, max {1000 * max(arrival):.0f} ms")
     print(f"usage ({cost.table}): {cost.describe()}; tokens {dict(cost.tokens)}")
     if per_conv is not None:
-        print(f"projected: {args.projected} conversations like these on {args.model} = "
+        print(f"projected: {args.projected} conversations like these on {model.model} = "
               f"${per_conv * args.projected:,.2f} (${per_conv:.4f} per conversation, "
               f"${per_conv / (audio_s / len(ok) / 60):.3f} per conversation-minute)")
     print(json.dumps({
@@ -158,8 +175,9 @@ def main() -> None:
                           "max": round(1000 * max(lags), 1)},
         "sessions_over_100ms": int(sum(x > 0.1 for x in lags)),
         "startup_lag_ms": {"p50": round(1000 * pct(start, 50), 1), "max": round(1000 * max(start), 1)},
-        "arrival_lag_ms": {"p50": round(1000 * pct(arrival, 50), 1), "max": round(1000 * max(arrival, default=0), 1)},
-        "prices": cost.table, "usd_per_conversation": per_conv, "model": args.model,
+        "arrival_lag_ms": {"p50": round(1000 * pct(arrival, 50), 1), "max": round(1000 * max(arrival), 1)}
+        if arrival else None,
+        "prices": cost.table, "usd_per_conversation": per_conv, "provider": args.provider, "model": model.model,
         "projected_conversations": args.projected,
         "projected_usd": None if per_conv is None else round(per_conv * args.projected, 2)}))
 
