@@ -14,7 +14,7 @@ help:  ## list targets
 
 # apt packages when missing, then a venv with the pinned requirements. Idempotent: the
 # stamp is newer than the requirement files when nothing changed, so a second run is instant.
-$(STAMP): requirements.txt requirements-dev.txt pyproject.toml
+$(STAMP): requirements.txt requirements-dev.txt requirements-nodeps.txt pyproject.toml
 	@missing=""; for p in $(APT_PKGS); do dpkg -s $$p >/dev/null 2>&1 || missing="$$missing $$p"; done; \
 	if [ -n "$$missing" ]; then \
 	  echo "installing apt packages:$$missing"; \
@@ -23,7 +23,7 @@ $(STAMP): requirements.txt requirements-dev.txt pyproject.toml
 	fi
 	@test -x $(PY) || python3 -m venv .venv
 	$(PIP) install -q --disable-pip-version-check -r requirements-dev.txt
-	$(PIP) install -q --disable-pip-version-check --no-deps -e .
+	$(PIP) install -q --disable-pip-version-check --no-deps -r requirements-nodeps.txt -e .
 	@touch $(STAMP)
 
 setup: $(STAMP)  ## install apt packages and the virtualenv (fast when done)
