@@ -12,7 +12,10 @@ Failures are the conversation's error (:class:`~harness.models.base.RowError`), 
 whatever ends a session's coroutine early (a closed socket, a refused connection, an error the
 provider's handler raises) and the **stall detector**: while the session owes an event
 (:meth:`HostedSession.expect`) and none arrives for ``stall_timeout_s``. Admission
-(:meth:`admit`) closes while :meth:`block_admission` says so (a provider's rate-limit signal).
+(:meth:`admit`) closes while :meth:`block_admission` says so: a provider's rate-limit signal, or
+a handshake refused with HTTP 429 (for its ``Retry-After``, else :attr:`rate_limit_backoff_s`);
+that conversation fails (its timeline has started: connecting seconds late would shift its
+input against the service's clock), the ones after it wait.
 """
 
 from __future__ import annotations
@@ -90,6 +93,14 @@ class HostedSession:
                 f"(stall_timeout_s {timeout_s:g}) at {now - self.opened:.1f} s of the session")
 
 
+def _retry_after(value: str | None, default: float) -> float:
+    """Seconds of an HTTP ``Retry-After`` header given in seconds (a date or nothing: ``default``)."""
+    try:
+        return max(0.0, float(value)) if value is not None else default
+    except ValueError:
+        return default
+
+
 class HostedRealtimeModel(DuplexModel):
     """Base of the hosted realtime adapters (see the module docstring).
 
@@ -108,6 +119,7 @@ class HostedRealtimeModel(DuplexModel):
     sdk_package = ""
     credentials_env: tuple[str, ...] = ()
     first_event = "setup"  # what a fresh session owes first (named in a stall's reason)
+    rate_limit_backoff_s = 10.0  # admission pause after a handshake refused with 429 and no Retry-After
 
     def __init__(self, info: ModelInfo, model: str, stall_timeout_s: float):
         if info.max_batch < 1:
@@ -262,13 +274,22 @@ class HostedRealtimeModel(DuplexModel):
                 s.outbox.put_nowait(data)
 
     async def _guarded(self, s: HostedSession, stream: StreamContext) -> None:
-        from websockets.exceptions import ConnectionClosed
+        from websockets.exceptions import ConnectionClosed, InvalidStatus
 
         try:
             await self._session(s, stream)
             s.fail(f"the service ended the session {s.at()}")  # before the conversation did
         except asyncio.CancelledError:
             pass
+        except InvalidStatus as e:  # the handshake was refused
+            status = e.response.status_code
+            if status == 429:  # rate limited: no new conversation until the service says it may retry
+                wait = _retry_after(e.response.headers.get("Retry-After"), self.rate_limit_backoff_s)
+                self.block_admission(wait)
+                s.fail(f"the service refused the session: HTTP 429 (rate limited) {s.at()}; "
+                       f"admission paused {wait:g} s")
+            else:
+                s.fail(f"the service refused the session: HTTP {status} {s.at()}")
         except ConnectionClosed as e:
             code = e.rcvd.code if e.rcvd is not None else None
             reason = e.rcvd.reason if e.rcvd is not None else ""

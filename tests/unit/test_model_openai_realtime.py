@@ -146,6 +146,24 @@ def test_manual_turn_taking_commits_at_each_end_of_speech(tts, reply, key):
     assert "onset" in [e.kind for e in res.events] and res.usage["settings"]["turn_detection"] is None
 
 
+def test_a_refused_handshake_pauses_admission_for_its_retry_after(key):
+    sr = 24_000
+    turns = (Turn("A", "x", Label.N2, Target.HUMAN), Turn("B", "x", Label.T, Target.ARIA),
+             Turn("C", "x", Label.N3, Target.NONE))
+    tone = (0.2 * np.sin(2 * np.pi * 220 * np.arange(sr // 4) / sr)).astype(np.float32)
+    convs = [ConversationInput(Scene(f"q{i}-explicit", f"q{i}", "explicit", ("A", "B", "C"), turns, "x"),
+                               [tone] * 3, np.zeros(0, np.float32), i, duty_text=_duty("answer")) for i in range(2)]
+    with FakeRealtimeServer(Behaviour("answer", reply_s=0.3), refuse=1, retry_after_s=1.5) as srv:
+        model = build_model("openai_realtime", {"base_url": srv.base_url, "max_sessions": 1})
+        model.load("cpu")
+        short = ProtocolSettings(turn_gap_s=0.3, tail_s=0.3, endpoint_silence_s=0.5, fresh_onset_window_s=0.5)
+        refused, ok = run_conversations(model, convs, short, VadSettings())
+    assert refused.status == "error" and "HTTP 429 (rate limited)" in refused.reason
+    assert "admission paused 1.5 s" in refused.reason
+    assert ok.status == "ok", ok.reason
+    assert srv.sessions[0].opened - srv.refused[0] >= 1.4  # the free row waited for Retry-After
+
+
 def test_usage_counts_are_disjoint_token_kinds():
     tokens = dict.fromkeys(TOKEN_KINDS, 0)
     for _ in range(2):
