@@ -207,7 +207,10 @@ class HostedRealtimeModel(DuplexModel):
                 "seconds": {"session": round(time.monotonic() - s.opened, 3),
                             "audio_in": round(s.audio_in / self.info.input_rate, 3),
                             "audio_out": round(s.audio_out / self.info.output_rate, 3)},
-                "settings": self.settings(s), "ignored_errors": list(s.ignored_errors), **s.extra}
+                "settings": self.settings(s), "ignored_errors": list(s.ignored_errors),
+                # the event the service still owed when the conversation ended (e.g. a reply's response.done):
+                # its tokens may be billed but are not counted here (an unacknowledged setup bills nothing)
+                "owed_at_close": None if s.awaiting == self.first_event else s.awaiting, **s.extra}
 
     # -- streaming -------------------------------------------------------------------------------
     def step(self, frames: np.ndarray) -> np.ndarray:

@@ -11,7 +11,9 @@ reads its records and needs no rerun.
 
 A conversation is **unpriced** (never $0) when its model has no entry in the table or it used
 a token kind the entry has no price for; summaries count unpriced conversations apart and say
-why. A conversation without usage (a model that meters nothing) is not part of the ledger.
+why. A conversation that ended while the service still owed a reply's usage (``owed_at_close``)
+is priced as counted and flagged: its cost is a lower bound. A conversation without usage (a
+model that meters nothing) is not part of the ledger.
 """
 
 from __future__ import annotations
@@ -103,6 +105,7 @@ class LedgerCost:
     priced: int = 0
     usd: float = 0.0  # of the priced ones only
     unpriced: Counter = field(default_factory=Counter)  # reason -> conversations
+    undercounted: int = 0  # conversations that ended while the service still owed usage (``owed_at_close``)
     tokens: Counter = field(default_factory=Counter)  # token kind -> count, over every metered conversation
 
     def describe(self) -> str:
@@ -113,6 +116,8 @@ class LedgerCost:
         if self.unpriced:
             text += f"; {sum(self.unpriced.values())} unpriced: " + "; ".join(
                 f"{why} ({n})" for why, n in self.unpriced.most_common())
+        if self.undercounted:
+            text += f"; {self.undercounted} ended with a reply's usage still owed (a lower bound)"
         return text
 
 
@@ -143,6 +148,7 @@ def ledger_cost(usages: Iterable[Mapping[str, Any] | None], table: PriceTable) -
         if not usage:
             continue
         out.metered += 1
+        out.undercounted += bool(usage.get("owed_at_close"))
         out.tokens.update({k: int(n) for k, n in (usage.get("tokens") or {}).items()})
         cost = table.cost(usage)
         if cost.usd is None:

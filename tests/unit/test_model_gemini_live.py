@@ -73,6 +73,7 @@ def test_usage_and_settings_are_recorded(run):
     assert usage["tokens"]["input_audio"] == sum(u["promptTokensDetails"][1]["tokenCount"] for u in sent)
     assert usage["tokens"]["input_text"] == sum(u["promptTokensDetails"][0]["tokenCount"] for u in sent) > 0
     assert usage["settings"]["automatic_activity_detection"] == DEFAULT_ACTIVITY_DETECTION
+    assert usage["owed_at_close"] is None
 
 
 def test_a_stall_and_a_disconnect_fail_only_their_conversations(run):

@@ -21,7 +21,8 @@ from tests.fixtures.fake_realtime import Behaviour, FakeRealtimeServer
 
 KEY = "sk-fake-test-key"
 RESET_S = 2.5  # the rate-limited session's reset_seconds
-PROTOCOL = ProtocolSettings(turn_gap_s=1.0, tail_s=0.5, endpoint_silence_s=1.0)
+# a 1.5 s tail: the reply to the last turn (0.5 s of silence after it) completes before the stream ends
+PROTOCOL = ProtocolSettings(turn_gap_s=1.0, tail_s=1.5, endpoint_silence_s=1.0)
 TEXTS = ("Ben, the train leaves at seven.", "Aria, when does it leave?", "Let us go early.")
 
 
@@ -108,7 +109,9 @@ def test_usage_is_recorded_with_the_settings(run):
     assert usage["tokens"]["output_audio"] == sum(u["output_token_details"]["audio_tokens"] for u in sent) > 0
     assert usage["seconds"]["audio_in"] == pytest.approx(log.audio_s, abs=0.2)
     assert usage["settings"]["turn_detection"] == usage["settings"]["acknowledged_turn_detection"]
+    assert usage["owed_at_close"] is None  # every reply's usage arrived before the conversation ended
     assert results["stall"].usage["provider"] == "openai"  # a failed conversation keeps its usage too
+    assert results["stall"].usage["owed_at_close"] == "response.done"
 
 
 def test_a_stalled_session_fails_its_conversation_not_the_others(run):

@@ -46,12 +46,14 @@ def test_a_model_or_token_kind_without_a_price_is_unpriced_never_zero(usage, why
 def test_re_pricing_reads_the_same_usage_under_another_table(tmp_path):
     old, new = _table(tmp_path, 1, 64.0), _table(tmp_path, 2, 32.0)
     assert old.cost(USAGE).usd - new.cost(USAGE).usd == pytest.approx(12_000 * 32 / 1e6)
-    led = ledger_cost([USAGE, None, {**USAGE, "model": "gpt-realtime-2"}, USAGE], new)
+    led = ledger_cost([USAGE, None, {**USAGE, "model": "gpt-realtime-2"}, {**USAGE, "owed_at_close": "response.done"}],
+                      new)
     assert (led.metered, led.priced) == (3, 2)  # None: a model that meters nothing, not in the ledger
     assert led.usd == pytest.approx(2 * new.cost(USAGE).usd)
     assert led.tokens["output_audio"] == 36_000
     text = led.describe()
     assert "for 2 conversations (prices v2 as of 2030-01-01)" in text and "1 unpriced" in text
+    assert "1 ended with a reply's usage still owed (a lower bound)" in text
 
 
 @pytest.mark.parametrize("bad", [{"input_audio": -1.0}, {"input_audio": "free"}, {"input_audio": float("nan")}])
