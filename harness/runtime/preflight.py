@@ -176,7 +176,14 @@ def problems(cfg: RunConfig, store: ObjectStore, stages: Collection[str]) -> lis
             build_asr(cfg.asr.kind, **cfg.asr.params)
         except (RuntimeError, ValueError, TypeError) as e:
             out.append(f"asr={cfg.asr.kind}: {e}")
-    out += [p for p in map(model_problem, work.infer) if p]
+    for m in work.infer:
+        problem = model_problem(m)
+        if problem:
+            out.append(problem)
+        else:  # a hosted model's SDK and API key (its class declares sdk_module, credentials_env)
+            from harness.models.registry import model_class
+
+            out += backend_problems(f"model={m.name}", model_class(m.target), f"model {m.name!r} in the infer stage")
     return out + resource_problems(cfg, work)
 
 

@@ -234,3 +234,13 @@ def test_the_pipeline_without_the_judge_key_exits_2_before_writing_anything(tmp_
                                  + ANTHROPIC_KEY_MISSING.format("the score stage")), out.stderr[-3000:]
     assert sorted(p.name for p in (tmp_path / "x").iterdir()) == ["logs"]  # Hydra's log dir only: no run.json
     assert sorted(p.name for p in tmp_path.iterdir()) == ["_probe", "x"]  # and the store probe's object
+
+
+def test_a_hosted_model_without_its_key_is_named_before_infer(tmp_path, monkeypatch):
+    monkeypatch.delenv("OPENAI_API_KEY", raising=False)
+    c = cfg(tmp_path, model={"openai_realtime": {"target": "openai_realtime"}})
+    assert found(c, ["infer"]) == [
+        "model=openai_realtime: no API key: set OPENAI_API_KEY in the environment (keys are read from the environment "
+        "only); needed by model 'openai_realtime' in the infer stage"]
+    monkeypatch.setenv("OPENAI_API_KEY", "sk-not-a-real-key")
+    assert found(c, ["infer"]) == []

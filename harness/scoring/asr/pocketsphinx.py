@@ -102,6 +102,8 @@ class PocketsphinxASR:
         hmm: acoustic model directory (default: the one shipped in the wheel).
         dictionary: pronunciation dictionary (default: the shipped ``cmudict-en-us.dict``).
         decoder_options: further pocketsphinx ``Config`` options (e.g. ``{"lw": 6.5}``).
+        pronunciations: ``{word: [ARPAbet phones]}`` added to the dictionary's variants (e.g. the
+            assistant's name as espeak-ng says it).
 
     Raises:
         RuntimeError: the ``pocketsphinx`` package is not importable.
@@ -122,6 +124,7 @@ class PocketsphinxASR:
         hmm: str | None = None,
         dictionary: str | None = None,
         decoder_options: dict[str, Any] | None = None,
+        pronunciations: dict[str, list[str]] | None = None,
     ):
         try:
             import pocketsphinx
@@ -139,6 +142,8 @@ class PocketsphinxASR:
         self.dictionary = dictionary or pocketsphinx.get_model_path("en-us/cmudict-en-us.dict")
         self.decoder_options = dict(decoder_options or {})
         self._prons = _read_dictionary(self.dictionary)
+        for word, extra in (pronunciations or {}).items():  # e.g. a name as espeak-ng says it
+            self._prons[word.lower()] = tuple(dict.fromkeys((*self._prons.get(word.lower(), ()), *extra)))
         self._lock = threading.Lock()
         self._decoders: OrderedDict[str, Any] = OrderedDict()  # LM hash -> Decoder
         settings = {
@@ -153,6 +158,7 @@ class PocketsphinxASR:
             "hmm": hmm,
             "dictionary": dictionary,
             "decoder_options": self.decoder_options,
+            "pronunciations": pronunciations or {},
         }
         digest = hashlib.sha256(json.dumps(settings, sort_keys=True, default=str).encode()).hexdigest()[:8]
         self.version = f"{IMPL_VERSION}+ps{settings['pocketsphinx']}.{digest}"
