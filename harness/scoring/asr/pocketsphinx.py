@@ -158,8 +158,9 @@ class PocketsphinxASR:
             "hmm": hmm,
             "dictionary": dictionary,
             "decoder_options": self.decoder_options,
-            "pronunciations": pronunciations or {},
         }
+        if pronunciations:  # only when given: the scoring ASR's version (and cache keys) stay as they were
+            settings["pronunciations"] = pronunciations
         digest = hashlib.sha256(json.dumps(settings, sort_keys=True, default=str).encode()).hexdigest()[:8]
         self.version = f"{IMPL_VERSION}+ps{settings['pocketsphinx']}.{digest}"
 
