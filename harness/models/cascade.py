@@ -6,16 +6,19 @@ It decides from the room audio alone, so it shows a real explicit/implicit gap w
    :class:`~harness.vad.silero.StreamingDetector`, one row per stream) closes a human turn after
    ``endpoint_s`` of silence.
 2. **ASR**: the offline recogniser of the scoring stage
-   (:class:`~harness.scoring.asr.pocketsphinx.PocketsphinxASR`) transcribes the turn. Its
+   (:class:`~harness.scoring.asr.pocketsphinx.PocketsphinxASR`) transcribes the turn's first
+   ``head_s`` (and the whole turn and the earlier ones only when it answers). Its
    vocabulary prior is the scene's text (its turns and the duty instruction), exactly as the
    scoring ASR gets it: a stand-in for a strong open-vocabulary recogniser. The cascade reads
    nothing else of the script: no labels, targets, order or timing.
 3. **Addressee rule**: the turn is for the assistant when it says the assistant's name
    (``name``), or when it is a question (it starts with a question word) that begins within
-   ``follow_up_s`` of the end of the assistant's last reply. The spoken duty instruction
-   (most of its words) is taken as the instruction, not a request.
-4. **Reply**: it answers with the earlier turn that shares the most content words with the
-   request ("I heard: ..."), spoken with espeak-ng, and says nothing while a reply is playing.
+   ``follow_up_s`` of the end of the assistant's last reply. The spoken duty instruction comes
+   first: segments whose words are mostly the instruction's are not requests, until the first
+   segment that is not.
+4. **Reply**: it answers with the earlier turn (of the last ``context_turns``) that shares the
+   most content words with the request ("I heard: ..."), spoken with espeak-ng, and says
+   nothing while a reply is playing.
 
 Explicit T turns name the assistant, implicit ones do not, so the cascade answers the first
 and mostly misses the second: a known-direction gap, not a known score. It batches (every row
@@ -57,7 +60,9 @@ class _Listener:
     audio: list[np.ndarray] = field(default_factory=list)
     t: int = 0  # samples heard
     segments_done: int = 0
-    turns: list[list[str]] = field(default_factory=list)  # transcripts of the human turns so far
+    instructed: bool = False  # the spoken instruction is over (the first segment that is not part of it)
+    turns: list[tuple[int, int]] = field(default_factory=list)  # the human turns so far, [start, end) samples
+    transcripts: dict[int, list[str]] = field(default_factory=dict)  # full transcripts, made when needed
     reply_end: int | None = None  # sample at which its last reply ends
 
 
@@ -69,16 +74,21 @@ class CascadeModel(DuplexModel):
         voice: espeak-ng voice of its replies.
         endpoint_s: silence that closes a human turn, seconds.
         follow_up_s: a question starting within this many seconds after its reply ends is for it.
-        duty_overlap: share of the duty instruction's words a turn must contain to be taken as
-            the instruction.
+        duty_overlap: share of a segment's content words that must be the duty instruction's for
+            it to be taken as part of the instruction (only before the first segment that is not).
+        head_s: seconds at the start of a turn that are transcribed to decide whether it is for
+            the assistant (the whole turn is transcribed only when it answers).
+        context_turns: earlier turns its answer is looked up in.
         max_batch: rows one actor steps together.
         name_phones: pronunciations of ``name`` for the recogniser (ARPAbet).
     """
 
     def __init__(self, name: str = "Aria", voice: str = "en-us+f3", endpoint_s: float = 0.3,
                  follow_up_s: float = 3.0, duty_overlap: float = 0.6, max_batch: int = 16,
-                 name_phones: tuple[str, ...] = ("EH R IY AH", "AA R IY AH")):
+                 name_phones: tuple[str, ...] = ("EH R IY AH", "AA R IY AH"), head_s: float = 2.0,
+                 context_turns: int = 6):
         self.name, self.voice, self.name_phones = name.lower(), voice, tuple(name_phones)
+        self.head, self.context_turns = round(head_s * RATE), context_turns
         self.endpoint_s, self.follow_up, self.duty_overlap = endpoint_s, round(follow_up_s * RATE), duty_overlap
         self.info = ModelInfo("cascade", RATE, RATE, FRAME, FRAME, max_batch, frozenset(), weights=None)
         self._rows: list[_Listener | None] = [None] * max_batch
@@ -92,7 +102,7 @@ class CascadeModel(DuplexModel):
         from harness.vad.silero import VadSettings
 
         # espeak-ng says "Aria" as EH R IY AH, which the dictionary lacks (it has AA R IY AH: heard as "early");
-        # frame downsampling (ds 2) halves the decoding time at a small cost in accuracy
+        # frame downsampling (ds 2): about two thirds of the decoding time, at a small cost in accuracy
         self.tts = EspeakTTS(RATE)
         self.asr = PocketsphinxASR(pronunciations={self.name: list(self.name_phones)}, decoder_options={"ds": 2},
                                    cache_size=2 * self.info.max_batch)
@@ -133,24 +143,35 @@ class CascadeModel(DuplexModel):
             lis.segments_done = len(segs)
         return self._queue.take()
 
+    def _transcribe(self, lis: _Listener, start: int, end: int) -> list[str]:
+        return _words(self.asr.transcribe(np.concatenate(lis.audio)[start:end], RATE, lis.vocabulary).text)
+
     def _heard(self, row: int, lis: _Listener, start: int, end: int) -> None:
-        """A human turn ended at sample ``end``: transcribe it and reply if it is for the assistant."""
-        audio = np.concatenate(lis.audio)[start:end]
-        words = _words(self.asr.transcribe(audio, RATE, lis.vocabulary).text)
-        if not words:
+        """A human turn ended at sample ``end``: decide from its first ``head_s`` whether it is for the
+        assistant (the name, or a question right after its reply) and reply if so."""
+        head = self._transcribe(lis, start, min(end, start + self.head))
+        if not head:
             return
-        content = set(words) - STOPWORDS
-        if lis.duty and len(content & lis.duty) >= self.duty_overlap * len(lis.duty):
-            return  # the spoken instruction
-        named = self.name in words
-        follow_up = (words[0] in QUESTION_START and lis.reply_end is not None
+        content = set(head) - STOPWORDS
+        if not lis.instructed:
+            if lis.duty and len(content & lis.duty) >= self.duty_overlap * max(1, len(content)):
+                return  # part of the spoken instruction, which comes first
+            lis.instructed = True
+        named = self.name in head
+        follow_up = (head[0] in QUESTION_START and lis.reply_end is not None
                      and 0 <= start - lis.reply_end <= self.follow_up)
         speaking = lis.reply_end is not None and lis.reply_end > lis.t
         if (named or follow_up) and not speaking:
-            clip = self.tts.synthesize(self._answer(lis.turns, content), self.voice)
+            request = set(self._transcribe(lis, start, end)) - STOPWORDS
+            earlier = []
+            for i in range(max(0, len(lis.turns) - self.context_turns), len(lis.turns)):
+                if i not in lis.transcripts:
+                    lis.transcripts[i] = self._transcribe(lis, *lis.turns[i])
+                earlier.append(lis.transcripts[i])
+            clip = self.tts.synthesize(self._answer(earlier, request), self.voice)
             self._queue.put(row, clip)
             lis.reply_end = lis.t + len(clip)
-        lis.turns.append(words)
+        lis.turns.append((start, end))
 
     def _answer(self, turns: list[list[str]], request: set[str]) -> str:
         """The earlier turn sharing the most content words with the request (ties: the latest)."""

@@ -26,7 +26,7 @@ def _options(group: str) -> list[str]:
 
 def test_default_composes_to_the_demo():
     cfg = _compose([])
-    assert [m.name for m in cfg.models] == ["silent", "babble", "oracle", "cascade"]
+    assert [m.name for m in cfg.models] == ["silent", "babble", "oracle"]
     assert cfg.protocol.fresh_onset_window_s == 5.0 and cfg.protocol.response_cap_s == 60.0
     assert cfg.protocol.echo is False
     assert cfg.detector == cfg.vad  # online and offline detectors agree by default

@@ -214,9 +214,9 @@ def test_rendered_rayjob_runs_the_pipeline_against_object_storage(rendered, mode
     assert spec["rayClusterSpec"]["rayVersion"] == RAY_PIN
     tokens = spec["entrypoint"].split()
     assert tokens[:3] == ["python", "-m", "jobs.pipeline"]
-    expected = {f"model=[{model.replace('-', '_')}]", f"run_id={RUN_ID}", "store=s3", "cluster=kuberay", "store.bucket=bench-bucket",
-                "store.prefix=duplex", "store.endpoint_url=http://127.0.0.1:9000", "store.region=eu-west-1",
-                "budget.usd=100", "budget.usd_per_gpu_hour=2.5"}
+    expected = {f"model=[{model.replace('-', '_')}]", f"run_id={RUN_ID}", "store=s3", "cluster=kuberay",
+                "store.bucket=bench-bucket", "store.prefix=duplex", "store.endpoint_url=http://127.0.0.1:9000",
+                "store.region=eu-west-1", "budget.usd=100", "budget.usd_per_gpu_hour=2.5"}
     assert expected <= set(tokens)
     keys = [t.split("=")[0] for t in tokens[3:]]
     assert len(keys) == len(set(keys)), "each Hydra key once"

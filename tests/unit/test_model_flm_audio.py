@@ -18,6 +18,7 @@ from harness.protocol.scheduler import ProtocolSettings
 from harness.runtime.runner import ConversationInput, run_conversations
 from harness.scenes.schema import Label, Scene, Target, Turn
 from harness.vad.silero import VadSettings
+from tests.fixtures.standins import importable
 
 STANDIN = Path(__file__).resolve().parents[1] / "fixtures" / "standins" / "flm_audio"
 SR, FRAME = 24_000, 1_920
@@ -27,10 +28,8 @@ TEXT_WAIT, AUD_PAD = 5, 2048
 @pytest.fixture
 def flmaudio(monkeypatch):
     """The stand-in importable as ``flmaudio`` for one test; its modules are gone afterwards."""
-    monkeypatch.syspath_prepend(str(STANDIN))
-    yield
-    for name in [n for n in sys.modules if n == "flmaudio" or n.startswith("flmaudio.")]:
-        del sys.modules[name]
+    with importable(monkeypatch, STANDIN, ("flmaudio",)):
+        yield
 
 
 def _weights(tmp_path: Path, context: int = 4096) -> Path:

@@ -18,6 +18,7 @@ from harness.protocol.scheduler import ProtocolSettings
 from harness.runtime.runner import ConversationInput, run_conversations
 from harness.scenes.schema import Label, Scene, Target, Turn
 from harness.vad.silero import VadSettings
+from tests.fixtures.standins import importable
 
 STANDIN = Path(__file__).resolve().parents[1] / "fixtures" / "standins" / "minicpm_o"
 FRAME_IN, FRAME_OUT = 1600, 2400  # 100 ms at 16 kHz in, 24 kHz out
@@ -26,10 +27,8 @@ FRAME_IN, FRAME_OUT = 1600, 2400  # 100 ms at 16 kHz in, 24 kHz out
 @pytest.fixture
 def upstream(monkeypatch):
     """The stand-in importable as ``MiniCPMO45`` for one test; forgotten afterwards."""
-    monkeypatch.syspath_prepend(str(STANDIN))
-    yield
-    for name in [m for m in sys.modules if m == "MiniCPMO45" or m.startswith("MiniCPMO45.")]:
-        del sys.modules[name]
+    with importable(monkeypatch, STANDIN, ("MiniCPMO45",)):
+        yield
 
 
 @pytest.fixture

@@ -26,6 +26,7 @@ from harness.protocol.scheduler import ProtocolSettings
 from harness.runtime.runner import ConversationInput, run_conversations
 from harness.scenes.schema import Label, Scene, Target, Turn
 from harness.vad.silero import VadSettings
+from tests.fixtures.standins import importable
 
 ROOT = Path(__file__).resolve().parents[2]
 STANDIN = ROOT / "tests" / "fixtures" / "standins" / "personaplex"
@@ -38,17 +39,8 @@ VOICE_FRAMES = 2  # of the test voice prompt
 def moshi(monkeypatch):
     """The stand-in importable as ``moshi`` for one test. Kyutai's ``moshi`` (in the harness
     environment) may already be imported: its modules step aside and come back afterwards."""
-    def ours(name: str) -> bool:
-        return name == "moshi" or name.startswith("moshi.")
-
-    saved = {n: m for n, m in sys.modules.items() if ours(n)}
-    for n in saved:
-        del sys.modules[n]
-    monkeypatch.syspath_prepend(str(STANDIN))
-    yield
-    for n in [n for n in sys.modules if ours(n)]:
-        del sys.modules[n]
-    sys.modules.update(saved)
+    with importable(monkeypatch, STANDIN, ("moshi",)):
+        yield
 
 
 @pytest.fixture(scope="module")
