@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import dataclasses
 import hashlib
+import json
 from dataclasses import dataclass, field
 from typing import Any
 from urllib.parse import urlsplit
@@ -262,7 +263,7 @@ class RunConfig:
         d = dataclasses.asdict(self)
         d["model"] = {m.pop("name"): m for m in d.pop("models")}
         d["protocol"]["detector"] = d.pop("detector")
-        return d
+        return json.loads(json.dumps(d))  # tuples (e.g. vad.sweep) as lists: equal to a stored run.json's
 
     @classmethod
     def from_dict(cls, d: dict[str, Any]) -> RunConfig:
