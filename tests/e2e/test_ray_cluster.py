@@ -18,7 +18,6 @@ import json
 import os
 import shlex
 import signal
-import socket
 import subprocess
 import sys
 import time
@@ -29,24 +28,13 @@ import pytest
 import yaml
 
 from tests.fixtures.s3 import moto_url_fixture, s3_fixture  # noqa: F401
-from tests.fixtures.seaweed import seaweed_fixture, seaweed_s3_fixture  # noqa: F401
+from tests.fixtures.seaweed import free_ports, seaweed_fixture, seaweed_s3_fixture  # noqa: F401
 
 pytestmark = pytest.mark.slow
 REPO = Path(__file__).resolve().parents[2]
 RAY = str(Path(sys.executable).parent / "ray")
 RUN = "ray-cluster"
 N_SHARDS = 8  # 4 pairs x 2 conditions, one conversation per shard: two waves on four actors
-
-
-def _free_ports(n: int) -> list[int]:
-    socks = [socket.socket() for _ in range(n)]
-    try:
-        for s in socks:
-            s.bind(("127.0.0.1", 0))
-        return [s.getsockname()[1] for s in socks]
-    finally:
-        for s in socks:
-            s.close()
 
 
 def _group_pids(pgid: int) -> list[int]:
@@ -93,7 +81,7 @@ class Node:
 
 
 def _node_args(temp: Path, cpus: int, gpus: int, resources: dict[str, float] | None = None) -> list[str]:
-    nm, om, mw, agent, agent_grpc, metrics, renv = _free_ports(7)
+    nm, om, mw, agent, agent_grpc, metrics, renv = free_ports(7)
     args = ["--node-ip-address=127.0.0.1", f"--temp-dir={temp}", f"--num-cpus={cpus}", f"--num-gpus={gpus}",
             f"--node-manager-port={nm}", f"--object-manager-port={om}", f"--min-worker-port={mw}",
             f"--max-worker-port={mw + 40}", f"--dashboard-agent-listen-port={agent}",
@@ -143,7 +131,7 @@ def test_pipeline_on_a_three_node_cluster_survives_losing_a_worker(bucket, tmp_p
     env = {**os.environ, "PATH": path, "RAY_AUTH_MODE": "disabled", "PYTHONPATH": str(REPO),
            "RAY_USAGE_STATS_ENABLED": "0",
            "RAY_agent_register_timeout_ms": "120000"}  # a node's agents start slowly on a busy 2-core machine
-    gcs, dash = _free_ports(2)
+    gcs, dash = free_ports(2)
     dashboard = f"http://127.0.0.1:{dash}"
     nodes: list[Node] = []
     t0 = time.monotonic()
