@@ -65,6 +65,12 @@ class _Listener:
     transcripts: dict[int, list[str]] = field(default_factory=dict)  # full transcripts, made when needed
     reply_end: int | None = None  # sample at which its last reply ends
 
+    def samples(self) -> np.ndarray:
+        """Everything heard so far, ``float32[t]`` (the frames joined once, then kept joined)."""
+        if len(self.audio) > 1:
+            self.audio = [np.concatenate(self.audio)]
+        return self.audio[0]
+
 
 class CascadeModel(DuplexModel):
     """The listening cascade (see the module docstring).
@@ -144,7 +150,7 @@ class CascadeModel(DuplexModel):
         return self._queue.take()
 
     def _transcribe(self, lis: _Listener, start: int, end: int) -> list[str]:
-        return _words(self.asr.transcribe(np.concatenate(lis.audio)[start:end], RATE, lis.vocabulary).text)
+        return _words(self.asr.transcribe(lis.samples()[start:end], RATE, lis.vocabulary).text)
 
     def _heard(self, row: int, lis: _Listener, start: int, end: int) -> None:
         """A human turn ended at sample ``end``: decide from its first ``head_s`` whether it is for the

@@ -165,6 +165,6 @@ class MoshiModel(DuplexModel):
             pcm = self.mimi.decode(torch.where(ready[:, None, None], audio, torch.zeros_like(audio)))
             if partial:
                 self.mimi.set_exec_mask(self._all)
-            y = pcm[:, 0].float().cpu().numpy()
-            out[ready.cpu().numpy()] = y[ready.cpu().numpy()]
+            rows_ready = ready.cpu().numpy()
+            out[rows_ready] = pcm[:, 0].float().cpu().numpy()[rows_ready]
         return np.clip(out, -1.0, 1.0)
