@@ -145,6 +145,24 @@ class DuplexModel(ABC):
         fails that row. Raises :class:`RowError` to blame single rows.
         """
 
+    def step_forced(self, frames: np.ndarray, forced: np.ndarray, mask: np.ndarray) -> np.ndarray:
+        """One teacher-forced step, for models declaring ``teacher_forcing`` (Duplex Cue, spec section 9).
+
+        Args:
+            frames: ``float32[R, frame_in]`` at ``input_rate``: what the rows hear (as :meth:`step`).
+            forced: ``float32[R, frame_out]`` at ``output_rate``: for rows where ``mask`` is True,
+                the audio the model is forced to have said in this step (the recorded speaker A);
+                the model's own prediction for those rows is replaced by it in its state, so the
+                following steps continue from the forced history. Ignored where ``mask`` is False.
+            mask: ``bool[R]``: which rows are forced this step; the others generate as in :meth:`step`.
+
+        Returns ``float32[R, frame_out]`` under :meth:`step`'s output contract: for forced rows
+        the model's rendering of the forced audio (its codec's reconstruction, or the forced
+        audio itself), for the others what the model generated. Raises :class:`RowError` as
+        :meth:`step` does; a model without the capability raises ``NotImplementedError``.
+        """
+        raise NotImplementedError(f"{self.info.name} does not declare {TEACHER_FORCING!r}")
+
     def observe(self, row: int, placement: Placement) -> None:  # noqa: B027 - optional hook
         """Called with each new clip placement of ``row``'s stream, only for models declaring ``reads_schedule``."""
 
