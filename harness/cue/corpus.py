@@ -1,0 +1,360 @@
+"""The Duplex Cue corpus: serialisation, the corpus rules, and ingest of external recordings
+(spec section 9; the manifest format and the rules are in docs/formats.md, "Duplex Cue corpus").
+
+In memory a corpus is a :class:`CueCorpus`: the recordings (:class:`Recording`), their audio as
+``{recording_id: float32[2, n]}`` (row 0 = speaker A, row 1 = speaker B, at the recording's
+``sample_rate``, :data:`SAMPLE_RATE` for every corpus this module or the generator makes), the
+cue items (:class:`CueItem`) and the problems ingest found (``[]`` for a generated corpus).
+
+On disk a corpus is a directory: ``manifest.jsonl`` (one recording or cue per line) and each
+recording's two channels as 16-bit mono FLAC (``audio/<recording_id>.A.flac``, ``.B.flac``,
+written with :mod:`harness.audio.io`). :func:`write_manifest` writes it and :func:`ingest`
+reads it back (the same validated path as an external corpus), exactly: audio on the 16-bit
+grid of :func:`harness.audio.io.quantize` reads back bit for bit.
+"""
+
+from __future__ import annotations
+
+import json
+from collections import Counter
+from collections.abc import Iterable
+from pathlib import Path
+from typing import IO, Any, NamedTuple
+
+import numpy as np
+import soundfile as sf
+
+from harness.audio.io import PCM_SCALE, AudioError, check_waveform, encode
+from harness.audio.resample import resample
+from harness.cue.schema import (
+    SWITCH_LEAD_S,
+    WINDOW_S,
+    CueError,
+    CueItem,
+    Recording,
+    Word,
+    json_repr,
+)
+
+SAMPLE_RATE = 24_000  # the timeline rate (spec section 3): every corpus is stored and served at it
+MIN_SOURCE_RATE = 16_000  # lower rates are rejected, not resampled (narrowband audio; docs/formats.md)
+TURN_PAUSE_S = 0.8  # spec section 4: pauses under 800 ms are inside a turn (the cue-in-A's-turn rule)
+TIME_TOL_S = 1e-6  # float slack when comparing times with the audio's length
+CHANNELS = ("A", "B")  # row order of a recording's audio
+
+
+class CueCorpus(NamedTuple):
+    """A loaded or generated corpus (unpacks as ``recordings, audio, items, problems``).
+
+    Attributes:
+        recordings: in manifest (or generation) order.
+        audio: ``{recording_id: float32[2, n_samples]}``, row 0 = A, row 1 = B, at each
+            recording's ``sample_rate``.
+        items: the cue items, each referring to one of ``recordings``.
+        problems: what ingest rejected: ``{"line", "recording_id" and/or "item_id", "rule",
+            "reason"}`` per rejected line (``[]`` for a generated corpus).
+    """
+
+    recordings: list[Recording]
+    audio: dict[str, np.ndarray]
+    items: list[CueItem]
+    problems: list[dict[str, Any]]
+
+
+# -- JSON lines ------------------------------------------------------------------------------
+def write_items(items: Iterable[CueItem], fh: IO[str]) -> int:
+    """Write cue items as JSON lines (:meth:`CueItem.to_dict`). Returns the number written."""
+    return _write_lines((i.to_dict() for i in items), fh)
+
+
+def read_items(lines: Iterable[str]) -> list[CueItem]:
+    """Parse :func:`write_items`' lines (blank lines skipped); raise :class:`CueError` naming
+    the line on the first bad one. Times are not checked against recordings here
+    (:func:`check_item` does that)."""
+    return [CueItem.from_dict(d) for d in _read_lines(lines)]
+
+
+def write_recordings(recordings: Iterable[Recording], fh: IO[str]) -> int:
+    """Write recordings' metadata (no audio) as JSON lines. Returns the number written."""
+    return _write_lines((r.to_dict() for r in recordings), fh)
+
+
+def read_recordings(lines: Iterable[str]) -> list[Recording]:
+    """Parse :func:`write_recordings`' lines; raise :class:`CueError` on the first bad one."""
+    return [Recording.from_dict(d) for d in _read_lines(lines)]
+
+
+def _write_lines(dicts: Iterable[dict[str, Any]], fh: IO[str]) -> int:
+    n = 0
+    for d in dicts:
+        fh.write(json.dumps(d, ensure_ascii=False, sort_keys=True, allow_nan=False) + "\n")
+        n += 1
+    return n
+
+
+def _read_lines(lines: Iterable[str]) -> Iterable[Any]:
+    for lineno, line in enumerate(lines, 1):
+        if line.strip():
+            try:
+                yield json.loads(line)
+            except json.JSONDecodeError as e:
+                raise CueError("json", f"line {lineno}: invalid JSON: {e.msg}") from None
+
+
+# -- the rules -------------------------------------------------------------------------------
+def check_words(words: tuple[Word, ...], duration_s: float, where: str) -> None:
+    """Raise :class:`CueError` unless every word lies inside ``[0, duration_s]`` (rule
+    ``time_range``) and the words are in time order without overlapping (``word_order``):
+    one speaker says one word at a time."""
+    for i, w in enumerate(words):
+        if w.start_s < 0 or w.end_s > duration_s + TIME_TOL_S:
+            raise CueError("time_range", f"{where}[{i}] {w.text!r} ({w.start_s}-{w.end_s} s) is outside the "
+                                         f"audio (0-{duration_s:.3f} s)")
+        if i and w.start_s < words[i - 1].end_s - TIME_TOL_S:
+            raise CueError("word_order", f"{where}[{i}] {w.text!r} starts at {w.start_s} s, before the previous "
+                                         f"word ends ({words[i - 1].end_s} s)")
+
+
+def check_item(item: CueItem, recording: Recording, lead_s: float = SWITCH_LEAD_S, window_s: float | None = WINDOW_S,
+               turn_pause_s: float = TURN_PAUSE_S) -> None:
+    """Check a cue item against its recording (docs/formats.md, "Duplex Cue corpus"; the switch
+    point and window are spec section 9's). Raises :class:`CueError` with its rule:
+
+    * ``recording``: ``item.recording_id`` is not ``recording``'s id;
+    * ``time_range`` / ``word_order``: the cue words are outside the audio or out of order;
+    * ``cue_not_in_b_words``: the recording has B's words and a cue word is not one of them
+      (same text, times within 1 ms);
+    * ``continuation``: not ``switch <= continuation_start_s <= continuation_end_s <= duration``
+      (switch = :meth:`CueItem.switch_s` with ``lead_s``);
+    * ``window``: the audio ends before ``switch + window_s`` (the reference condition needs
+      A's recorded channel over the whole window; ``None`` skips the rule);
+    * ``outside_a_turn``: the recording has A's words and the cue onset is not inside A's
+      turn: A's latest word starting at or before the onset must end less than
+      ``turn_pause_s`` before it (a shorter pause is inside the turn, spec section 4).
+    """
+    where = f"cue {item.item_id!r}"
+    if item.recording_id != recording.recording_id:
+        raise CueError("recording", f"{where} belongs to {item.recording_id!r}, not {recording.recording_id!r}")
+    dur = recording.duration_s
+    check_words(item.cue_words, dur, f"{where}.cue_words")
+    if recording.b_words:
+        spoken = {(w.text, round(w.start_s, 3), round(w.end_s, 3)) for w in recording.b_words}
+        for i, w in enumerate(item.cue_words):
+            if (w.text, round(w.start_s, 3), round(w.end_s, 3)) not in spoken:
+                raise CueError("cue_not_in_b_words", f"{where}.cue_words[{i}] {w.text!r} at {w.start_s} s is not "
+                                                     f"one of recording {recording.recording_id!r}'s b_words")
+    switch = item.switch_s(lead_s)
+    c0, c1 = item.continuation_start_s, item.continuation_end_s
+    if not (switch - TIME_TOL_S <= c0 <= c1 <= dur + TIME_TOL_S):
+        raise CueError("continuation", f"{where}: continuation {c0}-{c1} s must lie between the switch point "
+                                       f"({switch:.3f} s) and the end of the audio ({dur:.3f} s)")
+    if window_s is not None and switch + window_s > dur + TIME_TOL_S:
+        raise CueError("window", f"{where}: the audio ends {dur - switch:.3f} s after the switch point "
+                                 f"({switch:.3f} s); the continuation window needs {window_s} s")
+    if recording.a_words:
+        onset = item.cue_onset_s
+        before = [w for w in recording.a_words if w.start_s <= onset]
+        if not before or before[-1].end_s < onset - turn_pause_s:
+            last = f"A's last word before it ends at {before[-1].end_s} s" if before else "A has not spoken yet"
+            raise CueError("outside_a_turn", f"{where}: the cue onset ({onset} s) is not inside A's turn ({last}; "
+                                             f"a pause of {turn_pause_s} s or more ends the turn)")
+
+
+# -- on disk ---------------------------------------------------------------------------------
+def write_manifest(corpus: CueCorpus, directory: str | Path) -> Path:
+    """Write ``corpus`` as a directory :func:`ingest` reads: ``audio/<id>.A.flac`` and
+    ``.B.flac`` (16-bit mono FLAC via :func:`harness.audio.io.encode`) and ``manifest.jsonl``
+    (each recording's line, then its cues' lines). Returns the manifest's path.
+
+    Raises:
+        harness.audio.io.AudioError: an audio array that is not ``float32[2, n_samples]``.
+    """
+    directory = Path(directory)
+    (directory / "audio").mkdir(parents=True, exist_ok=True)
+    by_rec: dict[str, list[CueItem]] = {}
+    for item in corpus.items:
+        by_rec.setdefault(item.recording_id, []).append(item)
+    lines: list[dict[str, Any]] = []
+    for rec in corpus.recordings:
+        x = np.asarray(corpus.audio[rec.recording_id])
+        if x.shape != (2, rec.n_samples):
+            raise AudioError(f"recording {rec.recording_id!r}: audio must be [2, {rec.n_samples}], got {x.shape}")
+        d = {"kind": "recording", **rec.to_dict()}
+        for ch, row in zip(CHANNELS, x, strict=True):
+            rel = f"audio/{rec.recording_id}.{ch}.flac"
+            (directory / rel).write_bytes(encode(row, rec.sample_rate))
+            d[f"audio_{ch.lower()}"] = rel
+        lines.append(d)
+        lines += [{"kind": "cue", **i.to_dict()} for i in by_rec.get(rec.recording_id, [])]
+    path = directory / "manifest.jsonl"
+    with path.open("w") as fh:
+        _write_lines(lines, fh)
+    return path
+
+
+def _read_audio(path: Path) -> tuple[np.ndarray, int]:
+    """Decode a sound file as ``(float32[channels, n], rate)`` on the 16-bit grid of
+    :mod:`harness.audio.io` (so its FLACs read back exactly)."""
+    try:
+        pcm, rate = sf.read(str(path), dtype="int16", always_2d=True)
+    except (sf.LibsndfileError, RuntimeError, TypeError) as e:
+        raise AudioError(f"cannot decode: {e}") from None
+    return pcm.T.astype(np.float32) / PCM_SCALE, int(rate)
+
+
+def _load_recording(d: dict[str, Any], base: Path, sample_rate: int, min_rate: int) -> tuple[Recording, np.ndarray]:
+    """One recording line -> (Recording at ``sample_rate``, float32[2, n]); raise :class:`CueError`
+    with the rule and a message naming the field and file."""
+    rec = Recording.from_dict({"sample_rate": 1, "n_samples": 0, **d})  # fields and words; rate/length below
+    where = f"recording {rec.recording_id!r}"
+    layouts = [k for k in ("audio", "audio_a", "audio_b") if k in d]
+    if layouts not in (["audio"], ["audio_a", "audio_b"]):
+        raise CueError("audio_layout", f"{where}: give either 'audio' (one stereo file: channel 0 = A, 1 = B) or "
+                                        f"both 'audio_a' and 'audio_b' (two mono files), got {layouts or 'neither'}")
+    files: list[tuple[str, Path]] = []
+    for key in layouts:
+        if not isinstance(d[key], str) or not d[key]:
+            raise CueError("bad_value", f"{where}.{key}: expected a file path, got {json_repr(d[key])}")
+        files.append((key, base / d[key]))
+    decoded = []
+    for key, path in files:
+        if not path.is_file():
+            raise CueError("missing_file", f"{where}.{key}: file {str(path)!r} does not exist")
+        try:
+            decoded.append((key, path, *_read_audio(path)))
+        except AudioError as e:
+            raise CueError("decode", f"{where}.{key}: file {str(path)!r}: {e}") from None
+    want = 2 if layouts == ["audio"] else 1
+    for key, path, x, _ in decoded:
+        if x.shape[0] != want:
+            raise CueError("channels", f"{where}.{key}: file {str(path)!r} has {x.shape[0]} channel(s); "
+                                        f"'{key}' must be {'stereo (A, B)' if want == 2 else 'mono'}")
+    rates = {rate for *_, rate in decoded}
+    lengths = {x.shape[1] for _, _, x, _ in decoded}
+    if len(rates) > 1 or len(lengths) > 1:
+        desc = ", ".join(f"{key} {x.shape[1]} samples at {rate} Hz" for key, _, x, rate in decoded)
+        raise CueError("mismatch", f"{where}: the two mono files differ ({desc}); they must share rate and length")
+    rate, n = rates.pop(), lengths.pop()
+    for key in ("sample_rate", "n_samples"):  # optional declarations (write_manifest writes them)
+        if key in d and d[key] != {"sample_rate": rate, "n_samples": n}[key]:
+            raise CueError("mismatch", f"{where}.{key}: declared {d[key]}, but {files[0][1]} has "
+                                        f"{rate if key == 'sample_rate' else n}")
+    if rate < min_rate:
+        raise CueError("sample_rate", f"{where}: {files[0][1]} is at {rate} Hz; rates below {min_rate} Hz are "
+                                       f"rejected (narrowband audio, not resampled)")
+    audio = np.concatenate([x for _, _, x, _ in decoded], axis=0)
+    for i, ch in enumerate(CHANNELS):
+        try:
+            check_waveform(audio[i], f"{where} channel {ch}")
+        except AudioError as e:
+            raise CueError("decode", str(e)) from None
+        if not np.any(audio[i]):
+            raise CueError("silent_channel", f"{where}: channel {ch} ({files[min(i, len(files) - 1)][1]}) "
+                                              f"is digital silence")
+    audio = resample(audio, rate, sample_rate) if rate != sample_rate else audio
+    meta = {**rec.meta, "source": {"files": [d[k] for k in layouts], "sample_rate": rate}}
+    rec = Recording(rec.recording_id, sample_rate, audio.shape[1], rec.a_words, rec.b_words, meta)
+    check_words(rec.a_words, rec.duration_s, f"{where}.a_words")
+    check_words(rec.b_words, rec.duration_s, f"{where}.b_words")
+    return rec, audio
+
+
+def ingest(manifest_path: str | Path, sample_rate: int = SAMPLE_RATE, min_rate: int = MIN_SOURCE_RATE,
+           lead_s: float = SWITCH_LEAD_S, window_s: float | None = WINDOW_S,
+           turn_pause_s: float = TURN_PAUSE_S) -> CueCorpus:
+    """Load and validate a cue manifest (docs/formats.md, "Duplex Cue corpus").
+
+    Every line is checked; a bad line is reported in ``problems`` with its rule and a reason
+    naming the manifest line, the field and the file, and the good lines still load (nothing
+    is dropped silently). A recording that is rejected rejects its cues (rule
+    ``recording_rejected``); an id on several lines rejects all of them (``duplicate_id``:
+    which one is right is unknown). Audio paths are relative to the manifest's directory.
+    Audio at another rate of at least ``min_rate`` Hz is resampled to ``sample_rate`` with
+    :func:`harness.audio.resample.resample`; times stay in seconds.
+
+    Args:
+        manifest_path: the JSONL manifest.
+        sample_rate: the rate of the returned audio (Hz; the timeline's 24 kHz by default).
+        min_rate: the lowest accepted source rate (Hz).
+        lead_s, window_s, turn_pause_s: as :func:`check_item`.
+
+    Returns:
+        :class:`CueCorpus` with audio ``float32[2, n]`` at ``sample_rate``.
+
+    Raises:
+        OSError: the manifest itself cannot be read.
+    """
+    path = Path(manifest_path)
+    name = path.name
+    lines = path.read_text().splitlines()
+    parsed: list[tuple[int, str, dict[str, Any]]] = []  # (line, kind, object)
+    problems: list[dict[str, Any]] = []
+
+    def reject(lineno: int, rule: str, reason: str, **ids: Any) -> None:
+        problems.append({"line": lineno, **{k: v for k, v in ids.items() if v is not None}, "rule": rule,
+                         "reason": f"{name} line {lineno}: {reason}"})
+
+    for lineno, line in enumerate(lines, 1):
+        if not line.strip():
+            continue
+        try:
+            d = json.loads(line)
+        except json.JSONDecodeError as e:
+            reject(lineno, "json", f"invalid JSON: {e.msg}")
+            continue
+        kind = d.get("kind") if isinstance(d, dict) else None
+        if kind not in ("recording", "cue"):
+            reject(lineno, "kind", f"'kind' must be \"recording\" or \"cue\", got {json_repr(kind)}")
+            continue
+        parsed.append((lineno, kind, d))
+
+    def dup_ids(kind: str, key: str) -> dict[str, list[int]]:
+        seen = Counter(d.get(key) for _, k, d in parsed if k == kind and isinstance(d.get(key), str))
+        return {i: [n for n, k, d in parsed if k == kind and d.get(key) == i] for i, c in seen.items() if c > 1}
+
+    dup_rec, dup_item = dup_ids("recording", "recording_id"), dup_ids("cue", "item_id")
+    recordings: dict[str, Recording] = {}
+    audio: dict[str, np.ndarray] = {}
+    rejected_rec: dict[str, str] = {}  # recording id -> why
+    for lineno, kind, d in parsed:
+        if kind != "recording":
+            continue
+        rid = d.get("recording_id") if isinstance(d.get("recording_id"), str) else None
+        if rid in dup_rec:
+            why = f"recording id {rid!r} is on lines {dup_rec[rid]}; none of them is used"
+            reject(lineno, "duplicate_id", why, recording_id=rid)
+            rejected_rec[rid] = why
+            continue
+        try:
+            rec, x = _load_recording({k: v for k, v in d.items() if k != "kind"}, path.parent, sample_rate, min_rate)
+        except CueError as e:
+            reject(lineno, e.rule, e.message, recording_id=rid)
+            if rid is not None:
+                rejected_rec[rid] = e.message
+            continue
+        recordings[rec.recording_id], audio[rec.recording_id] = rec, x
+    items: list[CueItem] = []
+    for lineno, kind, d in parsed:
+        if kind != "cue":
+            continue
+        iid = d.get("item_id") if isinstance(d.get("item_id"), str) else None
+        rid = d.get("recording_id") if isinstance(d.get("recording_id"), str) else None
+        if iid in dup_item:
+            reject(lineno, "duplicate_id", f"item id {iid!r} is on lines {dup_item[iid]}; none of them is used",
+                   item_id=iid, recording_id=rid)
+            continue
+        try:
+            if rid in rejected_rec:
+                raise CueError("recording_rejected", f"cue {iid!r}: its recording {rid!r} was rejected "
+                                                     f"({rejected_rec[rid]})")
+            item = CueItem.from_dict({k: v for k, v in d.items() if k != "kind"})
+            if item.recording_id not in recordings:
+                raise CueError("unknown_recording", f"cue {iid!r}.recording_id: no recording {item.recording_id!r} "
+                                                    f"in the manifest")
+            check_item(item, recordings[item.recording_id], lead_s, window_s, turn_pause_s)
+        except CueError as e:
+            reject(lineno, e.rule, e.message, item_id=iid, recording_id=rid)
+            continue
+        items.append(item)
+    return CueCorpus(list(recordings.values()), audio, items, problems)
+
