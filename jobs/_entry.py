@@ -216,8 +216,9 @@ def run_until_stopped(fn: Callable[[RunConfig, ObjectStore], T], run: RunConfig,
     an interrupt (Ctrl-C, SIGTERM) exits with 128 + the signal (130, 143) and one message.
     Completed work is kept."""
     from harness.runtime.executor import BudgetExceeded, UnmetResources
-    from harness.runtime.stages import InferIncomplete, StageInputMissing
     from harness.runtime.status import run_status
+    from harness.stages.common import StageInputMissing
+    from harness.stages.infer import InferIncomplete
 
     try:
         return fn(run, store)
@@ -268,7 +269,7 @@ def finish(run: RunConfig, store: ObjectStore) -> None:
 def stage_main(stage: str):
     """The Hydra entry point that runs one stage (``python -m jobs.<stage> [overrides]``)."""
     from harness.runtime.manifest import write_run_manifest
-    from harness.runtime.stages import run_stage
+    from harness.stages import run_stage
 
     @hydra.main(version_base="1.3", config_path=CONF_DIR, config_name="config")
     def main(cfg: DictConfig) -> None:

@@ -12,7 +12,7 @@ Exit status (docs/cluster.md): 0 complete; 2 configuration error; 3 stopped by t
 import hydra
 from omegaconf import DictConfig
 
-from harness.runtime.stages import STAGES, run_pipeline
+from harness.stages import STAGES, run_pipeline
 from jobs._entry import CONF_DIR, check_ready, finish, run_until_stopped, same_run, setup
 
 

@@ -9,7 +9,7 @@ taken from this command line. Completed shards are skipped and cost nothing.
 import hydra
 from omegaconf import DictConfig
 
-from harness.runtime.stages import STAGES, run_pipeline
+from harness.stages import STAGES, run_pipeline
 from jobs._entry import CONF_DIR, check_ready, existing_run, finish, run_until_stopped, setup
 
 

@@ -32,8 +32,9 @@ from harness.review.results import CONSTRUCTION_SHORTFALL, RESULTS_FILE, combine
 from harness.runtime.config import RunConfig
 from harness.runtime.plan import RunPlan
 from harness.runtime.shard import read_output
-from harness.runtime.stages import infer_records, load_scenes
 from harness.scoring.flow import window_audio
+from harness.stages.common import load_scenes
+from harness.stages.infer import infer_records
 from harness.store.base import ObjectStore, get_json, put_json
 
 REVIEW_SAMPLE_RATE = 16_000  # embedded audio: speech bandwidth, a third less page than 24 kHz

@@ -234,6 +234,32 @@ class MetricsSettings:
 
 
 @dataclass(frozen=True)
+class CueSettings:
+    """Duplex Cue, the companion protocol (spec section 9; docs/cue.md): its corpus, the
+    conditional continuation and its scoring. Times in seconds on the recording's timeline."""
+
+    n_items: int = 24  # generated corpus size (harness/cue/generate.py); ignored with a manifest
+    seed: int = 20260913  # generator seed
+    manifest: str | None = None  # ingest a corpus (docs/formats.md, "Duplex Cue corpus") instead of generating
+    switch_lead_s: float = 0.08  # the switch point: this long before the cue's first word, clipped at 0
+    context_s: float = 120.0  # at most this much of both channels is fed before the switch point
+    window_s: float = 10.0  # the model generates this long after the switch point
+    review_context_s: float = 15.0  # prior context a labeller or human reviewer is given
+    transcriber: str = "pocketsphinx"  # word timestamps (harness.scoring.asr): the offline default or a GPU backend
+    labeler: str = "rule"  # Continued / Adapted / Yielded: rule (offline stand-in) | an LLM backend
+    labeler_params: dict[str, Any] = field(default_factory=dict)
+    bootstrap: int = 2000  # bootstrap resamples for the intervals of the response distributions
+    shard_size: int = 32  # items per shard of the continuation stage
+
+    def __post_init__(self) -> None:
+        _integer(self, "n_items", "seed", "bootstrap", "shard_size")
+        _positive(self, "n_items", "context_s", "window_s", "review_context_s", "bootstrap", "shard_size")
+        if isinstance(self.switch_lead_s, bool) or not isinstance(self.switch_lead_s, int | float) \
+                or self.switch_lead_s < 0:
+            raise ValueError(f"switch_lead_s must be a number >= 0, got {self.switch_lead_s!r}")
+
+
+@dataclass(frozen=True)
 class RunConfig:
     run_id: str = "demo"
     seed: int = 0
@@ -252,6 +278,7 @@ class RunConfig:
     judge: JudgeSettings = field(default_factory=JudgeSettings)
     reference: ReferenceSettings = field(default_factory=ReferenceSettings)
     score: ScoreSettings = field(default_factory=ScoreSettings)
+    cue: CueSettings = field(default_factory=CueSettings)
 
     def conversation_seed(self, scene_id: str) -> int:
         """Per-conversation seed derived from (run seed, conversation id)."""
@@ -281,7 +308,7 @@ class RunConfig:
         sub = {"scenes": ScenesSettings, "tts": TtsSettings, "infer": InferSettings,
                "cluster": ClusterSettings, "budget": BudgetSettings, "store": StoreSettings, "metrics": MetricsSettings,
                "asr": AsrSettings, "judge": JudgeSettings, "score": ScoreSettings,
-               "reference": ReferenceSettings}
+               "reference": ReferenceSettings, "cue": CueSettings}
         for key, typ in sub.items():
             if key in d:
                 kw[key] = _build(typ, d.pop(key) or {}, key)

@@ -268,7 +268,7 @@ def _reason(e: Exception) -> str:
 
 def run_shards(cfg: RunConfig, store: ObjectStore, work: dict[str, dict[str, list[str]]],
                spent_hours: float = 0.0, shard_estimates: dict[str, float] | None = None,
-               factory: WorkerFactory = InferWorker) -> InferReport:
+               factory: WorkerFactory = InferWorker, roots: dict[str, str] | None = None) -> InferReport:
     """Run ``{model: {shard_id: scene_ids}}`` on Ray actors until done, failed or out of budget.
 
     Args:
@@ -280,6 +280,9 @@ def run_shards(cfg: RunConfig, store: ObjectStore, work: dict[str, dict[str, lis
             until its first shard completes and calibrates it.
         factory: builds the worker inside each actor (tests and ``bench/cluster_sim.py`` pass
             a worker that does not stream).
+        roots: ``{model: prefix}`` the shards live under, as the factory's workers'
+            :meth:`~harness.runtime.shard.ShardWorker.shard_root` (default: each model's
+            ``infer`` prefix); failed attempts are recorded there.
 
     Every actor this call starts is stopped before it returns or raises: an idle actor as soon
     as no shard can start on it (its model's queue is empty or the budget stopped the stage),
@@ -292,6 +295,7 @@ def run_shards(cfg: RunConfig, store: ObjectStore, work: dict[str, dict[str, lis
     models = {m.name: m for m in cfg.models}
     plan = RunPlan.from_config(cfg)
     lay = plan.layout
+    roots = roots or plan.infer
     require_resources({f"model {n!r}": (models[n].num_cpus, models[n].num_gpus) for n in work},
                       cfg.cluster.resource_wait_s)
     queue = [(m, s, ids) for m, shards in work.items() for s, ids in shards.items()]
@@ -345,7 +349,7 @@ def run_shards(cfg: RunConfig, store: ObjectStore, work: dict[str, dict[str, lis
         spend = device_hours(wall, models[run.model].num_gpus)
         budget.spent_hours += spend
         record = new_attempt_id()
-        put_json(store, lay.failure(lay.shard(plan.infer[run.model], run.shard), record),
+        put_json(store, lay.failure(lay.shard(roots[run.model], run.shard), record),
                  {"attempt": record, "reason": reason, "wall_s": round(wall, 3), "device_hours": spend})
 
     bar = tqdm(total=len(queue), desc="infer shards", unit="shard")

@@ -57,14 +57,16 @@ class ModelLedger:
         return None if mean is None else mean * len(self.missing)
 
 
-def read_ledger(store: ObjectStore, plan: RunPlan, model: str, failures: bool = True) -> ModelLedger:
+def read_ledger(store: ObjectStore, plan: RunPlan, model: str, failures: bool = True,
+                prefix: str | None = None) -> ModelLedger:
     """Read one model's shard plan, markers and (``failures``) failure records; changes nothing.
 
     Without ``failures`` no listing is made (one request per shard fewer on S3): enough for
-    readers of the outputs, which need only the markers.
+    readers of the outputs, which need only the markers. ``prefix``: the sharded stage's prefix
+    for this model (default: its ``infer`` prefix; Duplex Cue's continuation stage passes its own).
     """
     lay = plan.layout
-    prefix = plan.infer[model]
+    prefix = prefix or plan.infer[model]
     led = ModelLedger(model, prefix)
     plan_key = lay.file(prefix, "plan.json")
     if not store.exists(plan_key):

@@ -134,7 +134,7 @@ def resource_problems(cfg: RunConfig, work: Pending) -> list[str]:
 
 def problems(cfg: RunConfig, store: ObjectStore, stages: Collection[str]) -> list[str]:
     """Every problem :func:`preflight` reports for running ``stages`` (names of
-    :data:`harness.runtime.stages.STAGES`), in pipeline order; empty when the job can start."""
+    :data:`harness.stages.STAGES`), in pipeline order; empty when the job can start."""
     from harness.reference import build_reference
     from harness.scoring.asr import build_asr
     from harness.scoring.judge import build_judge

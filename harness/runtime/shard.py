@@ -65,7 +65,7 @@ def read_output(store: ObjectStore, entry: dict[str, Any], kind: str) -> bytes:
     """The bytes of output ``kind`` (``json``, ``flac``, ``probs.npy``) of one conversation.
 
     ``entry`` is the conversation's entry in its shard marker (see :func:`infer_records`
-    in :mod:`harness.runtime.stages`). Raises ``KeyError`` when the attempt wrote no such
+    in :mod:`harness.stages.infer`). Raises ``KeyError`` when the attempt wrote no such
     object and :class:`CorruptOutput` when the bytes do not match the recorded checksum.
     """
     obj = entry["objects"][kind]
@@ -128,6 +128,12 @@ class ShardWorker:
         self.cfg, self.msettings, self.store = cfg, model, store
         self.plan = RunPlan.from_config(cfg)
 
+    def shard_root(self) -> str:
+        """The prefix this worker's shards live under (the model's ``infer`` prefix; a stage with
+        its own sharded outputs, such as Duplex Cue's continuation, overrides it and passes the
+        same prefix to :func:`~harness.runtime.executor.run_shards` as ``roots``)."""
+        return self.plan.infer[self.msettings.name]
+
     def process(self, scene_ids: list[str], attempt: ShardAttempt) -> tuple[dict[str, tuple[str, str]], float]:
         """Write each conversation's outputs through ``attempt``.
 
@@ -141,7 +147,7 @@ class ShardWorker:
         Whatever :meth:`process` raises propagates and the attempt commits nothing (no marker).
         """
         lay = self.plan.layout
-        shard_prefix = lay.shard(self.plan.infer[self.msettings.name], shard_id)
+        shard_prefix = lay.shard(self.shard_root(), shard_id)
         marker_key = lay.marker(shard_prefix)
         devices = os.environ.get("CUDA_VISIBLE_DEVICES", "")
         if self.store.exists(marker_key):

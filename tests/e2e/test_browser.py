@@ -83,7 +83,7 @@ def report_dir(tmp_path_factory) -> Path:
     """A tiny run's reduce folder (report.html, figures, conversation pages and their audio)."""
     from harness.runtime.config import RunConfig
     from harness.runtime.plan import RunPlan
-    from harness.runtime.stages import run_pipeline
+    from harness.stages import run_pipeline
     from harness.store.base import LocalStore
 
     tmp = tmp_path_factory.mktemp("browser")

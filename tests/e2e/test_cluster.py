@@ -64,8 +64,8 @@ def test_budget_stop_status_and_rerun_failed(tmp_path):
 
 def test_pipeline_on_s3_with_injected_faults_completes_and_loses_nothing():
     """The whole pipeline against S3 over real HTTP (moto) behind a proxy failing 10 % of requests."""
-    from harness.runtime.stages import run_pipeline
     from harness.runtime.status import run_status
+    from harness.stages import run_pipeline
     from harness.store.base import get_json, open_store
     from tests.fixtures.s3 import s3_endpoint
 

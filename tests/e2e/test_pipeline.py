@@ -14,7 +14,7 @@ import pytest
 
 from harness.runtime.config import ModelSettings, RunConfig
 from harness.runtime.plan import RunPlan
-from harness.runtime.stages import run_pipeline
+from harness.stages import run_pipeline
 from harness.store.base import LocalStore, get_json
 
 pytestmark = pytest.mark.slow
@@ -141,7 +141,9 @@ def test_changed_vad_setting_reruns_vad_onward_only(run):
 
 
 def test_failed_synthesis_marks_scene_error(tmp_path):
-    from harness.runtime.stages import load_scenes, scenes_stage, synth_stage
+    from harness.stages.common import load_scenes
+    from harness.stages.scenes import scenes_stage
+    from harness.stages.synth import synth_stage
 
     cfg = _cfg(tmp_path)
     cfg = replace(cfg, models=(ModelSettings("silent", "silent"),),

@@ -144,7 +144,7 @@ def test_importing_the_harness_imports_no_model_stack_hydra_or_ray():
     import subprocess
     import sys
 
-    code = ("import sys, harness.runtime.stages, harness.models.registry; "
+    code = ("import sys, harness.stages, harness.models.registry; "
             "print(sorted(m for m in ('hydra', 'ray', 'harness.models.baselines') if m in sys.modules))")
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True).stdout
     assert out.strip() == "[]"

@@ -235,7 +235,7 @@ def test_duplicate_ids_name_their_lines():
 def test_scenes_stage_validates_an_imported_manifest(tmp_path):
     from harness.runtime.config import RunConfig
     from harness.runtime.plan import RunPlan
-    from harness.runtime.stages import scenes_stage
+    from harness.stages.scenes import scenes_stage
     from harness.store.base import LocalStore, get_json
 
     e, i = _pair()

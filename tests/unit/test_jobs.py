@@ -14,7 +14,8 @@ import pytest
 from harness.runtime.config import RunConfig
 from harness.runtime.executor import BudgetExceeded, UnmetResources
 from harness.runtime.plan import RunPlan
-from harness.runtime.stages import InferIncomplete, StageInputMissing
+from harness.stages.common import StageInputMissing
+from harness.stages.infer import InferIncomplete
 from harness.store.base import LocalStore, put_json
 from jobs import _entry
 

@@ -15,7 +15,7 @@ from harness.runtime.config import RunConfig
 from harness.runtime.executor import RESOURCE_HINT
 from harness.runtime.plan import RunPlan
 from harness.runtime.preflight import INSTALL_HINT, PreflightError, preflight, problems
-from harness.runtime.stages import STAGES
+from harness.stages import STAGES
 from harness.store.base import LocalStore, StoreError, put_json
 
 REPO = Path(__file__).resolve().parents[2]

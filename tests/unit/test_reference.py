@@ -22,11 +22,12 @@ from harness.reference.llm import ANTHROPIC_MAX_OUTPUT_TOKENS, LLMReference, par
 from harness.reference.rule import RuleReference
 from harness.runtime.config import ModelSettings, ReferenceSettings, RunConfig, ScenesSettings
 from harness.runtime.plan import RunPlan
-from harness.runtime.stages import reference_stage, scenes_stage
 from harness.scenes.schema import Label, Scene, Target, Turn
 from harness.scoring.cache import CachedJudge
 from harness.scoring.judge import CORRECT, Cost
 from harness.scoring.judge.lexical import LexicalJudge
+from harness.stages.reference import reference_stage
+from harness.stages.scenes import scenes_stage
 from harness.store.base import LocalStore, get_json
 from harness.store.layout import cache_prefix
 from tests.fixtures.fake_llm import FakeAnthropic, FakeGemini, ProviderAPI, provider_env

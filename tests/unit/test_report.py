@@ -504,7 +504,7 @@ def test_segment_entry_truncated_iff_the_pause_was_never_confirmed(active, n_fra
     """``truncated`` (vad stage, segments.json) against the post-processor itself: a segment is
     truncated exactly when only the end-of-stream flush emitted it (it is missing without the flush)."""
     from harness.runtime.config import RunConfig
-    from harness.runtime.stages import segment_entry
+    from harness.stages.vad import segment_entry
     from harness.vad.segments import SegmentRules, SpeechTracker
 
     cfg = RunConfig()

@@ -411,7 +411,7 @@ def test_export_and_import_on_a_real_tiny_run(tmp_path):
     from omegaconf import OmegaConf
 
     from harness.runtime.manifest import write_run_manifest
-    from harness.runtime.stages import run_pipeline
+    from harness.stages import run_pipeline
     from jobs._entry import CONF_DIR
 
     root = tmp_path / "runs"

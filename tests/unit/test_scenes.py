@@ -183,7 +183,7 @@ def test_imported_manifest_with_a_duplicate_id_records_it_as_invalid(tmp_path):
     other half of that pair is then rejected too (a pair is never evaluated half)."""
     from harness.runtime.config import RunConfig
     from harness.runtime.plan import RunPlan
-    from harness.runtime.stages import scenes_stage
+    from harness.stages.scenes import scenes_stage
     from harness.store.base import LocalStore, get_json
 
     first, implicit, later = _scene(), _scene(scene_id="p00042-implicit", condition="implicit"), _scene()

@@ -14,14 +14,17 @@ import numpy as np
 import pytest
 
 from harness.audio.io import decode, encode
-from harness.runtime import stages
 from harness.runtime.config import RunConfig
 from harness.runtime.ledger import read_ledger
 from harness.runtime.plan import RunPlan
 from harness.runtime.runner import ModelFailure, ModelStalled
 from harness.runtime.shard import CorruptOutput, InferWorker, read_output
-from harness.runtime.stages import infer_records, scenes_stage, segment_stored_probs, synth_stage
 from harness.scoring.flow import ConversationScorer
+from harness.stages.infer import infer_records
+from harness.stages.scenes import scenes_stage
+from harness.stages.score import ERROR_KEY, ConversationScoring, score_stage
+from harness.stages.synth import synth_stage
+from harness.stages.vad import segment_stored_probs, vad_stage
 from harness.store.base import LocalStore, get_json, put_json
 from harness.vad.silero import detect
 
@@ -205,8 +208,8 @@ def test_scoring_failure_marks_the_conversation_error(tmp_path, monkeypatch):
     segs = {sid: {"status": "ok", **entry}
             for sid, entry in zip(ids, segment_stored_probs(cfg, store, [recs[s] for s in ids]), strict=True)}
     put_json(store, plan.layout.file(plan.vad["babble"], "segments.json"), segs)
-    out = stages.ConversationScoring(cfg).score("babble", [(sid, recs[sid]) for sid in ids])
-    assert all("decoder crashed" in out["results"][sid][stages.ERROR_KEY] for sid in ids)
+    out = ConversationScoring(cfg).score("babble", [(sid, recs[sid]) for sid in ids])
+    assert all("decoder crashed" in out["results"][sid][ERROR_KEY] for sid in ids)
 
 
 def test_rerunning_a_shard_reproduces_its_outputs(tmp_path):
@@ -223,7 +226,7 @@ def test_a_corrupt_stored_output_fails_only_its_conversation_in_vad(tmp_path):
     cfg, store, plan, recs = _babble_shard(tmp_path, "vadcorrupt")
     bad, good = sorted(recs)
     store.put(recs[bad]["objects"]["probs.npy"]["key"], b"bit rot")
-    stages.vad_stage(cfg, store)
+    vad_stage(cfg, store)
     segs = get_json(store, plan.layout.file(plan.vad["babble"], "segments.json"))
     assert segs[bad]["status"] == "error" and "CorruptOutput" in segs[bad]["reason"]
     assert "checksum" in segs[bad]["reason"]
@@ -287,7 +290,7 @@ def test_scoring_actors_no_node_can_hold_fail_at_once_instead_of_queueing(tmp_pa
     message = ("the scoring actor (score.num_cpus / score.num_gpus) asks for num_cpus=1, num_gpus=1 per actor, but "
                "no node of the Ray cluster has that (nodes: 2 CPU, 0 GPU)" + RESOURCE_HINT)
     with pytest.raises(UnmetResources, match=f"^{re.escape(message)}$"):
-        stages.score_stage(cfg, store)
+        score_stage(cfg, store)
     assert not store.exists(lay.marker(plan.score["silent"]))
     shutil.rmtree(ray_tmp, ignore_errors=True)
 

@@ -11,11 +11,13 @@ import pyarrow as pa
 import pyarrow.parquet as pq
 import pytest
 
-from harness.runtime import stages
 from harness.runtime.config import RunConfig
 from harness.runtime.plan import RunPlan
 from harness.runtime.shard import read_output
-from harness.runtime.stages import infer_records
+from harness.stages.common import load_scenes
+from harness.stages.infer import infer_records
+from harness.stages.score import scored_windows
+from harness.stages.vad import detect_outputs, reuses_online_detector, segment_stored_probs, stored_probs, vad_stage
 from harness.store.base import get_json
 from harness.vad.sweep import sweep_scores
 from harness.vad.tables import read_probabilities, segment_table
@@ -37,9 +39,9 @@ def _redetecting(cfg: RunConfig) -> RunConfig:
 def test_offline_redetection_equals_the_online_probabilities(shard):
     cfg, store, _, recs = shard
     ids = sorted(recs)
-    online = [stages.stored_probs(store, recs[s]) for s in ids]
-    offline = stages.detect_outputs(cfg, [recs[s] for s in ids])
-    for (entry, p), q, e in zip(offline, online, stages.segment_stored_probs(cfg, store, [recs[s] for s in ids]),
+    online = [stored_probs(store, recs[s]) for s in ids]
+    offline = detect_outputs(cfg, [recs[s] for s in ids])
+    for (entry, p), q, e in zip(offline, online, segment_stored_probs(cfg, store, [recs[s] for s in ids]),
                                 strict=True):
         np.testing.assert_array_equal(p, q)
         assert entry == e
@@ -48,7 +50,7 @@ def test_offline_redetection_equals_the_online_probabilities(shard):
 
 def test_vad_stage_writes_parquet_tables(shard):
     cfg, store, plan, recs = shard
-    stages.vad_stage(cfg, store)
+    vad_stage(cfg, store)
     lay = plan.layout
     index = get_json(store, lay.file(plan.vad["babble"], "segments.json"))
     table = pq.read_table(io.BytesIO(store.get(lay.file(plan.vad["babble"], "segments.parquet"))))
@@ -63,15 +65,15 @@ def test_vad_stage_writes_parquet_tables(shard):
     assert not store.exists(lay.file(plan.vad["babble"], "probabilities.parquet"))  # online ones reused
 
     re_cfg = _redetecting(cfg)
-    assert not stages.reuses_online_detector(re_cfg)
+    assert not reuses_online_detector(re_cfg)
     re_plan = RunPlan.from_config(re_cfg)
     assert re_plan.vad["babble"] != plan.vad["babble"]
-    stages.vad_stage(re_cfg, store)
+    vad_stage(re_cfg, store)
     assert get_json(store, lay.file(re_plan.vad["babble"], "segments.json")) == index
     probs = read_probabilities(store.get(lay.file(re_plan.vad["babble"], "probabilities.parquet")))
     assert sorted(probs) == sorted(infer_records(store, plan, "babble"))
     for sid, p in probs.items():
-        np.testing.assert_array_equal(p, stages.stored_probs(store, recs[sid]))
+        np.testing.assert_array_equal(p, stored_probs(store, recs[sid]))
 
 
 def test_segment_table_of_errors_and_silence():
@@ -89,16 +91,16 @@ def test_sweep_reruns_only_the_segmenter_and_matches_scoring_at_the_configured_r
                                   "model": {"babble": {"target": "babble"}}, "store": {"root": cfg.store.root},
                                   "vad": {"sweep": sweep}})
     sw_plan = RunPlan.from_config(sw_cfg)
-    stages.vad_stage(sw_cfg, store)
+    vad_stage(sw_cfg, store)
     rows = pq.read_table(io.BytesIO(store.get(plan.layout.file(sw_plan.vad["babble"], "sweep.parquet")))).to_pylist()
     assert {(r["setting"], r["value"]) for r in rows} == {(k, v) for k, vs in sweep.items() for v in vs}
     # at the configured rules the sweep scores what the score stage would, from segments.json
     index = get_json(store, plan.layout.file(sw_plan.vad["babble"], "segments.json"))
-    scenes = {s.scene_id: s for s in stages.load_scenes(store, sw_plan)}
-    outcomes = [o for sid, e in index.items()
-                for o in stages._outcomes(sw_cfg, scenes[sid], json.loads(read_output(store, recs[sid], "json")),
-                                          e["segments"])]
-    expected = {(r["condition"], r["score"]): (r["successes"], r["n"]) for r in sweep_scores(outcomes)}
+    scenes = {s.scene_id: s for s in load_scenes(store, sw_plan)}
+    windows = [o for sid, e in index.items()
+               for o in scored_windows(sw_cfg, scenes[sid], json.loads(read_output(store, recs[sid], "json")),
+                                       e["segments"])]
+    expected = {(r["condition"], r["score"]): (r["successes"], r["n"]) for r in sweep_scores(windows)}
     for setting in sweep:
         got = {(r["condition"], r["score"]): (r["successes"], r["n"]) for r in rows
                if r["setting"] == setting and r["value"] == getattr(cfg.vad.rules, setting)}

@@ -1,0 +1,129 @@
+"""The ``score`` stage: transcribe and judge every window with model speech (spec section 5)."""
+
+from __future__ import annotations
+
+import json
+import logging
+from typing import Any
+
+import numpy as np
+from tqdm import tqdm
+
+from harness.audio.io import decode
+from harness.metrics.outcomes import conversation_outcomes
+from harness.runtime.config import RunConfig
+from harness.runtime.executor import actor_count, ray_session, require_resources
+from harness.runtime.plan import RunPlan
+from harness.runtime.shard import read_output
+from harness.scenes.schema import Scene
+from harness.stages.common import load_scenes, require_stage, stage_done
+from harness.stages.infer import infer_records
+from harness.store.base import ObjectStore, get_json, open_store, put_json
+from harness.store.layout import cache_prefix
+
+log = logging.getLogger("duplex_mpe")
+
+
+ERROR_KEY = "error"  # in verdicts.json: the conversation could not be scored, and why
+
+
+def scored_windows(cfg: RunConfig, scene: Scene, rec: dict[str, Any], segments: list) -> list[dict[str, Any]]:
+    """The conversation's scored windows from its infer record and speech segments."""
+    return conversation_outcomes(scene, rec, np.asarray(segments), cfg.protocol, cfg.metrics.yield_deadline_s)
+
+
+class ConversationScoring:
+    """ASR + judge for the windows that need them; built once per Ray actor (the ASR and judge
+    load once), then :meth:`score` runs batches of one model's conversations."""
+
+    def __init__(self, cfg: RunConfig):
+        from harness.scoring.asr import build_asr
+        from harness.scoring.cache import CachedJudge, ContentCache
+        from harness.scoring.flow import ConversationScorer
+        from harness.scoring.judge import build_judge
+
+        self.cfg = cfg
+        self.store = open_store(cfg.store)
+        self.plan = RunPlan.from_config(cfg)
+        self.judge = CachedJudge(build_judge(cfg.judge.kind, **cfg.judge.params), self.store, cache_prefix("judge"))
+        self.scorer = ConversationScorer(build_asr(cfg.asr.kind, **cfg.asr.params), self.judge,
+                                         ContentCache(self.store, cache_prefix("asr")), cfg.protocol.sample_rate,
+                                         cfg.tts.preamble_text, bias_with_gold=cfg.asr.bias_with_gold)
+        self.scenes = {s.scene_id: s for s in load_scenes(self.store, self.plan)}
+        self._segments: dict[str, dict[str, Any]] = {}
+
+    def score(self, model: str, items: list[tuple[str, dict[str, Any]]]) -> dict[str, Any]:
+        """``items``: (scene id, infer record). Returns verdicts per scene and this batch's counts."""
+        cfg, store = self.cfg, self.store
+        if model not in self._segments:
+            self._segments[model] = get_json(store, self.plan.layout.file(self.plan.vad[model], "segments.json"))
+        segs = self._segments[model]
+        before = (self.scorer.asr_calls, self.judge.hits, self.judge.misses, self.judge.cost.usd,
+                  self.judge.saved.usd)
+        results: dict[str, Any] = {}
+        for sid, entry in items:
+            try:
+                rec = json.loads(read_output(store, entry, "json"))
+                rows = scored_windows(cfg, self.scenes[sid], rec, segs[sid]["segments"])
+                if not any((r["kind"] == "T" and r["response_presence"]) or
+                           (r["kind"] == "silence" and not r["silent"]) for r in rows):
+                    results[sid] = {}
+                    continue
+                output = decode(read_output(store, entry, "flac"), expected_rate=cfg.protocol.sample_rate)[0]
+                results[sid] = self.scorer.score(self.scenes[sid], rows, output, np.asarray(segs[sid]["segments"]))
+            except Exception as e:
+                results[sid] = {ERROR_KEY: f"scoring failed: {type(e).__name__}: {e}"}
+        after = (self.scorer.asr_calls, self.judge.hits, self.judge.misses, self.judge.cost.usd, self.judge.saved.usd)
+        counts = dict(zip(("asr_calls", "judge_hits", "judge_misses", "usd", "usd_saved"),
+                          (a - b for a, b in zip(after, before, strict=True)), strict=True))
+        return {"model": model, "results": results, **counts}
+
+
+def score_stage(cfg: RunConfig, store: ObjectStore) -> dict[str, str]:
+    """Transcribe and judge every window with model speech (spec section 5) on a pool of Ray
+    actors (``score.num_cpus`` / ``num_gpus`` each, ``score.actors`` or as many as the cluster
+    holds), batches of ``score.batch``, the batches with the most speech first."""
+    plan = RunPlan.from_config(cfg)
+    lay = plan.layout
+    todo, speech = {}, {}
+    for m in cfg.models:
+        require_stage(store, plan, plan.vad[m.name], f"vad {m.name}")
+        if not stage_done(store, plan, plan.score[m.name], f"score {m.name}"):
+            segs = get_json(store, lay.file(plan.vad[m.name], "segments.json"))
+            recs = infer_records(store, plan, m.name)
+            speech.update({(m.name, s): sum(e - b for b, e in v["segments"]) for s, v in segs.items()
+                           if v["status"] == "ok"})
+            # most speech first: ASR time grows with it, so the longest batches start first
+            todo[m.name] = sorted(((s, recs[s]) for s, v in segs.items() if v["status"] == "ok"),
+                                  key=lambda item, m=m.name: (-speech[(m, item[0])], item[0]))
+    if not todo:
+        return dict(plan.score)
+    batches = sorted(((name, items[i:i + cfg.score.batch]) for name, items in todo.items()
+                      for i in range(0, len(items), cfg.score.batch)),
+                     key=lambda b: -sum(speech[(b[0], sid)] for sid, _ in b[1]))
+    merged = {name: {"results": {}, "asr_calls": 0, "judge_hits": 0, "judge_misses": 0, "usd": 0.0,
+                     "usd_saved": 0.0} for name in todo}
+    with ray_session(cfg):
+        import ray
+        from ray.util import ActorPool
+
+        sc = cfg.score
+        require_resources({"the scoring actor (score.num_cpus / score.num_gpus)": (sc.num_cpus, sc.num_gpus)},
+                          cfg.cluster.resource_wait_s)
+        n_actors = actor_count(sc.actors, sc.num_cpus, sc.num_gpus, len(batches))
+        actor = ray.remote(num_cpus=sc.num_cpus, num_gpus=sc.num_gpus)(ConversationScoring)
+        pool = ActorPool([actor.remote(cfg) for _ in range(n_actors)])
+        parts = pool.map_unordered(lambda a, b: a.score.remote(*b), batches)
+        for part in tqdm(parts, total=len(batches), desc="score batches", unit="batch"):
+            acc = merged[part.pop("model")]
+            acc["results"].update(part.pop("results"))
+            for k, v in part.items():
+                acc[k] += v
+    for name, acc in merged.items():
+        prefix = plan.score[name]
+        put_json(store, lay.file(prefix, "verdicts.json"), acc.pop("results"))
+        acc.update(asr=cfg.asr.kind, judge=cfg.judge.kind)
+        put_json(store, lay.marker(prefix), acc)
+        log.info("score %s: %d ASR calls, judge %d hits / %d misses, $%.4f", name, acc["asr_calls"],
+                 acc["judge_hits"], acc["judge_misses"], acc["usd"])
+    return dict(plan.score)
