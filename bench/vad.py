@@ -70,11 +70,24 @@ SENTENCES = [
 VOICES = ["en-us+m1", "en-us+m3", "en-gb", "en+f2"]
 
 
-def make_streams(minutes: float, n_streams: int, seed: int = 0) -> list[np.ndarray]:
-    """``n_streams`` float32 streams at 24 kHz of 0.5x to 1.5x the mean length, ``minutes`` in all."""
+def utterances(path: str | None) -> list[np.ndarray]:
+    """The espeak-ng utterances (every sentence in every voice, peak-normalised, 24 kHz). With
+    ``path`` (an ``.npz``) they are read from it, or synthesized and saved there when it does not
+    exist yet: a machine without espeak-ng (a GPU node) runs the benchmark on clips made elsewhere."""
+    if path and os.path.exists(path):
+        with np.load(path) as z:
+            return [z[k] for k in sorted(z.files, key=int)]
     tts = EspeakTTS(SR)
     clips = [tts.synthesize(t, v) for t in SENTENCES for v in VOICES]
-    clips = [c / np.abs(c).max() for c in clips]
+    clips = [(c / np.abs(c).max()).astype(np.float32) for c in clips]
+    if path:
+        np.savez_compressed(path, **{str(i): c for i, c in enumerate(clips)})
+    return clips
+
+
+def make_streams(minutes: float, n_streams: int, seed: int = 0, clips_path: str | None = None) -> list[np.ndarray]:
+    """``n_streams`` float32 streams at 24 kHz of 0.5x to 1.5x the mean length, ``minutes`` in all."""
+    clips = utterances(clips_path)
     rng = np.random.default_rng(seed)
     lengths = rng.uniform(0.5, 1.5, n_streams)
     lengths = np.ceil(lengths / lengths.sum() * minutes * 60 * SR).astype(int)
@@ -186,12 +199,14 @@ def main() -> None:
     ap.add_argument("--rows", type=int, default=16, help="rows of the online detector")
     ap.add_argument("--device", default="cpu", help="device of 'ours' (cpu, cuda)")
     ap.add_argument("--gpu-batches", default="100,1000,4000", help="streams per call on CUDA (streams repeated)")
+    ap.add_argument("--clips", default=None, help="an .npz of the utterances: read when it exists, else written "
+                                                  "(run once where espeak-ng is installed)")
     args = ap.parse_args()
     load = os.getloadavg()[0]
     _silero_jit()  # imports silero_vad, which sets torch threads to 1
     torch.set_num_threads(args.threads)
     settings = VadSettings()
-    streams = make_streams(args.minutes, args.streams)
+    streams = make_streams(args.minutes, args.streams, clips_path=args.clips)
     audio_s = sum(len(x) for x in streams) / SR
     print(f"{len(streams)} streams, {audio_s / 60:.1f} min of audio ({min(map(len, streams)) / SR:.0f}-"
           f"{max(map(len, streams)) / SR:.0f} s), {args.threads} threads, load average {load:.1f}")
