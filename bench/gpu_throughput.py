@@ -34,7 +34,7 @@ import numpy as np
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 from harness.protocol.scheduler import ProtocolSettings
-from harness.runtime.runner import ConversationInput, run_conversations
+from harness.runtime.runner import ConversationInput, ModelFailure, run_conversations
 from harness.scenes.schema import Label, Scene, Target, Turn
 from harness.vad.silero import VadSettings
 
@@ -122,14 +122,22 @@ def main(argv: list[str] | None = None) -> int:
           f"random weights)", flush=True)
     runs = []
     for b in batches:
-        r = measure(model, b, turn_s, protocol, device)
+        try:
+            r = measure(model, b, turn_s, protocol, device)
+        except ModelFailure as e:
+            if not isinstance(e.__cause__, torch.OutOfMemoryError):
+                raise
+            print(f"batch {b:4d}: out of GPU memory ({e.__cause__}); larger batches skipped", flush=True)
+            runs.append({"batch": b, "out_of_memory": True})
+            break
         r["projected_gpu_hours"] = round(N_CONVERSATIONS * args.conversation_s / r["aggregate_rtf"] / 3600, 2)
         runs.append(r)
         print(f"batch {b:4d}: aggregate {r['aggregate_rtf']:8.2f}x real time, per stream {r['per_stream_rtf']:6.2f}x "
               f"(min {r['per_stream_rtf_min']:.2f}x), model steps {100 * r['step_share']:.0f}% of wall, peak memory "
               f"{r['peak_memory_gib']} GiB, {r['errors']} errors; 4,000 conversations: "
               f"{r['projected_gpu_hours']} GPU-hours", flush=True)
-    keeping_pace = [r for r in runs if r["per_stream_rtf"] >= 1.0] or runs
+    measured = [r for r in runs if not r.get("out_of_memory")]
+    keeping_pace = [r for r in measured if r["per_stream_rtf"] >= 1.0] or measured
     best = max(keeping_pace, key=lambda r: r["aggregate_rtf"])
     print(json.dumps({"batch": best["batch"], "aggregate_rtf": best["aggregate_rtf"],
                       "per_stream_rtf": best["per_stream_rtf"], "projected_gpu_hours": best["projected_gpu_hours"],
