@@ -37,11 +37,16 @@ reads back bit for bit. The same arguments give the same corpus.
 
 from __future__ import annotations
 
+import argparse
+import json
 import math
 import random
 import re
+import sys
+import time
 from collections.abc import Mapping
 from dataclasses import asdict, dataclass, field
+from pathlib import Path
 from typing import Protocol
 
 import numpy as np
@@ -50,7 +55,7 @@ from harness.audio.io import quantize
 from harness.audio.resample import resample
 from harness.audio.room_tone import RoomTone, check_room_tone
 from harness.audio.tts.espeak import EspeakSettings, EspeakTTS
-from harness.cue.corpus import SAMPLE_RATE, CueCorpus, check_item
+from harness.cue.corpus import SAMPLE_RATE, CueCorpus, check_item, write_manifest
 from harness.cue.schema import INTENTS, RESPONSES, SWITCH_LEAD_S, WINDOW_S, CueItem, Recording, Word
 
 GENERATOR = "cue-templates-v1"  # recorded in every item's and recording's meta
@@ -280,15 +285,17 @@ ACKS: dict[str, tuple[str, ...]] = {
     "completion": ("yes, {cue}, exactly,", "right, {cue},"),
     "interruption": ("{answer}, anyway,", "oh, {answer}, so anyway,"),
 }
-# B's sentences after its cue when A yields (B holds the floor)
+# B's sentences after its cue when A yields (B holds the floor), by intent or interruption kind
 B_FLOOR: dict[str, tuple[str, ...]] = {
     "backchannel": ("I know exactly what you mean.", "The same thing happened to us last year.",
                     "We waited for hours and in the end nobody came.", "I still get angry when I think about it."),
     "collaboration": ("I remember that part really well.", "I was there too, and I told everyone about it afterwards.",
                       "It was the best part of the whole thing, if you ask me.", "We still talk about it at home."),
-    "interruption": ("I really need to know that before we go.",
-                     "The shop closes at seven and we still have nothing for dinner.",
-                     "And I promised to pick up the kids on the way back.", "So let's sort that out first."),
+    "question": ("I really need to know that before we go.",
+                 "The shop closes at seven and we still have nothing for dinner.",
+                 "And I promised to pick up the kids on the way back.", "So let's sort that out first."),
+    "topic_change": ("I think it's quite important, actually.", "She wants us to come over for lunch on Sunday.",
+                     "I told her we would call her back tonight.", "So let's decide that now, before we forget."),
 }
 
 _END = re.compile(r"[.?!]$")
@@ -458,7 +465,7 @@ def _conversation(rid: str, topic: Topic, intent: str, kind: str | None, respons
     cue_words = tuple(b.words)
     a_stop = onset_word.end_s  # A's speech at the cue onset ends with this word unless it continues
     if response == "yielded":
-        for sentence in B_FLOOR[intent]:  # B takes the floor
+        for sentence in B_FLOOR[kind if intent == "interruption" else intent]:  # B takes the floor
             if b.end_s - onset >= s.min_floor_s:
                 break
             after_cue = b.say(sentence, after_cue)
@@ -492,3 +499,29 @@ def _conversation(rid: str, topic: Topic, intent: str, kind: str | None, respons
                    response, {**meta, "topic": topic.name, "kind": kind, "a_stop_s": a_stop})
     return rec, x, item
 
+
+
+def main(argv: list[str] | None = None) -> int:
+    """``python -m harness.cue.generate --n-items 24 --seed 0 --out DIR``: generate a corpus, write
+    it with :func:`harness.cue.corpus.write_manifest` and print one JSON line (the manifest's
+    path, the counts per intent and label, the generation time)."""
+    ap = argparse.ArgumentParser(prog="python -m harness.cue.generate", description=__doc__.split("\n\n")[0])
+    ap.add_argument("--n-items", type=int, default=24, help="conversations (one cue each)")
+    ap.add_argument("--seed", type=int, default=0, help="corpus seed")
+    ap.add_argument("--out", type=Path, required=True, help="output folder (manifest.jsonl, audio/)")
+    args = ap.parse_args(argv)
+    t0 = time.perf_counter()
+    corpus = generate_cue_corpus(args.n_items, args.seed)
+    gen_s = time.perf_counter() - t0
+    path = write_manifest(corpus, args.out)
+    counts: dict[str, dict[str, int]] = {i: dict.fromkeys(RESPONSES, 0) for i in INTENTS}
+    for item in corpus.items:
+        counts[item.intent][item.label] += 1
+    print(json.dumps({"manifest": str(path), "n_items": len(corpus.items), "labels": counts,
+                      "audio_s": round(sum(r.duration_s for r in corpus.recordings), 1),
+                      "generate_s": round(gen_s, 2), "write_s": round(time.perf_counter() - t0 - gen_s, 2)}))
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
