@@ -262,9 +262,9 @@ def ingest(manifest_path: str | Path, sample_rate: int = SAMPLE_RATE, min_rate: 
            turn_pause_s: float = TURN_PAUSE_S) -> CueCorpus:
     """Load and validate a cue manifest (docs/formats.md, "Duplex Cue corpus").
 
-    Every line is checked; a bad line is reported in ``problems`` with its rule and a reason
-    naming the manifest line, the field and the file, and the good lines still load (nothing
-    is dropped silently). A recording that is rejected rejects its cues (rule
+    Every line is checked; a bad line is reported in ``problems`` (in manifest order) with its
+    rule and a reason naming the manifest line, the field and the file, and the good lines
+    still load (nothing is dropped silently). A recording that is rejected rejects its cues (rule
     ``recording_rejected``); an id on several lines rejects all of them (``duplicate_id``:
     which one is right is unknown). Audio paths are relative to the manifest's directory.
     Audio at another rate of at least ``min_rate`` Hz is resampled to ``sample_rate`` with
@@ -354,6 +354,7 @@ def ingest(manifest_path: str | Path, sample_rate: int = SAMPLE_RATE, min_rate: 
             reject(lineno, e.rule, e.message, item_id=iid, recording_id=rid)
             continue
         items.append(item)
+    problems.sort(key=lambda p: p["line"])  # manifest order
     return CueCorpus(list(recordings.values()), audio, items, problems)
 
 

@@ -254,8 +254,8 @@ def test_ingest_duplicate_recording_rejects_every_line_with_it(good):
     directory, lines = good
     recs, _, items, problems = run_ingest(directory, [*lines, lines[1]])
     assert [r.recording_id for r in recs] == ["st"] and [i.item_id for i in items] == ["st-1"]
-    assert [(p["line"], p["rule"]) for p in problems] == [(2, "duplicate_id"), (5, "duplicate_id"),
-                                                        (4, "recording_rejected")]
+    assert [(p["line"], p["rule"]) for p in problems] == [(2, "duplicate_id"), (4, "recording_rejected"),
+                                                        (5, "duplicate_id")]
 
 
 # -- the generator -------------------------------------------------------------------------------
