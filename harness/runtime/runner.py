@@ -232,6 +232,123 @@ def refill_period(frame: int, sample_rate: int, output_rate: int, blocks: Sequen
     return frame * j
 
 
+class RowBatch:
+    """The rows of one model stepped together: what every streaming protocol's runner shares
+    (:func:`run_conversations` here, Duplex Cue's :func:`harness.cue.continuation.run_continuations`).
+
+    It holds the work queue (item indices, taken in order), the rows' streams (``slots``: any
+    object with ``index`` (into the items), ``t`` (timeline samples streamed) and
+    ``result(status, reason)``), the results, and the model's :class:`ModelThread`. Every call
+    into the model goes through :meth:`call`, which applies the failure semantics of the module
+    docstring: a :class:`~harness.models.base.RowError` fails the rows it names, a stall raises
+    :class:`ModelStalled`, any other exception :class:`ModelFailure`. A runner drives the loop
+    (refills, inputs, steps); :meth:`output` checks each step's output (:func:`check_output`).
+
+    Args:
+        n_items: length of the queue.
+        rows, step_timeout_s, first_step_timeout_s, thread: as :func:`run_conversations`.
+        sample_rate: the timeline's rate in Hz.
+
+    Raises:
+        ValueError: no row (``max_batch`` or ``rows`` < 1), or frames that do not span a whole
+            number of timeline samples.
+    """
+
+    def __init__(self, model: DuplexModel, n_items: int, sample_rate: int, rows: int | None = None,
+                 step_timeout_s: float | None = None, first_step_timeout_s: float | None = None,
+                 thread: ModelThread | None = None):
+        self.model, self.info, self.sr = model, model.info, sample_rate
+        self.n_rows = min(rows or self.info.max_batch, self.info.max_batch, n_items)
+        if self.n_rows < 1:
+            raise ValueError(f"model {self.info.name}: max_batch {self.info.max_batch} and rows {rows} leave no row")
+        self.frame = _frame_on_timeline(model, sample_rate)
+        self.step_timeout_s, self.first_step_timeout_s = step_timeout_s, first_step_timeout_s
+        self.own_thread = thread is None
+        self.thread = thread or ModelThread(self.info.name)
+        self.results: list[Any] = [None] * n_items
+        self.queue = list(range(n_items))[::-1]  # pop() takes the next item
+        self.slots: list[Any] = [None] * self.n_rows
+        self.stepped = False
+
+    def live(self) -> list[int]:
+        """The rows holding a stream."""
+        return [b for b in range(self.n_rows) if self.slots[b] is not None]
+
+    def at(self, b: int) -> str:
+        """Where row ``b``'s stream is, for messages."""
+        st = self.slots[b]
+        return f"step {st.t // self.frame} at {st.t / self.sr:.2f} s of stream" if st is not None else f"row {b}"
+
+    def call(self, what: str, where: str, fn: Callable[..., Any], *args: Any, output: bool = False) -> Any:
+        """One model call on the model thread; a RowError fails its rows and returns its ``output``.
+        ``what`` is the method (``step`` and ``step_forced`` are steps), ``where`` says which call
+        it is, for messages."""
+        info, n_rows = self.info, self.n_rows
+        is_step = what in ("step", "step_forced")
+        first = what == "open" or (is_step and not self.stepped)
+        self.stepped = self.stepped or is_step
+        timeout = (self.first_step_timeout_s or self.step_timeout_s) if first else self.step_timeout_s
+        setting = "infer.first_step_timeout_s" if first and self.first_step_timeout_s else "infer.step_timeout_s"
+        try:
+            return self.thread.call(where, fn, *args, timeout_s=timeout)
+        except RowError as e:
+            outside = sorted(set(e.reasons) - set(range(n_rows)))
+            if outside:
+                self.fail(range(n_rows), f"model {info.name} {where} blamed rows {outside} of {n_rows}")
+                return None
+            for b, why in e.reasons.items():
+                self.fail([b], f"model {info.name} {self.at(b) if is_step else where}: {why}")
+            if output and e.output is None and any(self.slots):
+                self.fail(range(n_rows), f"model {info.name} {where} raised RowError for rows {sorted(e.reasons)} "
+                                         "without the output of the other rows (RowError.output)")
+            return e.output
+        except TimeoutError as e:
+            if self.thread.stuck is None:  # the model itself raised TimeoutError
+                raise ModelFailure(f"model {info.name}: {where} raised TimeoutError: {e}") from e
+            raise ModelStalled(f"model {info.name}: {e} ({setting}); the actor must be discarded") from None
+        except Exception as e:
+            raise ModelFailure(f"model {info.name}: {where} raised {type(e).__name__}: {e}") from e
+
+    def end(self, b: int, result: Any) -> None:
+        """Store the result of row ``b``'s stream (its ``usage`` set from the model) and close the row."""
+        st = self.slots[b]
+        self.slots[b] = None
+        self.results[st.index] = result
+        result.usage = self.call("usage", f"usage of row {b}", self.model.usage, b)
+        self.call("close", f"close of row {b}", self.model.close, b)
+
+    def fail(self, rows: Any, reason: str) -> None:
+        """End the streams of ``rows`` (those holding one) as errors with ``reason``."""
+        for b in rows:
+            if self.slots[b] is not None:
+                self.end(b, self.slots[b].result("error", reason))
+
+    def output(self, y: Any, where: str) -> np.ndarray:
+        """A step's output (``None``: every running row was blamed) checked with :func:`check_output`:
+        ``float32[R, frame_out]``; an output contract error fails every row, a bad row fails that
+        row, and failed rows read as silence."""
+        zeros = np.zeros((self.n_rows, self.info.frame_out), np.float32)
+        if y is None:
+            return zeros
+        try:
+            y, bad = check_output(y, self.info.name, (self.n_rows, self.info.frame_out))
+        except OutputContractError as e:
+            self.fail(range(self.n_rows), f"{e} ({where})")
+            return zeros
+        for b, why in bad.items():
+            self.fail([b], f"{why} ({self.at(b)})")
+        return y
+
+    def close(self) -> None:
+        """Close the rows still open (unless the thread is stuck) and a thread of our own."""
+        if self.thread.stuck is None:
+            for b in self.live():
+                with contextlib.suppress(Exception):
+                    self.thread.call(f"close of row {b}", self.model.close, b, timeout_s=self.step_timeout_s)
+        if self.own_thread:
+            self.thread.close()
+
+
 @dataclass
 class _Stream:
     """A conversation occupying a row: its schedule, input track and output so far."""
@@ -283,64 +400,11 @@ def run_conversations(model: DuplexModel, convs: Sequence[ConversationInput], pr
         return []
     sr = protocol.sample_rate
     info = model.info
-    n_rows = min(rows or info.max_batch, info.max_batch, len(convs))
-    if n_rows < 1:
-        raise ValueError(f"model {info.name}: max_batch {info.max_batch} and rows {rows} leave no row")
-    frame = _frame_on_timeline(model, sr)
-    own_thread = thread is None
-    thread = thread or ModelThread(info.name)
-    results: list[ConversationResult | None] = [None] * len(convs)
-    queue_ = list(range(len(convs)))[::-1]  # pop() takes the next conversation
-    slots: list[_Stream | None] = [None] * n_rows
+    rb = RowBatch(model, len(convs), sr, rows, step_timeout_s, first_step_timeout_s, thread)
+    n_rows, frame, slots, queue_, results = rb.n_rows, rb.frame, rb.slots, rb.queue, rb.results
+    call = rb.call
     reads_schedule = READS_SCHEDULE in info.capabilities
     limit = round(max_duration_s * sr)
-    stepped = False
-
-    def at(b: int) -> str:
-        """Where row ``b``'s stream is, for messages."""
-        st = slots[b]
-        return f"step {st.t // frame} at {st.t / sr:.2f} s of stream" if st is not None else f"row {b}"
-
-    def call(what: str, where: str, fn: Callable[..., Any], *args: Any, output: bool = False) -> Any:
-        """One model call on the model thread; a RowError fails its rows and returns its ``output``.
-        ``what`` is the method, ``where`` says which call it is, for messages."""
-        nonlocal stepped
-        first = what == "open" or (what == "step" and not stepped)
-        stepped = stepped or what == "step"
-        timeout = (first_step_timeout_s or step_timeout_s) if first else step_timeout_s
-        setting = "infer.first_step_timeout_s" if first and first_step_timeout_s else "infer.step_timeout_s"
-        try:
-            return thread.call(where, fn, *args, timeout_s=timeout)
-        except RowError as e:
-            outside = sorted(set(e.reasons) - set(range(n_rows)))
-            if outside:
-                fail(range(n_rows), f"model {info.name} {where} blamed rows {outside} of {n_rows}")
-                return None
-            for b, why in e.reasons.items():
-                fail([b], f"model {info.name} {at(b) if what == 'step' else where}: {why}")
-            if output and e.output is None and any(slots):
-                fail(range(n_rows), f"model {info.name} {where} raised RowError for rows {sorted(e.reasons)} "
-                                    "without the output of the other rows (RowError.output)")
-            return e.output
-        except TimeoutError as e:
-            if thread.stuck is None:  # the model itself raised TimeoutError
-                raise ModelFailure(f"model {info.name}: {where} raised TimeoutError: {e}") from e
-            raise ModelStalled(f"model {info.name}: {e} ({setting}); the actor must be discarded") from None
-        except Exception as e:
-            raise ModelFailure(f"model {info.name}: {where} raised {type(e).__name__}: {e}") from e
-
-    def end(b: int, result: ConversationResult) -> None:
-        """Store the result of row ``b``'s stream and close the row."""
-        st = slots[b]
-        slots[b] = None
-        results[st.index] = result
-        result.usage = call("usage", f"usage of row {b}", model.usage, b)
-        call("close", f"close of row {b}", model.close, b)
-
-    def fail(rows_: Any, reason: str) -> None:
-        for b in rows_:
-            if slots[b] is not None:
-                end(b, slots[b].result("error", reason))
 
     def fresh_state() -> None:
         nonlocal det, rs_in, rs_out, skip, prev_out, clock, t_fresh
@@ -415,10 +479,10 @@ def run_conversations(model: DuplexModel, convs: Sequence[ConversationInput], pr
                     res = st.result()
                     res.output = out
                     res.speech_probs = det.probabilities(b, det.probs.complete_frames(len(out)))
-                    end(b, res)
+                    rb.end(b, res)
                 elif st.t >= limit:
-                    fail([b], f"stream exceeded the {max_duration_s} s limit")
-            live = [b for b in range(n_rows) if slots[b] is not None]
+                    rb.fail([b], f"stream exceeded the {max_duration_s} s limit")
+            live = rb.live()
             if not live:
                 if queue_:  # nothing admitted yet: ask again shortly (a paced clock resumes from now)
                     time.sleep(ADMIT_POLL_S)
@@ -437,17 +501,7 @@ def run_conversations(model: DuplexModel, convs: Sequence[ConversationInput], pr
             t0 = time.perf_counter()
             y = call("step", where, model.step, rs_in.push(x), output=True)
             dt = time.perf_counter() - t0
-            if y is None:  # every running row was blamed
-                y = np.zeros((n_rows, info.frame_out), np.float32)
-            else:
-                try:
-                    y, bad = check_output(y, info.name, (n_rows, info.frame_out))
-                except OutputContractError as e:
-                    fail(range(n_rows), f"{e} ({where})")
-                    y, bad = np.zeros((n_rows, info.frame_out), np.float32), {}
-                for b, why in bad.items():
-                    fail([b], f"{why} ({at(b)})")
-            y = quantize(rs_out.push(y))
+            y = quantize(rs_out.push(rb.output(y, where)))
             prev_out = y
             y, skip = y[:, skip:], max(0, skip - y.shape[1])  # aligned: drop the output resampler's delay
             det.push(y)
@@ -459,11 +513,5 @@ def run_conversations(model: DuplexModel, convs: Sequence[ConversationInput], pr
                     st.step_s += dt
             clock += frame
     finally:
-        if thread.stuck is None:
-            for b in range(n_rows):
-                if slots[b] is not None:
-                    with contextlib.suppress(Exception):
-                        thread.call(f"close of row {b}", model.close, b, timeout_s=step_timeout_s)
-        if own_thread:
-            thread.close()
+        rb.close()
     return results
