@@ -26,7 +26,7 @@ from typing import IO, Any, NamedTuple
 import numpy as np
 import soundfile as sf
 
-from harness.audio.io import PCM_SCALE, AudioError, encode
+from harness.audio.io import PCM_SCALE, AudioError, decode, encode
 from harness.audio.resample import resample
 from harness.cue.schema import (
     SWITCH_LEAD_S,
@@ -163,6 +163,29 @@ def check_item(item: CueItem, recording: Recording, lead_s: float = SWITCH_LEAD_
 
 
 # -- on disk ---------------------------------------------------------------------------------
+def encode_recording(audio: np.ndarray, sample_rate: int) -> dict[str, bytes]:
+    """``float32[2, n]`` -> ``{"A": flac, "B": flac}``: each channel as 16-bit mono FLAC
+    (:func:`harness.audio.io.encode`), the stored form of a recording's audio (files or store
+    objects). Raises :class:`~harness.audio.io.AudioError` unless the audio is ``[2, n]``."""
+    x = np.asarray(audio)
+    if x.ndim != 2 or x.shape[0] != len(CHANNELS):
+        raise AudioError(f"a recording's audio must be [2, n] (A, B), got shape {x.shape}")
+    return {ch: encode(row, sample_rate) for ch, row in zip(CHANNELS, x, strict=True)}
+
+
+def decode_recording(blobs: dict[str, bytes], sample_rate: int) -> np.ndarray:
+    """Invert :func:`encode_recording`: ``{"A": bytes, "B": bytes}`` -> ``float32[2, n]``.
+
+    Raises:
+        harness.audio.io.AudioError: undecodable data, a channel that is not mono or not at
+            ``sample_rate`` Hz, or channels of different lengths.
+    """
+    a, b = (decode(blobs[ch], expected_rate=sample_rate)[0] for ch in CHANNELS)
+    if len(a) != len(b):
+        raise AudioError(f"a recording's channels differ in length: A {len(a)}, B {len(b)} samples")
+    return np.stack([a, b])
+
+
 def write_manifest(corpus: CueCorpus, directory: str | Path) -> Path:
     """Write ``corpus`` as a directory :func:`ingest` reads: ``audio/<id>.A.flac`` and
     ``.B.flac`` (16-bit mono FLAC via :func:`harness.audio.io.encode`) and ``manifest.jsonl``
@@ -182,9 +205,9 @@ def write_manifest(corpus: CueCorpus, directory: str | Path) -> Path:
         if x.shape != (2, rec.n_samples):
             raise AudioError(f"recording {rec.recording_id!r}: audio must be [2, {rec.n_samples}], got {x.shape}")
         d = {"kind": "recording", **rec.to_dict()}
-        for ch, row in zip(CHANNELS, x, strict=True):
+        for ch, blob in encode_recording(x, rec.sample_rate).items():
             rel = f"audio/{rec.recording_id}.{ch}.flac"
-            (directory / rel).write_bytes(encode(row, rec.sample_rate))
+            (directory / rel).write_bytes(blob)
             d[f"audio_{ch.lower()}"] = rel
         lines.append(d)
         lines += [{"kind": "cue", **i.to_dict()} for i in by_rec.get(rec.recording_id, [])]

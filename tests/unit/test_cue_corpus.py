@@ -14,9 +14,12 @@ import numpy as np
 import pytest
 import soundfile as sf
 
+from harness.audio.io import AudioError
 from harness.cue.corpus import (
     CueCorpus,
     check_item,
+    decode_recording,
+    encode_recording,
     ingest,
     read_items,
     read_recordings,
@@ -59,6 +62,18 @@ def test_items_and_recordings_round_trip_exactly(corpus):
     recs = read_recordings(buf.getvalue().splitlines())
     assert recs == corpus.recordings and [r.meta for r in recs] == [r.meta for r in corpus.recordings]
     assert all(isinstance(w, Word) for r in recs for w in r.a_words)
+
+
+def test_recording_audio_round_trips_as_two_flacs(corpus):
+    x = corpus.audio[corpus.recordings[0].recording_id]
+    blobs = encode_recording(x, RATE)
+    assert set(blobs) == {"A", "B"} and np.array_equal(decode_recording(blobs, RATE), x)
+    with pytest.raises(AudioError, match="16000 Hz"):
+        decode_recording(blobs, 16_000)
+    with pytest.raises(AudioError, match="differ in length"):
+        decode_recording({"A": blobs["A"], "B": encode_recording(x[:, :-1], RATE)["B"]}, RATE)
+    with pytest.raises(AudioError, match=r"\[2, n\]"):
+        encode_recording(x[0], RATE)
 
 
 @pytest.mark.parametrize("line, rule, where", [
