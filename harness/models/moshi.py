@@ -26,6 +26,22 @@ Upstream behaviours handled here, once:
 * ``torch.compile`` of parts of the LM on first use (``NO_TORCH_COMPILE=1`` disables it; tests
   set it); CUDA graphs only on CUDA.
 
+Teacher forcing (``step_forced``, Duplex Cue, spec section 9; docs/models.md, "Teacher
+forcing"): the forced audio is encoded by a second Mimi (:func:`mimi_twin`: Mimi's weights, a
+streaming state of its own per row, reset with the row, advanced only on the row's forced steps),
+and its 8 codes replace the row's own in ``LMGen``'s token cache where the model's own output
+tokens live. ``LMGen`` keeps its output in the delayed layout: the step that reads position ``n``
+writes position ``n + 1``, where codebook ``k`` (acoustic delay ``d_k``) holds frame
+``n + 1 - d_k``. So frame ``n``'s acoustic codebooks (``d_k = 1``) are written by step ``n``, and
+replaced through ``on_audio_hook`` (it gets the sampled tokens before they are cached, and is
+edited in place per row: ``depformer_replace_tokens`` replaces every row and would skip the
+depformer, which must still predict the next frame's semantic token, the one a row keeps when its
+forcing ends); frame ``n``'s semantic codebook (``d_k = 0``) was written by step ``n - 1`` before
+the forced audio of frame ``n`` existed, and is overwritten in the cache (``_LMGenState.cache``)
+right before step ``n`` reads it. The LM therefore holds the forced codes, aligned, as its own
+output (tested), and step ``n`` returns them for frame ``n``. The text stream is the model's own
+prediction unless ``forced_text="pad"``.
+
 Sampling: Moshi samples from torch's global generator (``moshi/utils/sampling.py``), one
 stream for the whole batch, seeded once per actor from ``seed``. With ``use_sampling`` a
 conversation's tokens therefore depend on its batch neighbours (same distribution, different
@@ -34,9 +50,11 @@ draws); greedy decoding (``use_sampling: false``) is row-independent.
 
 from __future__ import annotations
 
+import copy
+
 import numpy as np
 
-from harness.models.base import DuplexModel, ModelInfo, StreamContext
+from harness.models.base import TEACHER_FORCING, DuplexModel, ModelInfo, StreamContext
 
 RATE = 24_000
 FRAME = 1_920
@@ -63,6 +81,30 @@ TINY_LM = {
     "depformer_max_period": 10000, "depformer_gating": "silu", "depformer_pos_emb": "none",
     "depformer_weights_per_step": True, "delays": [0, 0, 1, 1, 1, 1, 1, 1, 1, 0, 1, 1, 1, 1, 1, 1, 1],
 }
+FORCED_TEXT = ("model", "pad")  # the text stream while a row is teacher-forced (docs/models.md)
+
+
+def mimi_twin(mimi):
+    """A second Mimi for a second audio stream: ``mimi``'s weights (parameters and buffers shared,
+    not copied), its own streaming state. Call before ``mimi`` starts streaming (a state held
+    then would be copied with it)."""
+    return copy.deepcopy(mimi, {id(t): t for t in (*mimi.parameters(), *mimi.buffers())})
+
+
+def _fit_codebooks(mimi) -> None:
+    """Fit a randomly initialised Mimi's codebooks to its encoder, with the quantizer's own k-means
+    initialisation (one training-mode pass over the latents of 1.3 s of noise at 16 levels from
+    -60 to 0 dBFS). Fresh codebooks are all zeros, so every frame would encode to code 0 and the
+    model would hear nothing; plain random ones sit far from the latents (one code for all)."""
+    import torch
+
+    device = next(mimi.parameters()).device
+    noise = torch.randn(16, 1, 16 * FRAME, device=device) * torch.logspace(-3, 0, 16, device=device)[:, None, None]
+    with torch.no_grad():
+        latent = mimi._encode_to_unquantized_latent(noise)
+        mimi.quantizer.train()
+        mimi.quantizer(latent, mimi.frame_rate)
+        mimi.quantizer.eval()
 
 
 class MoshiModel(DuplexModel):
@@ -81,6 +123,16 @@ class MoshiModel(DuplexModel):
         tiny: build a tiny randomly initialised instance of the real architecture instead of
             reading weights (tests, ``make model-smoke``, ``bench/gpu_throughput.py``); ``lm_kwargs``
             / ``mimi_config`` override its sizes (e.g. the full-size config with random weights).
+            The random weights are drawn after ``torch.manual_seed(seed)`` (the same model on every
+            load), and Mimi's codebooks are fitted to its random encoder (:func:`_fit_codebooks`).
+        forced_text: the text stream of a teacher-forced row (``step_forced``): ``"model"`` the
+            model's own inner-monologue prediction, ``"pad"`` the text padding token
+            (docs/models.md, "Teacher forcing").
+
+    Raises:
+        ValueError: ``forced_text`` is neither ``"model"`` nor ``"pad"``; from ``load``, a
+            checkpoint whose agent codebooks have acoustic delays other than 0 and 1 frames
+            (teacher forcing relies on Moshi's layout).
     """
 
     SMOKE_REQUIREMENTS = ("moshi==0.2.13",)
@@ -90,16 +142,21 @@ class MoshiModel(DuplexModel):
                  weights_path: str | None = None, temp: float = 0.8, temp_text: float = 0.7, top_k: int = 250,
                  top_k_text: int = 25, use_sampling: bool = True, seed: int = 0, max_batch: int = 64,
                  dtype: str = "bfloat16", tiny: bool = False, lm_kwargs: dict | None = None,
-                 mimi_config: dict | None = None):
+                 mimi_config: dict | None = None, forced_text: str = "model"):
+        if forced_text not in FORCED_TEXT:
+            raise ValueError(f"moshi forced_text must be one of {FORCED_TEXT}, got {forced_text!r}")
+        self.forced_text = forced_text
         self.hf_repo, self.revision, self.weights_path = hf_repo, revision, weights_path
         self.sampling = {"temp": temp, "temp_text": temp_text, "top_k": top_k, "top_k_text": top_k_text,
                          "use_sampling": use_sampling}
         self.seed, self.dtype, self.tiny = seed, dtype, tiny
         self.lm_kwargs, self.mimi_config = lm_kwargs, mimi_config
         weights = "random:tiny" if tiny else weights_path or f"{hf_repo}@{revision}"
-        self.info = ModelInfo("moshi", RATE, RATE, FRAME, FRAME, max_batch, frozenset(), weights=weights)
+        self.info = ModelInfo("moshi", RATE, RATE, FRAME, FRAME, max_batch, frozenset({TEACHER_FORCING}),
+                              weights=weights)
         self._rows = 0  # R of the current streaming state (0: none yet)
         self._fresh: set[int] = set()  # rows opened since the last step
+        self._forcing = None  # during a forced step: (bool[R] forced rows, int[R, 8, 1] their codes) for the hooks
 
     def load(self, device: str) -> None:
         import torch
@@ -108,7 +165,9 @@ class MoshiModel(DuplexModel):
 
         dtype = getattr(torch, self.dtype)
         if self.tiny or self.lm_kwargs or self.mimi_config:
+            torch.manual_seed(self.seed)
             mimi = loaders.get_mimi(None, mimi_config=self.mimi_config or TINY_MIMI, device=device)
+            _fit_codebooks(mimi)
             lm = loaders.get_moshi_lm(None, lm_kwargs=self.lm_kwargs or TINY_LM, device=device, dtype=dtype)
         elif self.weights_path:
             from pathlib import Path
@@ -119,10 +178,18 @@ class MoshiModel(DuplexModel):
         else:
             info = loaders.CheckpointInfo.from_hf_repo(self.hf_repo, revision=self.revision)
             mimi, lm = info.get_mimi(device=device), info.get_moshi(device=device, dtype=dtype)
+        delays = lm.delays[1:1 + lm.dep_q]  # the agent's codebooks: semantic, then acoustic
+        if not set(delays) <= {0, 1}:
+            raise ValueError(f"moshi teacher forcing needs acoustic delays of 0 or 1 frame, got {delays}")
         torch.manual_seed(self.seed)
         self.torch, self.device = torch, device
         self.mimi, self.lm = mimi.eval(), lm.eval()
-        self.lm_gen = LMGen(lm, support_out_of_sync=True, **self.sampling)
+        self.forced_mimi = mimi_twin(self.mimi)
+        # codebooks holding frame n at the position step n reads (written before it) / writes
+        self._held = torch.tensor([d == 0 for d in delays], device=device)
+        self._late = ~self._held
+        self.lm_gen = LMGen(lm, support_out_of_sync=True, on_audio_hook=self._force_audio,
+                            on_text_hook=self._force_text if self.forced_text == "pad" else None, **self.sampling)
         self._streams = None
 
     def _start(self, rows: int) -> None:
@@ -130,7 +197,7 @@ class MoshiModel(DuplexModel):
         if self._streams is not None:
             for ctx in self._streams:
                 ctx.close()
-        self._streams = (self.mimi.streaming(rows), self.lm_gen.streaming(rows))
+        self._streams = (self.mimi.streaming(rows), self.forced_mimi.streaming(rows), self.lm_gen.streaming(rows))
         self._rows = rows
         self._all = self.torch.ones(rows, dtype=self.torch.bool, device=self.device)
 
@@ -141,21 +208,82 @@ class MoshiModel(DuplexModel):
         with self.torch.no_grad():
             return self._step(frames)
 
-    def _step(self, frames: np.ndarray) -> np.ndarray:
+    def step_forced(self, frames: np.ndarray, forced: np.ndarray, mask: np.ndarray) -> np.ndarray:
+        """:meth:`DuplexModel.step_forced`: ``float32[R, 1920]`` heard, ``float32[R, 1920]`` forced
+        (24 kHz) where ``bool[R]`` ``mask`` -> ``float32[R, 1920]``: for forced rows Mimi's
+        rendering of the forced codes (also on a stream's first step, where the LM has no tokens).
+
+        Raises:
+            ValueError: ``forced`` is not ``[R, 1920]`` or ``mask`` not ``bool[R]`` (nothing stepped).
+        """
+        rows = frames.shape[0]
+        mask = np.asarray(mask)
+        if np.shape(forced) != (rows, FRAME) or mask.shape != (rows,) or mask.dtype != np.bool_:
+            raise ValueError(f"moshi step_forced takes forced float32[{rows}, {FRAME}] and mask bool[{rows}], "
+                             f"got {np.shape(forced)} and {mask.dtype}{list(mask.shape)}")
+        with self.torch.no_grad():
+            return self._step(frames, forced, mask) if mask.any() else self._step(frames)
+
+    def _tensor(self, frames: np.ndarray):
+        """``float32[R, 1920]`` -> Mimi's input ``[R, 1, 1920]`` on the device."""
+        return self.torch.from_numpy(np.ascontiguousarray(frames, dtype=np.float32)).to(self.device)[:, None, :]
+
+    def _hold(self, rows_forced, forced_codes) -> None:
+        """Write the forced frame's codebooks without acoustic delay where the step about to run
+        reads them: ``LMGen`` wrote them (the model's own prediction) one step earlier, at each
+        row's own offset."""
+        from moshi.models.lm import scatter_with_mask_
+
+        state = self.lm_gen._streaming_state
+        agent = state.cache[:, 1:1 + self.lm.dep_q]  # a view: [R, 8, positions]
+        where = (state.offsets % agent.shape[2])[:, None, None].expand(-1, self.lm.dep_q, 1)
+        scatter_with_mask_(agent, 2, where, forced_codes, rows_forced[:, None, None] & self._held[None, :, None])
+
+    def _force_audio(self, audio_tokens) -> None:
+        """``on_audio_hook``: ``audio_tokens`` ``int[R, 8]`` of the position this step writes;
+        forced rows take their frame's codebooks with acoustic delay 1 (in place, before caching)."""
+        if self._forcing is not None:
+            rows_forced, forced_codes = self._forcing
+            late = rows_forced[:, None] & self._late[None, :]
+            audio_tokens.copy_(self.torch.where(late, forced_codes[:, :, 0], audio_tokens))
+
+    def _force_text(self, text_token) -> None:
+        """``on_text_hook`` with ``forced_text="pad"``: ``text_token`` ``int[R]``; forced rows say
+        the text padding token (in place, before the depformer and the cache see it)."""
+        if self._forcing is not None:
+            rows_forced = self._forcing[0]
+            text_token.copy_(self.torch.where(rows_forced, self.lm.existing_text_padding_id, text_token))
+
+    def _step(self, frames: np.ndarray, forced: np.ndarray | None = None, mask: np.ndarray | None = None) -> np.ndarray:
+        """One step; with ``forced`` and ``mask`` (some row True) a teacher-forced one."""
         torch = self.torch
         rows = frames.shape[0]
         if rows != self._rows:
             self._start(rows)
         elif self._fresh:
-            mask = torch.zeros(rows, dtype=torch.bool, device=self.device)
-            mask[sorted(self._fresh)] = True
-            self.mimi.reset_streaming(mask)
-            self.lm_gen.reset_streaming(mask)
+            fresh = torch.zeros(rows, dtype=torch.bool, device=self.device)
+            fresh[sorted(self._fresh)] = True
+            for module in (self.mimi, self.forced_mimi, self.lm_gen):
+                module.reset_streaming(fresh)
         self._fresh.clear()
-        x = torch.from_numpy(np.ascontiguousarray(frames, dtype=np.float32)).to(self.device)[:, None, :]
-        codes = self.mimi.encode(x)  # [R, 8, 1]
-        tokens = self.lm_gen.step(codes)  # [R, 1 + 8, 1]; -2 (ungenerated) where a row has none yet
-        audio = tokens[:, 1:]
+        codes = self.mimi.encode(self._tensor(frames))  # [R, 8, 1]
+        if forced is None:
+            tokens = self.lm_gen.step(codes)  # [R, 1 + 8, 1]; -2 (ungenerated) where a row has none yet
+            audio = tokens[:, 1:]
+        else:
+            rows_forced = torch.from_numpy(mask).to(self.device)
+            self.forced_mimi.set_exec_mask(rows_forced)  # the other rows' forced streams stand still
+            forced_codes = self.forced_mimi.encode(self._tensor(forced))  # [R, 8, 1]
+            self.forced_mimi.set_exec_mask(self._all)
+            self._hold(rows_forced, forced_codes)
+            self._forcing = (rows_forced, forced_codes)
+            try:
+                tokens = self.lm_gen.step(codes)
+            finally:
+                self._forcing = None
+            # == tokens[:, 1:] for forced rows from a stream's second step on; on its first (no tokens
+            # yet) a forced row says the codec's rendering of its forced frame all the same
+            audio = torch.where(rows_forced[:, None, None], forced_codes, tokens[:, 1:])
         ready = (audio >= 0).all(dim=2).all(dim=1)
         out = np.zeros((rows, FRAME), np.float32)
         if bool(ready.any()):

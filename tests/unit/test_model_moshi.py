@@ -1,14 +1,25 @@
 """The Moshi adapter on a tiny randomly initialised Mimi + LM built from the real ``moshi``
 package (no weights): through the real runner at batch 1 and with refills at batch 2, streams
-of different lengths, per-row resets, and the upstream quirks (no tokens on a stream's first step)."""
+of different lengths, per-row resets, and the upstream quirks (no tokens on a stream's first step);
+teacher forcing (``step_forced``, Duplex Cue) per row against Mimi's own encoding of the forced audio.
+
+Row independence is checked with each conversation in the same row beside different neighbours:
+moved to another row index, the same stream's logits differ at float rounding (CPU matrix kernels,
+about 1e-6), which greedy decoding of a random model (near-tied logits) can turn into other tokens."""
 
 from __future__ import annotations
+
+import copy
 
 import numpy as np
 import pytest
 
 pytest.importorskip("moshi")
 
+import torch
+
+from harness.models.base import TEACHER_FORCING, StreamContext
+from harness.models.moshi import TINY_LM
 from harness.models.registry import build_model
 from harness.protocol.scheduler import ProtocolSettings
 from harness.runtime.runner import ConversationInput, run_conversations
@@ -61,11 +72,11 @@ def test_tiny_moshi_refills_rows_and_a_conversation_does_not_depend_on_its_row_o
     batch = run_conversations(_moshi(), convs, PROTO, VadSettings(), rows=2)
     assert [r.status for r in batch] == ["ok"] * 3, [r.reason for r in batch]
     assert len({len(r.output) for r in batch}) == 3
-    # conversation 2 again, now opened at the start in row 1 beside conversation 1 in row 0
-    again = run_conversations(_moshi(), [convs[1], convs[2]], PROTO, VadSettings(), rows=2)
-    np.testing.assert_array_equal(again[1].output, batch[2].output)
-    assert again[1].events == batch[2].events
-    np.testing.assert_array_equal(again[0].output, batch[1].output)
+    # conversation 2 again, now opened at the start in row 0 (not after conversation 0) beside conversation 1
+    again = run_conversations(_moshi(), [convs[2], convs[1]], PROTO, VadSettings(), rows=2)
+    np.testing.assert_array_equal(again[0].output, batch[2].output)
+    assert again[0].events == batch[2].events
+    np.testing.assert_array_equal(again[1].output, batch[1].output)
 
 
 def test_the_row_count_can_change_between_runs():
@@ -74,3 +85,129 @@ def test_the_row_count_can_change_between_runs():
     two = run_conversations(m, [_conv(3, 0.3), _conv(4, 0.3)], PROTO, VadSettings(), rows=2)
     assert one.status == two[0].status == two[1].status == "ok"
     assert m.info.weights == "random:tiny"
+
+
+# ---------------------------------------------------------------------- teacher forcing (Duplex Cue)
+
+STEPS = 8
+
+
+def _audio(seed: int, rows: int = 2) -> np.ndarray:
+    """``float32[STEPS, rows, FRAME]`` of noise whose level changes every frame (-40 to -6 dBFS)."""
+    rng = np.random.default_rng(seed)
+    level = 10 ** rng.uniform(-2, -0.3, (STEPS, rows, 1))
+    return (rng.standard_normal((STEPS, rows, FRAME)) * level).astype(np.float32)
+
+
+def _drive(m, heard: np.ndarray, forced: np.ndarray, mask: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """Step ``m`` as the Duplex Cue runner does (``step_forced`` while any row is forced, else
+    ``step``): ``(outputs float32[n, R, FRAME], the LM's output tokens int[n, R, 9])``."""
+    tokens = []
+    lm_step = m.lm_gen.step
+    m.lm_gen.step = lambda *a, **kw: tokens.append(lm_step(*a, **kw)) or tokens[-1]
+    try:
+        out = [m.step_forced(h, f, k) if k.any() else m.step(h) for h, f, k in zip(heard, forced, mask, strict=True)]
+    finally:
+        del m.lm_gen.step
+    return np.stack(out), torch.stack(tokens)[..., 0].numpy()
+
+
+def _mimi_codes(mimi, audio: np.ndarray) -> np.ndarray:
+    """Encoding of ``float32[n, R, FRAME]`` by a fresh copy of ``mimi`` (not streaming): ``int[n, R, 8]``."""
+    mimi = copy.deepcopy(mimi)
+    with torch.no_grad(), mimi.streaming(audio.shape[1]):
+        return np.stack([mimi.encode(torch.from_numpy(a)[:, None, :])[..., 0].numpy() for a in audio])
+
+
+def test_forced_steps_hold_mimis_encoding_of_the_forced_audio_as_the_lms_own_tokens():
+    """The issue's target: on every forced step after a stream's first (where LMGen has no
+    tokens) the LM's output tokens are, in all 8 codebooks, the forced audio's Mimi codes of the
+    same frame (semantic and delayed acoustic codebooks aligned), and the step returns Mimi's
+    decoding of those codes from the first step on."""
+    m = _moshi()
+    mimi = copy.deepcopy(m.mimi)  # before it streams
+    heard, forced = _audio(0), _audio(1)
+    out, tokens = _drive(m, heard, forced, np.ones((STEPS, 2), bool))
+    codes = _mimi_codes(mimi, forced)
+    assert (tokens[0] == -2).all()
+    np.testing.assert_array_equal(tokens[1:, :, 1:], codes[1:])
+    assert len(np.unique(codes[:, :, :2])) > 8  # the codes follow the audio: the comparison can fail
+    _, own = _drive(_moshi(), heard, forced, np.zeros((STEPS, 2), bool))
+    assert (own[1:, :, 1:] != codes[1:]).any(axis=2).all()  # unforced, every frame of the model's own differs
+    decoder = copy.deepcopy(mimi)
+    with torch.no_grad(), decoder.streaming(2):
+        rendered = np.stack([decoder.decode(torch.from_numpy(c)[..., None])[:, 0].numpy() for c in codes])
+    np.testing.assert_allclose(out, np.clip(rendered, -1, 1), atol=1e-6)
+    assert np.abs(out).max() > 0.01
+
+
+def test_text_stream_of_a_forced_row_is_the_models_own_or_padding():
+    heard, forced, mask = _audio(0), _audio(1), np.ones((STEPS, 2), bool)
+    own = _drive(_moshi(), heard, forced, mask)[1][2:, :, 0]  # text of frame n, sampled at step n - 1
+    pad = _drive(_moshi(forced_text="pad"), heard, forced, mask)[1][2:, :, 0]
+    assert (pad == TINY_LM["existing_text_padding_id"]).all()
+    assert (own != TINY_LM["existing_text_padding_id"]).any()
+
+
+def test_a_forced_row_beside_a_free_row_is_as_alone_and_generates_on_after_its_forcing_ends():
+    """Row 0 forced for 4 steps, then free; row 1 free, then forced for its last 2 steps: each
+    row's tokens and audio are the same beside an empty row (silence, never forced) and whatever
+    the forced audio of its unforced steps (ignored); after the switch row 0's tokens are its
+    own, not the forced audio's."""
+    switch = 4
+    heard, forced = _audio(0), _audio(1)
+    mask = np.zeros((STEPS, 2), bool)
+    mask[:switch, 0] = mask[-2:, 1] = True
+    both = _drive(_moshi(), heard, forced, mask)
+    silent, only = np.zeros_like(heard[:, :1]), np.zeros_like(mask)
+    row0 = _drive(_moshi(), np.concatenate([heard[:, :1], silent], 1), forced, np.stack([mask[:, 0], only[:, 1]], 1))
+    unheard = np.where(mask[:, :, None], forced, _audio(2))  # other audio where not forced
+    row1 = _drive(_moshi(), np.concatenate([silent, heard[:, 1:]], 1), unheard, np.stack([only[:, 0], mask[:, 1]], 1))
+    for got, alone, row in ((both, row0, 0), (both, row1, 1)):
+        np.testing.assert_array_equal(got[1][:, row], alone[1][:, row])
+        np.testing.assert_array_equal(got[0][:, row], alone[0][:, row])
+    codes = _mimi_codes(_moshi().mimi, forced)[:, 0]
+    tokens = both[1][:, 0, 1:]
+    np.testing.assert_array_equal(tokens[1:switch], codes[1:switch])
+    assert (tokens[switch:] != codes[switch:]).any(axis=1).all()
+    assert np.abs(both[0][switch:, 0]).max() > 0.01
+
+
+def test_step_forced_with_no_row_forced_is_step():
+    heard, junk = _audio(0), _audio(1)
+    free = _drive(_moshi(), heard, junk, np.zeros((STEPS, 2), bool))
+    m = _moshi()
+    unforced = np.stack([m.step_forced(h, f, np.zeros(2, bool)) for h, f in zip(heard, junk, strict=True)])
+    np.testing.assert_array_equal(unforced, free[0])
+
+
+def test_a_row_reopened_after_forcing_starts_afresh_its_forced_stream_too():
+    """Row 0 forced with one recording for 4 steps, then reopened and forced with another while
+    row 1 streams on: the second stream's tokens are the fresh encoding of its own audio, and
+    its tokens and audio are those of the same stream opened at the start."""
+    first, second, heard = _audio(1), _audio(2), _audio(0)
+    mask = np.ones((STEPS, 2), bool)
+    m = _moshi()
+    mimi = copy.deepcopy(m.mimi)  # before it streams
+    _drive(m, heard[:4], first[:4], mask[:4])
+    m.open(0, StreamContext("again", 0, "", _conv(0, 0.1).scene))
+    again = _drive(m, heard, second, mask)
+    fresh = _drive(_moshi(), heard, second, mask)
+    np.testing.assert_array_equal(again[1][1:, 0, 1:], _mimi_codes(mimi, second)[1:, 0])
+    np.testing.assert_array_equal(again[1][:, 0], fresh[1][:, 0])
+    np.testing.assert_array_equal(again[0][:, 0], fresh[0][:, 0])
+
+
+def test_teacher_forcing_is_declared_and_bad_forcing_input_is_refused():
+    m = build_model("moshi", {"tiny": True})
+    assert TEACHER_FORCING in m.info.capabilities
+    frames = np.zeros((2, FRAME), np.float32)
+    with pytest.raises(ValueError, match=r"forced float32\[2, 1920\] and mask bool\[2\], got \(1, 1920\)"):
+        m.step_forced(frames, frames[:1], np.ones(2, bool))
+    with pytest.raises(ValueError, match=r"got \(2, 1920\) and int64\[2\]"):
+        m.step_forced(frames, frames, np.ones(2, np.int64))
+    with pytest.raises(ValueError, match="forced_text must be one of"):
+        build_model("moshi", {"tiny": True, "forced_text": "silence"})
+    delays = [0, 0] + [2] * 7 + [0] + [1] * 7
+    with pytest.raises(ValueError, match="acoustic delays of 0 or 1 frame"):
+        build_model("moshi", {"lm_kwargs": {**TINY_LM, "delays": delays}, "dtype": "float32"}).load("cpu")
