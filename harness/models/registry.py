@@ -15,6 +15,9 @@ REGISTRY: dict[str, str] = {
     "silent": "harness.models.baselines:SilentModel",
     "babble": "harness.models.baselines:BabbleModel",
     "oracle": "harness.models.baselines:OracleModel",
+    "replay": "harness.models.cue_baselines:ReplayModel",  # Duplex Cue self-checks (teacher-forced)
+    "yield_now": "harness.models.cue_baselines:YieldNowModel",
+    "ignore": "harness.models.cue_baselines:IgnoreModel",
     "personaplex": "harness.models.personaplex:PersonaPlexModel",
     "freeze_omni": "harness.models.freeze_omni:FreezeOmniModel",
     "flm_audio": "harness.models.flm_audio:FLMAudioModel",

@@ -1,0 +1,157 @@
+"""Duplex Cue's conditional continuation runner: the switch point on the step grid, what is
+forced and fed when, the known-outcome baselines, and item errors."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+from harness.audio.io import quantize
+from harness.cue.continuation import ContinuationInput, forced_steps, item_span, run_continuations
+from harness.cue.schema import CueItem, Word
+from harness.models.base import TEACHER_FORCING, DuplexModel, ModelInfo, RowError
+from harness.models.registry import build_model
+
+SR = 24_000
+F = 1_920
+LEAD, CONTEXT, WINDOW = 0.08, 1.0, 1.0
+
+
+def _item(iid: str, onset_s: float) -> CueItem:
+    return CueItem(iid, f"{iid}-rec", "backchannel", (Word("yeah", onset_s, onset_s + 0.3),), onset_s + 0.3,
+                   onset_s + 1.5, "continued")
+
+
+def _input(iid: str, onset_s: float, seed: int, dur_s: float = 4.0) -> ContinuationInput:
+    rng = np.random.default_rng(seed)
+    audio = quantize((rng.standard_normal((2, round(dur_s * SR))) * 0.1).astype(np.float32))
+    return ContinuationInput(_item(iid, onset_s), audio, seed)
+
+
+def _run(model, inputs, **kw):
+    return run_continuations(model, inputs, SR, lead_s=LEAD, context_s=CONTEXT, window_s=WINDOW, **kw)
+
+
+class Probe(DuplexModel):
+    """Records every step_forced call per open stream: (step of the stream, heard, forced, mask);
+    says 0.25 on free steps and the forced audio on forced ones. ``fail``: item id -> RowError at open."""
+
+    def __init__(self, fail: str | None = None):
+        self.info = ModelInfo("probe", SR, SR, F, F, 4, frozenset({TEACHER_FORCING}))
+        self.fail = fail
+        self.rows: dict[int, str] = {}
+        self.log: dict[str, list[tuple[int, np.ndarray, np.ndarray, bool]]] = {}
+        self.contexts: dict[str, object] = {}
+
+    def load(self, device: str) -> None:
+        pass
+
+    def open(self, row, stream):
+        if stream.conversation_id == self.fail:
+            raise RowError({row: "cannot take this one"})
+        self.rows[row] = stream.conversation_id
+        self.log[stream.conversation_id] = []
+        self.contexts[stream.conversation_id] = stream
+
+    def close(self, row):
+        self.rows.pop(row, None)
+
+    def step(self, frames):
+        raise AssertionError("a cue stream is stepped with step_forced only")
+
+    def step_forced(self, frames, forced, mask):
+        out = np.full(frames.shape, 0.25, np.float32)
+        for b, iid in self.rows.items():
+            log = self.log[iid]
+            log.append((len(log), frames[b].copy(), forced[b].copy(), bool(mask[b])))
+        out[mask] = forced[mask]
+        return out
+
+
+def test_the_switch_point_on_the_step_grid():
+    # switch 2.5 s, context 1 s: 1.0 s = 12.5 frames before it; the 12 whole steps that end before it are forced
+    span = item_span(_item("a", 2.58), SR, F, LEAD, CONTEXT, WINDOW)
+    assert (span.start, span.switch, span.end, span.forced) == (36_000, 60_000, 84_000, 12)
+    assert span.start + span.forced * F == 59_040  # free from the last step boundary at or before the switch
+    clipped = item_span(_item("b", 0.58), SR, F, LEAD, CONTEXT, WINDOW)  # context clipped at the recording's start
+    assert (clipped.start, clipped.switch, clipped.forced) == (0, 12_000, 6)
+    assert forced_steps(0, 2 * F, F) == 2  # a step ending exactly at the switch is forced
+    assert forced_steps(0, 2 * F - 1, F) == 1
+    assert item_span(_item("c", 0.05), SR, F, LEAD, CONTEXT, WINDOW).forced == 0  # switch clipped at 0
+
+
+def test_forced_exactly_before_the_switch_with_as_audio_bs_audio_heard_throughout():
+    inputs = [_input("a", 2.58, 0), _input("b", 0.58, 1), _input("c", 1.9, 2)]
+    model = Probe()
+    res = _run(model, inputs, rows=2)  # three items on two rows: one row is refilled
+    assert [r.status for r in res] == ["ok"] * 3
+    for inp, r in zip(inputs, res, strict=True):
+        span = item_span(inp.item, SR, F, LEAD, CONTEXT, WINDOW)
+        log = model.log[inp.item.item_id]
+        assert len(log) == -(-span.length // F)
+        for k, heard, forced, mask in log:
+            at = span.start + k * F
+            np.testing.assert_array_equal(heard, inp.audio[1, at:at + F])
+            assert mask == (k < span.forced)
+            if mask:
+                np.testing.assert_array_equal(forced, inp.audio[0, at:at + F])
+        assert r.forced_steps == span.forced and len(r.output) == span.length
+        free = span.forced * F
+        np.testing.assert_array_equal(r.output[:free], inp.audio[0, span.start:span.start + free])
+        assert np.all(r.output[free:] == np.float32(quantize(np.float32([0.25]))[0]))
+        rec = r.record(SR)
+        assert rec["start_s"] == span.start / SR and rec["end_s"] == span.end / SR
+        assert rec["switch_s"] == pytest.approx(inp.item.cue_onset_s - LEAD) and rec["n_samples"] == span.length
+        assert model.contexts[inp.item.item_id].reference is None  # a real model never sees A's recording
+
+
+def _baseline(name: str):
+    m = build_model(name)
+    m.load("cpu")
+    return m
+
+
+def test_replay_equals_as_recording_over_the_stream_bit_for_bit():
+    inputs = [_input("a", 2.58, 0), _input("b", 0.58, 1), _input("c", 1.9, 2)]
+    res = _run(_baseline("replay"), inputs, rows=2)
+    for inp, r in zip(inputs, res, strict=True):
+        span = item_span(inp.item, SR, F, LEAD, CONTEXT, WINDOW)
+        assert r.status == "ok"
+        np.testing.assert_array_equal(r.output, inp.audio[0, span.start:span.end])
+
+
+def test_yield_now_is_silent_from_the_switch_and_ignore_talks_on():
+    inputs = [_input("a", 2.58, 0), _input("b", 0.58, 1)]
+    quiet, talk = _run(_baseline("yield_now"), inputs), _run(_baseline("ignore"), inputs)
+    for inp, q, t in zip(inputs, quiet, talk, strict=True):
+        span = item_span(inp.item, SR, F, LEAD, CONTEXT, WINDOW)
+        free = span.forced * F
+        np.testing.assert_array_equal(q.output[:free], inp.audio[0, span.start:span.start + free])
+        np.testing.assert_array_equal(t.output[:free], inp.audio[0, span.start:span.start + free])
+        assert not q.output[free:].any()
+        assert np.sqrt(np.mean(t.output[free:] ** 2)) > 0.01  # speech
+
+
+def test_an_item_that_cannot_run_is_an_error_with_its_reason_and_the_others_complete():
+    short = _input("short", 2.58, 3, dur_s=3.0)  # ends before switch 2.5 s + window 1 s
+    inputs = [_input("a", 2.58, 0), short, _input("b", 0.58, 1), _input("c", 1.9, 2)]
+    res = _run(Probe(fail="c"), inputs, rows=2)
+    assert [r.status for r in res] == ["ok", "error", "ok", "error"]
+    assert res[1].reason == ("cannot run: the recording ends at 3.000 s, before the continuation window's end "
+                             "(3.500 s = switch 2.500 s + window 1 s)")
+    assert res[1].output is None and res[1].record(SR)["start_s"] == 1.5
+    assert res[3].reason == "model probe open of c in row 1: cannot take this one"
+    assert (len(res[0].output), len(res[2].output)) == (48_000, 36_000)  # context (clipped for b) + window
+
+
+def test_a_model_without_teacher_forcing_is_refused():
+    with pytest.raises(ValueError, match="does not declare 'teacher_forcing'"):
+        _run(_baseline("silent"), [_input("a", 2.58, 0)])
+
+
+def test_replay_outside_duplex_cue_fails_its_stream():
+    m = _baseline("replay")
+    with pytest.raises(RowError, match="Duplex Cue self-test"):
+        from harness.models.base import StreamContext
+
+        m.open(0, StreamContext("x", 0, "", None))
