@@ -44,14 +44,50 @@ class ScenesSettings:
             check_share(name, getattr(self, name))
 
 
+TTS_EXECUTION_KEYS = ("batch", "num_cpus", "num_gpus", "actors")  # change speed, never the audio
+
+
 @dataclass(frozen=True)
 class TtsSettings:
-    engine: str = "espeak"
+    """The synth stage's settings (spec section 3; conf/tts/, docs/configuration.md)."""
+
+    engine: str = "espeak"  # harness.audio.tts.ENGINES: espeak | qwen3
     voices: dict[str, str] = field(default_factory=lambda: {
         "A": "en-us+m1", "B": "en-gb+m3", "C": "en-us+f2", "D": "en-gb-scotland+f4"})
     narrator: str = "en-us+m7"
-    words_per_minute: int = 175
+    words_per_minute: int = 175  # espeak only
     preamble_text: str = DUTY_TEXT
+    # backend settings (qwen3: model, revision, language, instruct, dtype, seed; weights and
+    # device say where it runs and are not part of the audio's identity)
+    params: dict[str, Any] = field(default_factory=dict)
+    batch: int = 32  # distinct clips per synthesis task (one generate call for qwen3)
+    num_cpus: float = 1  # per synthesis actor
+    num_gpus: float = 0  # per synthesis actor: 1 for qwen3 on a cluster
+    actors: int | None = None  # None: as many as the Ray cluster holds; 0: in the driver process, no Ray
+
+    def __post_init__(self) -> None:
+        from harness.audio.tts import ENGINES
+
+        if self.engine not in ENGINES:
+            raise ValueError(f"engine {self.engine!r} is not one of: {', '.join(ENGINES)}")
+        _integer(self, "batch")
+        _positive(self, "batch")
+        if self.num_cpus < 0 or self.num_gpus < 0:
+            raise ValueError("num_cpus and num_gpus must be >= 0")
+        if self.actors is not None and (isinstance(self.actors, bool) or not isinstance(self.actors, int)
+                                        or self.actors < 0):
+            raise ValueError(f"actors must be null or an integer >= 0, got {self.actors!r}")
+
+    def audio_settings(self) -> dict[str, Any]:
+        """The settings that change the audio (the synth stage's hash): not the execution settings
+        (:data:`TTS_EXECUTION_KEYS`) nor ``params.weights`` / ``params.device`` (where the model
+        is and runs). ``params`` is left out when empty, so the keys of runs made before it existed
+        stay the same."""
+        d = {k: v for k, v in dataclasses.asdict(self).items() if k not in TTS_EXECUTION_KEYS}
+        params = {k: v for k, v in d.pop("params").items() if k not in ("weights", "device")}
+        if params:
+            d["params"] = params
+        return d
 
 
 MODEL_ROLES = ("evaluated", "baseline", "reference")  # model.<name>.role (harness.metrics.analyses)
@@ -85,7 +121,9 @@ class ModelSettings:
 
 @dataclass(frozen=True)
 class InferSettings:
-    shard_size: int = 64
+    # conversations per shard; None: per model, BATCHES_PER_SHARD x its batch_size (at least 64), so
+    # continuous batching keeps the rows full for most of a shard and only its tail drains
+    shard_size: int | None = None
     max_duration_s: float = 1800.0
     actors_per_model: int | None = None  # None: one actor per GPU (or CPU slot) the cluster has
     torch_threads: int = 1
@@ -95,10 +133,22 @@ class InferSettings:
     # would load on CPU and book GPU-hours); true: run it on CPU on purpose (a test, a CPU-only box)
     allow_cpu_for_gpu_actors: bool = False
 
+    BATCHES_PER_SHARD = 8
+
     def __post_init__(self) -> None:
-        _positive(self, "shard_size", "max_duration_s", "torch_threads", "step_timeout_s", "first_step_timeout_s")
+        _positive(self, "max_duration_s", "torch_threads", "step_timeout_s", "first_step_timeout_s")
+        if self.shard_size is not None:
+            _integer(self, "shard_size")
+            _positive(self, "shard_size")
         if self.actors_per_model is not None and self.actors_per_model < 1:
             raise ValueError("actors_per_model must be >= 1 or null")
+
+    def shard_size_for(self, batch_size: int) -> int:
+        """Conversations per shard for a model stepping ``batch_size`` rows: ``shard_size``, or (None)
+        ``max(64, BATCHES_PER_SHARD * batch_size)``. A shard whose conversations all start together
+        idles its rows while the longest finishes; eight batches' worth keeps that tail to a few
+        percent of the shard's time (rows refill within a shard, not across shards)."""
+        return self.shard_size or max(64, self.BATCHES_PER_SHARD * max(1, batch_size))
 
 
 @dataclass(frozen=True)
@@ -125,12 +175,18 @@ class BudgetSettings:
     """Spend limits checked before each shard starts (docs/cluster.md).
 
     Spend is measured wall time of every shard attempt times the GPUs its actor holds (a CPU
-    actor counts as one device), in device-hours. ``None``: no limit.
+    actor counts as one device), in device-hours; ``usd`` adds the API cost of hosted models,
+    their raw usage priced with the price table ``price_table`` (a version of
+    ``harness/pricing/tables``; None: the newest). A hosted model the table cannot price is
+    refused under ``usd`` unless ``allow_unpriced`` (its API cost is then left out of the budget).
+    ``None``: no limit.
     """
 
     gpu_hours: float | None = None
     usd: float | None = None
     usd_per_gpu_hour: float = 0.0
+    price_table: int | None = None
+    allow_unpriced: bool = False
 
     def __post_init__(self) -> None:
         for name in ("gpu_hours", "usd"):

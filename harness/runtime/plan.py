@@ -44,7 +44,7 @@ class RunPlan:
     def from_config(cls, cfg: RunConfig) -> RunPlan:
         lay = RunLayout(cfg.run_id)
         h_scenes = settings_hash(asdict(cfg.scenes), GENERATOR_VERSION)
-        h_synth = settings_hash({"tts": asdict(cfg.tts), "rate": cfg.protocol.sample_rate}, h_scenes)
+        h_synth = settings_hash({"tts": cfg.tts.audio_settings(), "rate": cfg.protocol.sample_rate}, h_scenes)
         infer, vad, score = {}, {}, {}
         for m in cfg.models:
             h_inf = settings_hash({"protocol": asdict(cfg.protocol), "detector": _detector(cfg.detector),

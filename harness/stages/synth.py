@@ -1,58 +1,283 @@
-"""The ``synth`` stage: every human turn and the spoken preamble as audio clips (spec section 3)."""
+"""The ``synth`` stage: every human turn and the spoken preamble as audio clips (spec section 3).
+
+Each distinct (voice, text) is synthesised once (the paper reuses 44.45 of 110.93 h across the
+two versions): its clip id is the backend's content hash of everything that determines the
+audio, and the clip is stored as FLAC at ``<synth>/clips/<clip_id>.flac``. The work:
+
+* the clips whose length no earlier invocation recorded, longest text first, in batches of
+  ``tts.batch``, on a pool of Ray actors (``tts.num_cpus`` / ``tts.num_gpus`` each; espeak-ng on
+  CPUs, Qwen3-TTS on GPUs, one model load per actor), ``tts.actors`` of them or as many as the
+  cluster holds; in the driver process with ``tts.actors=0``, or when a CPU engine has a
+  single batch to make (no actor start-up for work no pool could share);
+* each clip is written as soon as it is made, by one atomic put (a temporary file renamed on
+  the local store, one PutObject on S3), so a clip that exists is complete; after its batch
+  the worker writes ``<synth>/batches/<batch_id>.json`` (the batch's clip lengths);
+* **resume**: a later invocation reads those records and lists the stored clips; a clip with
+  both is reused as is, a clip stored without a record (its batch was cut short) is decoded
+  once to check it and read its length (an unreadable one is made again), and only the rest
+  is synthesised;
+* **failures**: a clip the engine cannot make (:class:`~harness.audio.tts.SynthesisError`:
+  an unknown voice, silent output) is recorded with its reason in the index under
+  ``failed_clips``, and every conversation that needs it is ``error`` with that reason (never
+  silence); the others go on. A batch lost for another reason (its actor died, the store
+  failed) or an engine that cannot run at all (:class:`~harness.audio.tts.TtsUnavailable`)
+  leaves the stage incomplete: :class:`SynthIncomplete` is raised after the other batches
+  finish, no index or marker is written, and a rerun makes only what is missing;
+* ``index.json`` then the marker are written last.
+"""
 
 from __future__ import annotations
 
+import hashlib
 import logging
+import time
+from collections.abc import Iterator
+from dataclasses import dataclass
 from typing import Any
 
 from tqdm import tqdm
 
-from harness.audio.io import decode, encode
-from harness.audio.tts.espeak import EspeakSettings, EspeakTTS, SynthesisError
+from harness.audio.io import AudioError, decode, encode
+from harness.audio.tts import SynthesisError, TtsUnavailable, build_tts
 from harness.runtime.config import RunConfig
 from harness.runtime.plan import RunPlan
 from harness.stages.common import load_scenes, require_stage, stage_done
-from harness.store.base import ObjectStore, put_json
+from harness.store.base import ObjectStore, get_json, open_store, put_json
 
 log = logging.getLogger("duplex_mpe")
 
+PREAMBLE = "preamble"  # the index's entry of the duty preamble clip
+
+
+class SynthIncomplete(RuntimeError):
+    """Some batches were lost (not a clip the engine refused): the clips made are kept, no index
+    or marker is written, and a rerun synthesises only what is missing."""
+
+
+@dataclass(frozen=True)
+class ClipJob:
+    """One distinct clip to make: its content id, the engine's voice name and the text."""
+
+    clip_id: str
+    voice: str
+    text: str
+
+
+def batch_id(jobs: list[ClipJob]) -> str:
+    """Name of a batch's length record: a hash of its clip ids."""
+    return hashlib.sha256("\n".join(j.clip_id for j in jobs).encode()).hexdigest()[:16]
+
+
+class ClipSynthesizer:
+    """Makes batches of clips into the store; built once per Ray actor (or once in the driver
+    with ``tts.actors=0``), loading the engine once. Raises :class:`TtsUnavailable` when the
+    engine cannot run here."""
+
+    def __init__(self, cfg: RunConfig, store: ObjectStore | None = None):
+        self.cfg = cfg
+        self.store = store if store is not None else open_store(cfg.store)
+        self.plan = RunPlan.from_config(cfg)
+        self.tts = build_tts(cfg.tts, cfg.protocol.sample_rate)
+        self.tts.load()
+
+    def run(self, jobs: list[ClipJob], verify: list[str]) -> dict[str, Any]:
+        """Make ``jobs`` into the store; those in ``verify`` are stored already without a
+        recorded length, so they are decoded (and made again only when unreadable).
+
+        Returns ``{"lengths": {clip_id: samples}, "failed": {clip_id: reason}, "made": count,
+        "audio_s": seconds made}``; writes the batch's length record last.
+        """
+        lay, prefix, sr = self.plan.layout, self.plan.synth, self.cfg.protocol.sample_rate
+        lengths: dict[str, int] = {}
+        failed: dict[str, str] = {}
+        todo = []
+        for job in jobs:
+            if job.clip_id in verify:
+                try:
+                    lengths[job.clip_id] = len(decode(self.store.get(lay.clip(prefix, job.clip_id)), sr)[0])
+                    continue
+                except (AudioError, FileNotFoundError) as e:
+                    log.warning("synth: stored clip %s is unusable (%s); making it again", job.clip_id, e)
+            todo.append(job)
+        samples = 0
+        for job, audio in zip(todo, self._speak(todo), strict=True):
+            if isinstance(audio, SynthesisError):
+                failed[job.clip_id] = f"{type(audio).__name__}: {audio}"
+                continue
+            self.store.put(lay.clip(prefix, job.clip_id), encode(audio, sr))
+            lengths[job.clip_id] = len(audio)
+            samples += len(audio)
+        put_json(self.store, lay.file(prefix, f"batches/{batch_id(jobs)}.json"), {"lengths": lengths})
+        return {"lengths": lengths, "failed": failed, "made": len(todo) - len(failed), "audio_s": samples / sr}
+
+    def _speak(self, jobs: list[ClipJob]) -> list[Any]:
+        """One engine call for the batch; when the engine refuses the call as a whole (e.g. one
+        unknown speaker), one call per clip so that only the clips at fault fail."""
+        if not jobs:
+            return []
+        try:
+            return self.tts.synthesize_batch([j.text for j in jobs], [j.voice for j in jobs])
+        except TtsUnavailable:
+            raise
+        except SynthesisError as e:
+            if len(jobs) == 1:
+                return [e]
+        return [x for j in jobs for x in self._speak([j])]
+
+
+def clip_jobs(cfg: RunConfig, tts: Any, scenes: list) -> tuple[dict[str, ClipJob], dict[str, list], dict[str, str]]:
+    """The distinct clips of the preamble and every scene's turns.
+
+    Returns ``(jobs by clip id, per scene the clip id of each turn, per scene an error)``: a
+    scene whose speaker has no voice in ``tts.voices`` gets that error and no clips.
+    """
+    jobs: dict[str, ClipJob] = {}
+
+    def job(voice: str, text: str) -> str:
+        cid = tts.clip_id(voice, text)
+        jobs.setdefault(cid, ClipJob(cid, voice, text))
+        return cid
+
+    job(cfg.tts.narrator, cfg.tts.preamble_text)
+    turns: dict[str, list] = {}
+    errors: dict[str, str] = {}
+    for scene in scenes:
+        missing = sorted({t.speaker for t in scene.turns} - set(cfg.tts.voices))
+        if missing:
+            errors[scene.scene_id] = f"synthesis failed: no voice for speaker(s) {', '.join(missing)} (tts.voices)"
+            continue
+        turns[scene.scene_id] = [job(cfg.tts.voices[t.speaker], t.text) for t in scene.turns]
+    return jobs, turns, errors
+
+
+def _recorded_lengths(store: ObjectStore, plan: RunPlan) -> tuple[dict[str, int], set[str]]:
+    """Lengths from earlier invocations' batch records, and the clip ids stored."""
+    lay = plan.layout
+    stored = {k.rsplit("/", 1)[1].removesuffix(".flac") for k in store.list(lay.file(plan.synth, "clips"))}
+    lengths: dict[str, int] = {}
+    for key in store.list(lay.file(plan.synth, "batches")):
+        lengths.update(get_json(store, key)["lengths"])
+    return {c: n for c, n in lengths.items() if c in stored}, stored
+
 
 def synth_stage(cfg: RunConfig, store: ObjectStore) -> str:
-    """Speak every distinct (voice, text) once (content-addressed clips) and index each conversation."""
+    """Speak every distinct (voice, text) once and index each conversation (module docstring).
+
+    Writes ``<synth>/index.json``: ``sample_rate``, ``preamble`` and per conversation ``turns``
+    (``{"clip": id, "n": samples}`` each), ``errors`` (scene id -> reason) and ``failed_clips``
+    (clip id -> voice, text, reason); then the marker. Raises :class:`SynthIncomplete` when
+    batches were lost, :class:`SynthesisError` when the preamble cannot be made.
+    """
     plan = RunPlan.from_config(cfg)
     require_stage(store, plan, plan.scenes, "scenes")
     if stage_done(store, plan, plan.synth, "synth"):
         return plan.synth
-    if cfg.tts.engine != "espeak":
-        raise ValueError(f"tts.engine {cfg.tts.engine!r} is not available here (known: espeak)")
     lay = plan.layout
-    tts = EspeakTTS(cfg.protocol.sample_rate, EspeakSettings(words_per_minute=cfg.tts.words_per_minute))
-    lengths: dict[str, int] = {}
-
-    def clip(text: str, voice: str) -> dict[str, Any]:
-        cid = tts.clip_id(voice, text)
-        if cid not in lengths:
-            key = lay.clip(plan.synth, cid)
-            if store.exists(key):
-                lengths[cid] = len(decode(store.get(key))[0])
-            else:
-                audio = tts.synthesize(text, voice)
-                store.put(key, encode(audio, cfg.protocol.sample_rate))
-                lengths[cid] = len(audio)
-        return {"clip": cid, "n": lengths[cid]}
-
+    tts = build_tts(cfg.tts, cfg.protocol.sample_rate)  # clip ids only: the engine loads in the workers
     scenes = load_scenes(store, plan)
-    index: dict[str, Any] = {"sample_rate": cfg.protocol.sample_rate, "conversations": {}, "errors": {}}
-    index["preamble"] = clip(cfg.tts.preamble_text, cfg.tts.narrator)
-    for scene in tqdm(scenes, desc="synth", unit="scene"):
-        try:
-            turns = [clip(t.text, cfg.tts.voices[t.speaker]) for t in scene.turns]
-            index["conversations"][scene.scene_id] = {"turns": turns}
-        except (SynthesisError, KeyError) as e:
-            index["errors"][scene.scene_id] = f"synthesis failed: {type(e).__name__}: {e}"
+    jobs, turns, errors = clip_jobs(cfg, tts, scenes)
+    lengths, stored = _recorded_lengths(store, plan)
+    todo = sorted((j for c, j in jobs.items() if c not in lengths), key=lambda j: (-len(j.text), j.clip_id))
+    batches = [todo[i:i + cfg.tts.batch] for i in range(0, len(todo), cfg.tts.batch)]
+    log.info("synth: %d distinct clips, %d stored, %d to make in %d batches", len(jobs), len(lengths), len(todo),
+             len(batches))
+    failed: dict[str, str] = {}
+    lost: list[str] = []
+    made = [0, 0.0]
+    t0 = time.perf_counter()
+    bar = tqdm(total=len(todo), desc="synth clips", unit="clip")
+    try:
+        for jobs_done, result in _run_batches(cfg, store, batches, stored):
+            if isinstance(result, str):
+                lost.append(result)
+            else:
+                lengths.update(result["lengths"])
+                failed.update(result["failed"])
+                made[0] += result["made"]
+                made[1] += result["audio_s"]
+            bar.update(len(jobs_done))
+            bar.set_postfix(made=made[0], failed=len(failed), lost=len(lost))
+    finally:
+        bar.close()
+    wall = time.perf_counter() - t0
+    if lost:
+        raise SynthIncomplete(f"synth: {len(lost)} of {len(batches)} batch(es) were lost ({lost[0]}); the "
+                              f"{made[0]} clips made are kept, rerun the stage to make the rest")
+    pre = jobs[tts.clip_id(cfg.tts.narrator, cfg.tts.preamble_text)]
+    if pre.clip_id in failed:
+        raise SynthesisError(f"the duty preamble (voice {pre.voice!r}) could not be synthesised: {failed[pre.clip_id]}")
+    index: dict[str, Any] = {"sample_rate": cfg.protocol.sample_rate, "conversations": {}, "errors": dict(errors),
+                             "preamble": {"clip": pre.clip_id, "n": lengths[pre.clip_id]},
+                             "failed_clips": {c: {"voice": jobs[c].voice, "text": jobs[c].text, "reason": r}
+                                              for c, r in sorted(failed.items())}}
+    by_id = {s.scene_id: s for s in scenes}
+    for sid, cids in turns.items():
+        bad = next((i for i, c in enumerate(cids) if c in failed), None)
+        if bad is None:
+            index["conversations"][sid] = {"turns": [{"clip": c, "n": lengths[c]} for c in cids]}
+        else:
+            index["errors"][sid] = (f"synthesis failed: turn {bad} (speaker {by_id[sid].turns[bad].speaker}, "
+                                    f"voice {jobs[cids[bad]].voice!r}): {failed[cids[bad]]}")
     put_json(store, lay.file(plan.synth, "index.json"), index)
-    total_s = sum(lengths.values()) / cfg.protocol.sample_rate
-    put_json(store, lay.marker(plan.synth), {"clips": len(lengths), "distinct_audio_s": round(total_s, 2),
-                                             "errors": len(index["errors"])})
-    log.info("synth: %d distinct clips, %.1f s of audio, %d errors", len(lengths), total_s, len(index["errors"]))
+    used = {c for cids in turns.values() for c in cids if c not in failed} | {pre.clip_id}
+    total_s = sum(lengths[c] for c in used) / cfg.protocol.sample_rate
+    put_json(store, lay.marker(plan.synth), {"clips": len(used), "distinct_audio_s": round(total_s, 2),
+                                             "errors": len(index["errors"]), "failed_clips": len(failed),
+                                             "engine": cfg.tts.engine})
+    log.info("synth: %d distinct clips (%d made now in %.1f s, %.1f s of audio), %.1f s of audio in all, "
+             "%d failed clips, %d conversations in error", len(used), made[0], wall, made[1], total_s, len(failed),
+             len(index["errors"]))
     return plan.synth
+
+
+def _run_batches(cfg: RunConfig, store: ObjectStore, batches: list[list[ClipJob]],
+                 stored: set[str]) -> Iterator[tuple[list[ClipJob], dict[str, Any] | str]]:
+    """Yield ``(batch, result)`` as batches finish; ``result`` is :meth:`ClipSynthesizer.run`'s,
+    or the reason the batch was lost."""
+    def verify(batch: list[ClipJob]) -> list[str]:
+        return [j.clip_id for j in batch if j.clip_id in stored]
+
+    t = cfg.tts
+    if not batches:
+        return
+    if t.actors == 0 or (not t.num_gpus and len(batches) == 1):
+        worker = ClipSynthesizer(cfg, store)
+        for batch in batches:
+            yield batch, worker.run(batch, verify(batch))
+        return
+    from harness.runtime.executor import _reason, actor_count, ray_session, require_resources
+
+    with ray_session(cfg):
+        import ray
+
+        require_resources({"the synthesis actor (tts.num_cpus / tts.num_gpus)": (t.num_cpus, t.num_gpus)},
+                          cfg.cluster.resource_wait_s)
+        cls = ray.remote(num_cpus=t.num_cpus, num_gpus=t.num_gpus, max_restarts=cfg.cluster.max_restarts,
+                         max_task_retries=cfg.cluster.max_task_retries)(ClipSynthesizer)
+        free = [cls.remote(cfg) for _ in range(actor_count(t.actors, t.num_cpus, t.num_gpus, len(batches)))]
+        queue = list(batches)
+        last = "no actor started"
+        running: dict[Any, tuple[Any, list[ClipJob]]] = {}
+        try:
+            while queue or running:
+                while free and queue:
+                    actor, batch = free.pop(), queue.pop(0)
+                    running[actor.run.remote(batch, verify(batch))] = (actor, batch)
+                if not running:  # every actor is gone: the rest cannot run
+                    for batch in queue:
+                        yield batch, f"no synthesis actor is left; the last one failed with {last}"
+                    return
+                [ref], _ = ray.wait(list(running), num_returns=1)
+                actor, batch = running.pop(ref)
+                try:
+                    result = ray.get(ref)
+                except Exception as e:  # Ray gave up on the actor, or the worker raised (not a clip failure)
+                    ray.kill(actor, no_restart=True)
+                    last = _reason(e)
+                    yield batch, last
+                    continue
+                free.append(actor)
+                yield batch, result
+        finally:
+            for actor in free + [a for a, _ in running.values()]:
+                ray.kill(actor, no_restart=True)

@@ -11,6 +11,7 @@ import hashlib
 import json
 import shutil
 import subprocess
+from collections.abc import Sequence
 from dataclasses import asdict, dataclass
 from functools import cache
 
@@ -18,10 +19,9 @@ import numpy as np
 
 from harness.audio.io import AudioError, decode
 from harness.audio.resample import resample
+from harness.audio.tts import SynthesisError, TtsUnavailable
 
-
-class SynthesisError(RuntimeError):
-    """espeak-ng is missing or failed for one utterance."""
+__all__ = ["EspeakSettings", "EspeakTTS", "SynthesisError", "espeak_version"]
 
 
 @dataclass(frozen=True)
@@ -36,10 +36,10 @@ class EspeakSettings:
 
 @cache
 def espeak_version() -> str:
-    """The installed espeak-ng version line; raises :class:`SynthesisError` when it is missing."""
+    """The installed espeak-ng version line; raises :class:`TtsUnavailable` when it is missing."""
     exe = shutil.which("espeak-ng")
     if exe is None:
-        raise SynthesisError("espeak-ng is not installed (Debian package espeak-ng; `make setup` installs it)")
+        raise TtsUnavailable("espeak-ng is not installed (Debian package espeak-ng; `make setup` installs it)")
     return subprocess.run([exe, "--version"], capture_output=True, text=True, check=True).stdout.strip()
 
 
@@ -56,6 +56,10 @@ class EspeakTTS:
     def __init__(self, sample_rate: int = 24_000, settings: EspeakSettings | None = None):
         self.sample_rate = sample_rate
         self.settings = settings or EspeakSettings()
+
+    def load(self) -> str:
+        """Check that espeak-ng runs here (:class:`TtsUnavailable` otherwise); returns its version."""
+        return espeak_version()
 
     def clip_id(self, voice: str, text: str) -> str:
         """Content hash of everything that determines the audio of (voice, text)."""
@@ -86,3 +90,19 @@ class EspeakTTS:
         margin = round(s.trim_margin_s * sr)
         x = x[max(0, loud[0] - margin): loud[-1] + 1 + margin]
         return np.clip(resample(x, sr, self.sample_rate), -1.0, 1.0)
+
+    def synthesize_batch(self, texts: Sequence[str], voices: Sequence[str]) -> list[np.ndarray | SynthesisError]:
+        """One espeak-ng call per clip; a clip that fails is its :class:`SynthesisError` in the
+        list (the others are still made). Raises :class:`TtsUnavailable` when espeak-ng is missing."""
+        if len(texts) != len(voices):
+            raise ValueError(f"{len(texts)} texts but {len(voices)} voices")
+        self.load()
+        out: list[np.ndarray | SynthesisError] = []
+        for text, voice in zip(texts, voices, strict=True):
+            try:
+                out.append(self.synthesize(text, voice))
+            except TtsUnavailable:
+                raise
+            except SynthesisError as e:
+                out.append(e)
+        return out

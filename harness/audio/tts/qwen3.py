@@ -1,17 +1,22 @@
 """Qwen3-TTS, the paper's synthesiser (spec section 3): PyPI ``qwen-tts``, model
 ``Qwen/Qwen3-TTS-12Hz-1.7B-CustomVoice``, 24 kHz, preset speakers A->ryan, B->aiden, C->eric,
-D->dylan.
+D->dylan (``conf/tts/qwen3.yaml``, ``tts=qwen3``).
 
-Same interface as :class:`~harness.audio.tts.espeak.EspeakTTS` (``sample_rate``,
-``clip_id(voice, text)``, ``synthesize(text, voice)``) plus ``synthesize_batch`` for a GPU actor
-that speaks many distinct clips per call. The package and the weights are needed only when the
-first clip is spoken (``load()``); the weights come from ``weights`` (a local folder or the
-mounted Hugging Face cache) and are never downloaded by the harness: ``local_files_only`` is
-always passed. Output is trimmed of leading/trailing digital silence like espeak's, so a clip's
-ends are the turn's construction-level boundaries, and resampled when the model's rate differs.
+Same interface as :class:`~harness.audio.tts.espeak.EspeakTTS` (``load``, ``clip_id``,
+``synthesize``, ``synthesize_batch``); ``synthesize_batch`` speaks many distinct clips in one
+``generate_custom_voice`` call, which is what a GPU actor of the synth stage does with each of
+its batches. The package and the weights are needed only in :meth:`Qwen3TTS.load`. Weights are
+never downloaded: ``weights`` (a local folder) or ``model`` at ``revision`` looked up in the
+local Hugging Face cache only (``HF_HOME``; ``snapshot_download(local_files_only=True)``), and
+``from_pretrained`` is given that folder with ``local_files_only=True``, so neither the model,
+its speech tokenizer nor its processor can reach the hub. The output is trimmed of
+leading/trailing digital silence like espeak's, so a clip's ends are the turn's
+construction-level boundaries, and resampled to the timeline rate with
+:func:`harness.audio.resample.resample` when the model's rate differs.
 
-Not wired into the synth stage yet (it speaks ``tts.engine=espeak`` only); verified by a contract
-test against the ``qwen_tts`` API (tests/unit/test_tts_qwen3.py), no weights involved.
+The model samples (``do_sample`` in its generation config): each call seeds torch from
+``seed`` and the batch's (voice, text) pairs, so the same batch gives the same audio on the
+same hardware and software; the corpus of record is the stored clips (docs/reproducibility.md).
 """
 
 from __future__ import annotations
@@ -20,12 +25,13 @@ import hashlib
 import json
 from collections.abc import Sequence
 from dataclasses import asdict, dataclass
+from pathlib import Path
 from typing import Any
 
 import numpy as np
 
 from harness.audio.resample import resample
-from harness.audio.tts.espeak import SynthesisError
+from harness.audio.tts import SynthesisError, TtsUnavailable
 
 MODEL_ID = "Qwen/Qwen3-TTS-12Hz-1.7B-CustomVoice"
 VOICES = {"A": "ryan", "B": "aiden", "C": "eric", "D": "dylan"}  # spec section 3
@@ -33,11 +39,14 @@ VOICES = {"A": "ryan", "B": "aiden", "C": "eric", "D": "dylan"}  # spec section 
 
 @dataclass(frozen=True)
 class Qwen3Settings:
-    """Settings that change the audio (part of every clip's content hash)."""
+    """Settings that change the audio (part of every clip's content hash); ``tts.params``."""
 
-    model: str = MODEL_ID
+    model: str = MODEL_ID  # hub id (looked up in the local cache only) of the weights
+    revision: str | None = None  # hub revision of ``model`` (None: the cache's ``main``)
     language: str = "English"
-    instruct: str | None = None
+    instruct: str | None = None  # style instruction for every clip (None: none)
+    dtype: str = "bfloat16"
+    seed: int = 0
     trim_level: float = 0.003
     trim_margin_s: float = 0.01
 
@@ -48,8 +57,8 @@ class Qwen3TTS:
     Args:
         sample_rate: output rate (the timeline rate, 24 kHz by default).
         settings: :class:`Qwen3Settings`.
-        weights: local folder of the model (default: ``settings.model`` resolved in the local
-            Hugging Face cache only).
+        weights: local folder holding ``settings.model`` (default: the model looked up in the
+            local Hugging Face cache). Where the weights are is not part of a clip's id.
         device: ``device_map`` for ``from_pretrained`` (``"cuda:0"``, ``"cpu"``).
         model: an already built model object with ``generate_custom_voice`` (tests pass a fake).
     """
@@ -62,16 +71,37 @@ class Qwen3TTS:
         self.settings = settings or Qwen3Settings()
         self.weights, self.device, self._model = weights, device, model
 
+    def weights_dir(self) -> str:
+        """The local folder of the weights: ``weights``, or ``model`` at ``revision`` in the local
+        Hugging Face cache. Raises :class:`TtsUnavailable` when neither exists (nothing is downloaded)."""
+        if self.weights is not None:
+            if not Path(self.weights).is_dir():
+                raise TtsUnavailable(f"Qwen3-TTS weights folder {self.weights!r} (tts.params.weights) does not exist")
+            return self.weights
+        s = self.settings
+        try:
+            from huggingface_hub import snapshot_download
+
+            return snapshot_download(s.model, revision=s.revision, local_files_only=True)
+        except Exception as e:  # ImportError, LocalEntryNotFoundError, a bad revision
+            raise TtsUnavailable(
+                f"Qwen3-TTS weights {s.model!r}@{s.revision or 'main'} are not in the local Hugging Face cache "
+                f"(HF_HOME) and tts.params.weights names no folder ({type(e).__name__}: {e}); the harness never "
+                "downloads weights: bake them into the image or pre-fetch them") from None
+
     def load(self) -> Any:
+        """Load the model once (idempotent) and return it. Raises :class:`TtsUnavailable` without
+        the ``qwen-tts`` package or the weights."""
         if self._model is None:
             try:
                 import torch
                 from qwen_tts import Qwen3TTSModel
             except ImportError as e:
-                raise SynthesisError(f"Qwen3-TTS needs the `qwen-tts` package ({e}); it is installed in the "
+                raise TtsUnavailable(f"Qwen3-TTS needs the `qwen-tts` package ({e}); it is installed in the "
                                      "synthesis image, not in the dev venv") from e
-            self._model = Qwen3TTSModel.from_pretrained(self.weights or self.settings.model, device_map=self.device,
-                                                        dtype=torch.bfloat16, local_files_only=True)
+            self._model = Qwen3TTSModel.from_pretrained(self.weights_dir(), device_map=self.device,
+                                                        dtype=getattr(torch, self.settings.dtype),
+                                                        local_files_only=True)
         return self._model
 
     def clip_id(self, voice: str, text: str) -> str:
@@ -80,25 +110,48 @@ class Qwen3TTS:
         return hashlib.sha256(blob.encode()).hexdigest()[:24]
 
     def synthesize(self, text: str, voice: str) -> np.ndarray:
-        """Speak ``text`` with preset speaker ``voice`` (e.g. ``"ryan"``)."""
-        return self.synthesize_batch([text], [voice])[0]
+        """Speak ``text`` with preset speaker ``voice`` (e.g. ``"ryan"``): ``float32[n]`` at
+        :attr:`sample_rate`. Raises :class:`SynthesisError` when the clip cannot be made."""
+        out = self.synthesize_batch([text], [voice])[0]
+        if isinstance(out, SynthesisError):
+            raise out
+        return out
 
-    def synthesize_batch(self, texts: Sequence[str], voices: Sequence[str]) -> list[np.ndarray]:
+    def synthesize_batch(self, texts: Sequence[str], voices: Sequence[str]) -> list[np.ndarray | SynthesisError]:
         """Speak several clips in one ``generate_custom_voice`` call (lists of texts, speakers and
-        languages). Raises :class:`SynthesisError` for an empty text, a count mismatch in the
-        model's reply or a silent clip."""
+        languages). Returns one entry per clip: ``float32[n]`` at :attr:`sample_rate`, or the
+        :class:`SynthesisError` of a clip that came out silent. Raises :class:`SynthesisError`
+        when the model refuses the call (an empty text, a speaker or language it does not know,
+        a count mismatch in its reply) and :class:`TtsUnavailable` when it cannot be loaded."""
         if len(texts) != len(voices):
             raise ValueError(f"{len(texts)} texts but {len(voices)} voices")
         if any(not t.strip() for t in texts):
             raise SynthesisError("cannot synthesise empty text")
+        model = self.load()
         s = self.settings
         kwargs: dict[str, Any] = {"text": list(texts), "speaker": list(voices), "language": [s.language] * len(texts)}
         if s.instruct:
             kwargs["instruct"] = [s.instruct] * len(texts)
-        wavs, sr = self.load().generate_custom_voice(**kwargs)
+        self._seed(texts, voices)
+        try:
+            wavs, sr = model.generate_custom_voice(**kwargs)
+        except ValueError as e:  # qwen_tts validates speakers, languages and batch sizes with ValueError
+            raise SynthesisError(f"Qwen3-TTS refused the request: {e}") from None
         if len(wavs) != len(texts):
             raise SynthesisError(f"Qwen3-TTS returned {len(wavs)} clips for {len(texts)} texts")
-        return [self._trim(np.asarray(w, np.float32).reshape(-1), int(sr), t) for w, t in zip(wavs, texts, strict=True)]
+        out: list[np.ndarray | SynthesisError] = []
+        for w, t in zip(wavs, texts, strict=True):
+            try:
+                out.append(self._trim(np.asarray(w, np.float32).reshape(-1), int(sr), t))
+            except SynthesisError as e:
+                out.append(e)
+        return out
+
+    def _seed(self, texts: Sequence[str], voices: Sequence[str]) -> None:
+        import torch
+
+        blob = json.dumps([self.settings.seed, list(voices), list(texts)]).encode()
+        torch.manual_seed(int.from_bytes(hashlib.sha256(blob).digest()[:8], "little"))
 
     def _trim(self, x: np.ndarray, sr: int, text: str) -> np.ndarray:
         s = self.settings
