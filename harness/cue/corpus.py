@@ -7,15 +7,16 @@ In memory a corpus is a :class:`CueCorpus`: the recordings (:class:`Recording`),
 cue items (:class:`CueItem`) and the problems ingest found (``[]`` for a generated corpus).
 
 On disk a corpus is a directory: ``manifest.jsonl`` (one recording or cue per line) and each
-recording's two channels as 16-bit mono FLAC (``audio/<recording_id>.A.flac``, ``.B.flac``,
-written with :mod:`harness.audio.io`). :func:`write_manifest` writes it and :func:`ingest`
-reads it back (the same validated path as an external corpus), exactly: audio on the 16-bit
-grid of :func:`harness.audio.io.quantize` reads back bit for bit.
+recording's audio as a 16-bit stereo FLAC, channel 0 = A (``audio/<recording_id>.flac``,
+:func:`encode_recording`). :func:`write_manifest` writes it and :func:`ingest` reads it back
+(the same validated path as an external corpus), exactly: audio on the 16-bit grid of
+:func:`harness.audio.io.quantize` reads back bit for bit.
 """
 
 from __future__ import annotations
 
 import argparse
+import io
 import json
 import sys
 from collections import Counter
@@ -26,7 +27,7 @@ from typing import IO, Any, NamedTuple
 import numpy as np
 import soundfile as sf
 
-from harness.audio.io import PCM_SCALE, AudioError, decode, encode
+from harness.audio.io import PCM_SCALE, AudioError
 from harness.audio.resample import resample
 from harness.cue.schema import (
     SWITCH_LEAD_S,
@@ -163,33 +164,43 @@ def check_item(item: CueItem, recording: Recording, lead_s: float = SWITCH_LEAD_
 
 
 # -- on disk ---------------------------------------------------------------------------------
-def encode_recording(audio: np.ndarray, sample_rate: int) -> dict[str, bytes]:
-    """``float32[2, n]`` -> ``{"A": flac, "B": flac}``: each channel as 16-bit mono FLAC
-    (:func:`harness.audio.io.encode`), the stored form of a recording's audio (files or store
-    objects). Raises :class:`~harness.audio.io.AudioError` unless the audio is ``[2, n]``."""
-    x = np.asarray(audio)
-    if x.ndim != 2 or x.shape[0] != len(CHANNELS):
-        raise AudioError(f"a recording's audio must be [2, n] (A, B), got shape {x.shape}")
-    return {ch: encode(row, sample_rate) for ch, row in zip(CHANNELS, x, strict=True)}
-
-
-def decode_recording(blobs: dict[str, bytes], sample_rate: int) -> np.ndarray:
-    """Invert :func:`encode_recording`: ``{"A": bytes, "B": bytes}`` -> ``float32[2, n]``.
+def encode_recording(audio: np.ndarray, sample_rate: int) -> bytes:
+    """``float32[2, n]`` (row 0 = A, row 1 = B) -> a 16-bit stereo FLAC (channel 0 = A), the
+    stored form of a recording's audio (files and store objects). Samples are rounded to the
+    16-bit grid of :mod:`harness.audio.io` (``PCM_SCALE``; its ``encode`` is mono-only), so
+    :func:`decode_recording` returns :func:`harness.audio.io.quantize` of the input exactly.
 
     Raises:
-        harness.audio.io.AudioError: undecodable data, a channel that is not mono or not at
-            ``sample_rate`` Hz, or channels of different lengths.
+        harness.audio.io.AudioError: the audio is not ``[2, n]`` floats or is not finite.
     """
-    a, b = (decode(blobs[ch], expected_rate=sample_rate)[0] for ch in CHANNELS)
-    if len(a) != len(b):
-        raise AudioError(f"a recording's channels differ in length: A {len(a)}, B {len(b)} samples")
-    return np.stack([a, b])
+    x = np.asarray(audio)
+    if x.ndim != 2 or x.shape[0] != len(CHANNELS) or not np.issubdtype(x.dtype, np.floating):
+        raise AudioError(f"a recording's audio must be float [2, n] (A, B), got {x.dtype} {x.shape}")
+    if not np.all(np.isfinite(x)):
+        raise AudioError("a recording's audio contains NaN or Inf samples")
+    buf = io.BytesIO()
+    sf.write(buf, np.round(np.clip(x, -1.0, 1.0) * PCM_SCALE).astype(np.int16).T, sample_rate, format="FLAC",
+             subtype="PCM_16")
+    return buf.getvalue()
+
+
+def decode_recording(data: bytes, sample_rate: int) -> np.ndarray:
+    """Invert :func:`encode_recording`: stereo FLAC/WAV bytes -> ``float32[2, n]``.
+
+    Raises:
+        harness.audio.io.AudioError: undecodable data, not two channels, or a rate other than
+            ``sample_rate`` Hz.
+    """
+    x, rate = _read_audio(io.BytesIO(data))
+    if x.shape[0] != len(CHANNELS) or rate != sample_rate:
+        raise AudioError(f"expected 2 channels (A, B) at {sample_rate} Hz, got {x.shape[0]} at {rate} Hz")
+    return x
 
 
 def write_manifest(corpus: CueCorpus, directory: str | Path) -> Path:
-    """Write ``corpus`` as a directory :func:`ingest` reads: ``audio/<id>.A.flac`` and
-    ``.B.flac`` (16-bit mono FLAC via :func:`harness.audio.io.encode`) and ``manifest.jsonl``
-    (each recording's line, then its cues' lines). Returns the manifest's path.
+    """Write ``corpus`` as a directory :func:`ingest` reads: ``audio/<id>.flac``
+    (:func:`encode_recording`: 16-bit stereo FLAC, channel 0 = A) and ``manifest.jsonl`` (each
+    recording's line, then its cues' lines). Returns the manifest's path.
 
     Raises:
         harness.audio.io.AudioError: an audio array that is not ``float32[2, n_samples]``.
@@ -204,12 +215,9 @@ def write_manifest(corpus: CueCorpus, directory: str | Path) -> Path:
         x = np.asarray(corpus.audio[rec.recording_id])
         if x.shape != (2, rec.n_samples):
             raise AudioError(f"recording {rec.recording_id!r}: audio must be [2, {rec.n_samples}], got {x.shape}")
-        d = {"kind": "recording", **rec.to_dict()}
-        for ch, blob in encode_recording(x, rec.sample_rate).items():
-            rel = f"audio/{rec.recording_id}.{ch}.flac"
-            (directory / rel).write_bytes(blob)
-            d[f"audio_{ch.lower()}"] = rel
-        lines.append(d)
+        rel = f"audio/{rec.recording_id}.flac"
+        (directory / rel).write_bytes(encode_recording(x, rec.sample_rate))
+        lines.append({"kind": "recording", **rec.to_dict(), "audio": rel})
         lines += [{"kind": "cue", **i.to_dict()} for i in by_rec.get(rec.recording_id, [])]
     path = directory / "manifest.jsonl"
     with path.open("w") as fh:
@@ -217,11 +225,11 @@ def write_manifest(corpus: CueCorpus, directory: str | Path) -> Path:
     return path
 
 
-def _read_audio(path: Path) -> tuple[np.ndarray, int]:
+def _read_audio(src: Path | io.BytesIO) -> tuple[np.ndarray, int]:
     """Decode a sound file as ``(float32[channels, n], rate)`` on the 16-bit grid of
     :mod:`harness.audio.io` (so its FLACs read back exactly)."""
     try:
-        pcm, rate = sf.read(str(path), dtype="int16", always_2d=True)
+        pcm, rate = sf.read(src if isinstance(src, io.BytesIO) else str(src), dtype="int16", always_2d=True)
     except (sf.LibsndfileError, RuntimeError, TypeError) as e:
         raise AudioError(f"cannot decode: {e}") from None
     return pcm.T.astype(np.float32) / np.float32(PCM_SCALE), int(rate)

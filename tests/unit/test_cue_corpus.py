@@ -64,16 +64,27 @@ def test_items_and_recordings_round_trip_exactly(corpus):
     assert all(isinstance(w, Word) for r in recs for w in r.a_words)
 
 
-def test_recording_audio_round_trips_as_two_flacs(corpus):
+def test_recording_audio_round_trips_as_one_stereo_flac(corpus):
     x = corpus.audio[corpus.recordings[0].recording_id]
-    blobs = encode_recording(x, RATE)
-    assert set(blobs) == {"A", "B"} and np.array_equal(decode_recording(blobs, RATE), x)
-    with pytest.raises(AudioError, match="16000 Hz"):
-        decode_recording(blobs, 16_000)
-    with pytest.raises(AudioError, match="differ in length"):
-        decode_recording({"A": blobs["A"], "B": encode_recording(x[:, :-1], RATE)["B"]}, RATE)
+    data = encode_recording(x, RATE)
+    back = decode_recording(data, RATE)
+    assert back.dtype == np.float32 and np.array_equal(back, x)  # generated audio is on the 16-bit grid
+    stereo, rate = sf.read(io.BytesIO(data), dtype="float32", always_2d=True)
+    assert rate == RATE and np.allclose(stereo[:, 0], x[0], atol=1e-4)  # channel 0 is A
+    with pytest.raises(AudioError, match="at 16000 Hz"):
+        decode_recording(data, 16_000)
+    with pytest.raises(AudioError, match="2 channels"):
+        decode_recording(sf_mono(x[0]), RATE)
     with pytest.raises(AudioError, match=r"\[2, n\]"):
         encode_recording(x[0], RATE)
+    with pytest.raises(AudioError, match="NaN"):
+        encode_recording(np.full((2, 4), np.nan, np.float32), RATE)
+
+
+def sf_mono(x: np.ndarray) -> bytes:
+    buf = io.BytesIO()
+    sf.write(buf, x, RATE, format="FLAC", subtype="PCM_16")
+    return buf.getvalue()
 
 
 @pytest.mark.parametrize("line, rule, where", [
