@@ -135,6 +135,7 @@ class HostedRealtimeModel(DuplexModel):
         self._queue_rows = 0
         self._blocked_until = 0.0  # time.monotonic() before which admit() says no
         self._loop: asyncio.AbstractEventLoop | None = None
+        self._spent: list[dict] = []  # usage of the sessions closed since the last drain_usage()
 
     # -- provider hooks --------------------------------------------------------------------------
     @abstractmethod
@@ -186,6 +187,8 @@ class HostedRealtimeModel(DuplexModel):
 
     def close(self, row: int) -> None:
         s = self._rows[row]
+        if s is not None:
+            self._spent.append(self.usage(row))
         self._rows[row] = None
         if s is not None:
             s.closing = True
@@ -211,6 +214,13 @@ class HostedRealtimeModel(DuplexModel):
                 # the event the service still owed when the conversation ended (e.g. a reply's response.done):
                 # its tokens may be billed but are not counted here (an unacknowledged setup bills nothing)
                 "owed_at_close": None if s.awaiting == self.first_event else s.awaiting, **s.extra}
+
+    def drain_usage(self) -> list[dict]:
+        """The usage records of every session closed since the last call, and of those still open
+        (only after a stall, when the actor is discarded), so an attempt that fails as a whole still
+        books what its sessions were billed (:meth:`harness.runtime.shard.ShardWorker.usage_so_far`)."""
+        spent, self._spent = self._spent, []
+        return spent + [self.usage(b) for b, s in enumerate(self._rows) if s is not None]
 
     # -- streaming -------------------------------------------------------------------------------
     def step(self, frames: np.ndarray) -> np.ndarray:

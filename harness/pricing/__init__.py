@@ -14,11 +14,16 @@ a token kind the entry has no price for; summaries count unpriced conversations 
 why. A conversation that ended while the service still owed a reply's usage (``owed_at_close``)
 is priced as counted and flagged: its cost is a lower bound. A conversation without usage (a
 model that meters nothing) is not part of the ledger.
+
+The ledger's books are raw usage summed per ``provider/model`` (:func:`sum_usage`): each infer
+shard marker carries the sum of its conversations' usage, and a failed attempt's record the
+usage it had spent when it failed (:mod:`harness.runtime.shard`), so ``make status``, the budget
+and the report read markers only. A sum is priced as a whole (:func:`ledger_cost`). The LLM
+judge and the text reference keep the same raw usage of their paid calls (:func:`llm_usage`).
 """
 
 from __future__ import annotations
 
-import json
 import math
 from collections import Counter
 from collections.abc import Iterable, Mapping
@@ -98,27 +103,87 @@ class Cost:
 
 @dataclass
 class LedgerCost:
-    """The cost of many conversations' usage under one table."""
+    """The cost of many usage entries (conversations of a hosted model, calls of an LLM judge) under one table."""
 
     table: str  # PriceTable.label
-    metered: int = 0  # conversations with usage
+    unit: str = "conversations"  # what an entry's ``count`` counts, for messages
+    metered: int = 0  # conversations (calls) with usage
     priced: int = 0
     usd: float = 0.0  # of the priced ones only
-    unpriced: Counter = field(default_factory=Counter)  # reason -> conversations
+    unpriced: Counter = field(default_factory=Counter)  # reason -> conversations (calls)
     undercounted: int = 0  # conversations that ended while the service still owed usage (``owed_at_close``)
-    tokens: Counter = field(default_factory=Counter)  # token kind -> count, over every metered conversation
+    tokens: Counter = field(default_factory=Counter)  # token kind -> count, over every metered entry
+
+    @property
+    def tokens_in(self) -> int:
+        return sum(n for k, n in self.tokens.items() if k.startswith("input"))
+
+    @property
+    def tokens_out(self) -> int:
+        return sum(n for k, n in self.tokens.items() if k.startswith("output"))
+
+    @property
+    def complete(self) -> bool:
+        """Is every metered entry priced (so :attr:`usd` is the whole cost, not a part)?"""
+        return not self.unpriced
 
     def describe(self) -> str:
         """One line, e.g. ``API $12.34 for 40 conversations (prices v1 as of ...); 2 unpriced: ...``."""
         if not self.metered:
             return "no metered usage"
-        text = f"API ${self.usd:,.2f} for {self.priced} conversations ({self.table})"
+        text = f"API ${self.usd:,.2f} for {self.priced} {self.unit} ({self.table})"
         if self.unpriced:
             text += f"; {sum(self.unpriced.values())} unpriced: " + "; ".join(
                 f"{why} ({n})" for why, n in self.unpriced.most_common())
         if self.undercounted:
             text += f"; {self.undercounted} ended with a reply's usage still owed (a lower bound)"
-        return text
+        return text + f"; tokens in {self.tokens_in:,} / out {self.tokens_out:,}"
+
+
+def usage_key(usage: Mapping[str, Any]) -> str:
+    """``provider/model``: the price table's key of a usage record."""
+    return f"{usage.get('provider')}/{usage.get('model')}"
+
+
+def add_usage(totals: dict[str, dict[str, Any]], usage: Mapping[str, Any] | None) -> dict[str, dict[str, Any]]:
+    """Add one usage record (a conversation's ``usage``) or a sum of them (an entry of
+    :func:`sum_usage`) to ``totals`` (``{provider/model: sum}``, changed in place and returned).
+
+    A sum has ``provider``, ``model``, ``count`` (records summed), ``tokens`` (kind -> count),
+    ``seconds`` and ``responses`` (summed by key) and ``owed_at_close`` (records that ended with
+    usage still owed): raw usage, so it is priced later like one record and re-priced by any table.
+    ``None`` (a model that meters nothing) adds nothing.
+    """
+    if not usage:
+        return totals
+    key = usage_key(usage)
+    acc = totals.setdefault(key, {"provider": usage.get("provider"), "model": usage.get("model"), "count": 0,
+                                  "tokens": {}, "seconds": {}, "responses": {}, "owed_at_close": 0})
+    acc["count"] += int(usage.get("count", 1))
+    owed = usage.get("owed_at_close")
+    acc["owed_at_close"] += owed if isinstance(owed, int) and not isinstance(owed, bool) else int(bool(owed))
+    for part, cast in (("tokens", int), ("seconds", float), ("responses", int)):
+        for k, v in (usage.get(part) or {}).items():
+            acc[part][k] = cast(acc[part].get(k, 0) + v)
+    acc["seconds"] = {k: round(v, 3) for k, v in acc["seconds"].items()}
+    return totals
+
+
+def sum_usage(usages: Iterable[Mapping[str, Any] | None]) -> dict[str, dict[str, Any]]:
+    """``{provider/model: sum}`` of ``usages`` (records or sums; see :func:`add_usage`)."""
+    totals: dict[str, dict[str, Any]] = {}
+    for u in usages:
+        add_usage(totals, u)
+    return totals
+
+
+def llm_usage(provider: str, model: str, calls: int, input_tokens: int, output_tokens: int) -> dict[str, Any] | None:
+    """The ledger's raw usage of ``calls`` paid calls of a text LLM (the LLM judge, the text
+    reference): input and output tokens as ``input_text`` / ``output_text``; None for no call."""
+    if not calls:
+        return None
+    return {"provider": provider, "model": model, "count": int(calls),
+            "tokens": {"input_text": int(input_tokens), "output_text": int(output_tokens)}}
 
 
 def tables() -> dict[int, Path]:
@@ -141,58 +206,71 @@ def load_prices(version: int | None = None) -> PriceTable:
     return PriceTable.load(found[v])
 
 
-def ledger_cost(usages: Iterable[Mapping[str, Any] | None], table: PriceTable) -> LedgerCost:
-    """Price every usage of ``usages`` (None entries, from models that meter nothing, are skipped)."""
-    out = LedgerCost(table.label)
+def ledger_cost(usages: Iterable[Mapping[str, Any] | None], table: PriceTable,
+                unit: str = "conversations") -> LedgerCost:
+    """Price every entry of ``usages``: usage records or sums (:func:`sum_usage`), each priced as
+    a whole (a sum with a token kind the table does not price is unpriced with all its ``count``);
+    None entries, from models that meter nothing, are skipped."""
+    out = LedgerCost(table.label, unit)
     for usage in usages:
         if not usage:
             continue
-        out.metered += 1
-        out.undercounted += bool(usage.get("owed_at_close"))
-        out.tokens.update({k: int(n) for k, n in (usage.get("tokens") or {}).items()})
+        n = int(usage.get("count", 1))
+        owed = usage.get("owed_at_close")
+        out.metered += n
+        out.undercounted += owed if isinstance(owed, int) and not isinstance(owed, bool) else int(bool(owed))
+        out.tokens.update({k: int(v) for k, v in (usage.get("tokens") or {}).items()})
         cost = table.cost(usage)
         if cost.usd is None:
-            out.unpriced[cost.unpriced] += 1
+            out.unpriced[cost.unpriced] += n
         else:
-            out.priced += 1
+            out.priced += n
             out.usd += cost.usd
     return out
 
 
-def stored_usages(store: Any, plan: Any, model: str) -> list[dict]:
-    """The ``usage`` of every conversation of ``model``'s committed shards in a run (one read per
-    conversation: meant for hosted models, whose runs are small). Incomplete shards are left out;
-    usage of failed attempts is not stored anywhere (docs/models.md)."""
-    from harness.runtime.ledger import read_ledger
-    from harness.runtime.shard import read_output
+def metered_key(target: str, params: Mapping[str, Any]) -> str | None:
+    """The price table key (``provider/model``) of the model class ``target`` names when it meters a
+    hosted API (it declares ``provider`` and ``credentials_env``), with ``params``; else None."""
+    import inspect
 
-    led = read_ledger(store, plan, model, failures=False)
-    out = []
-    for marker in led.markers.values():
-        for entry in marker["conversations"].values():
-            if "json" in entry.get("objects", {}):
-                usage = json.loads(read_output(store, entry, "json")).get("usage")
-                if usage:
-                    out.append(usage)
-    return out
+    from harness.models.registry import model_class
+
+    try:
+        cls = model_class(target)
+    except (ImportError, ValueError):
+        return None
+    if not getattr(cls, "credentials_env", ()) or not getattr(cls, "provider", ""):
+        return None
+    model = params.get("model")
+    if model is None:
+        default = inspect.signature(cls.__init__).parameters.get("model")
+        model = None if default is None else default.default
+    return f"{cls.provider}/{model}"
 
 
 def is_metered(target: str) -> bool:
     """Does the model class ``target`` names meter a hosted API (it declares ``credentials_env``)?"""
-    from harness.models.registry import model_class
-
-    try:
-        return bool(getattr(model_class(target), "credentials_env", ()))
-    except (ImportError, ValueError):
-        return False
+    return metered_key(target, {}) is not None
 
 
-def status_lines(store: Any, plan: Any, models: Iterable[Any], table: PriceTable | None = None) -> list[str]:
-    """``make status`` lines: the API cost so far of each metered model of a run (``models``:
-    :class:`~harness.runtime.config.ModelSettings`)."""
+def status_lines(ledgers: Iterable[Any], models: Iterable[Any], table: PriceTable | None = None) -> list[str]:
+    """``make status`` lines: the API cost so far of each metered model of a run, from its shard
+    markers and failure records only (``ledgers``: :class:`~harness.runtime.ledger.ModelLedger`
+    by model; ``models``: :class:`~harness.runtime.config.ModelSettings`)."""
     metered = [m for m in models if is_metered(m.target)]
     if not metered:
         return []
     table = table or load_prices()
-    return [f"  api       {m.name:10} {ledger_cost(stored_usages(store, plan, m.name), table).describe()}"
-            for m in metered]
+    by_name = {led.model: led for led in ledgers}
+    lines = []
+    for m in metered:
+        led = by_name[m.name]
+        line = f"  api       {m.name:10} {ledger_cost(led.usage.values(), table).describe()}"
+        failed = ledger_cost(led.failed_usage.values(), table)
+        if failed.metered or led.failed_usage_unknown:
+            line += f"; failed attempts: {failed.describe() if failed.metered else 'no usage'}"
+            if led.failed_usage_unknown:
+                line += f", {led.failed_usage_unknown} with usage unknown (the actor died)"
+        lines.append(line)
+    return lines

@@ -1,5 +1,7 @@
 """The ``infer`` stage's books, read from the store alone: which shards are complete, which
-failed and why, which are missing, and what was spent (device-hours from measured wall time).
+failed and why, which are missing, and what was spent: device-hours from measured wall time, and
+the raw API usage of hosted models (summed in each shard marker and failure record; priced by
+:mod:`harness.pricing`).
 
 ``make status`` prints it; the ``infer`` stage reads it before starting so that completed
 shards are skipped and cost nothing, and so the budget counts what earlier invocations of
@@ -12,6 +14,7 @@ from dataclasses import dataclass, field
 from statistics import fmean
 from typing import Any
 
+from harness.pricing import sum_usage
 from harness.runtime.plan import RunPlan
 from harness.store.base import ObjectStore, get_json
 
@@ -46,6 +49,23 @@ class ModelLedger:
     def mean_shard_hours(self) -> float | None:
         """Mean device-hours of a completed shard (None before the first one completes)."""
         return fmean(m.get("device_hours", 0.0) for m in self.markers.values()) if self.markers else None
+
+    @property
+    def usage(self) -> dict[str, dict[str, Any]]:
+        """Raw usage of the completed shards, summed per ``provider/model`` (:func:`harness.pricing.sum_usage`;
+        from the markers only; empty for a model that meters nothing)."""
+        return sum_usage(u for m in self.markers.values() for u in (m.get("usage") or {}).values())
+
+    @property
+    def failed_usage(self) -> dict[str, dict[str, Any]]:
+        """Raw usage of the failed attempts that recorded it (what they spent before failing)."""
+        return sum_usage(u for fs in self.failures.values() for f in fs for u in (f.get("usage") or {}).values())
+
+    @property
+    def failed_usage_unknown(self) -> int:
+        """Failed attempts whose usage is unknown (the actor died, or the driver was stopped, before it
+        could say what it had spent)."""
+        return sum("usage" not in f for fs in self.failures.values() for f in fs)
 
     @property
     def conversation_errors(self) -> int:

@@ -15,6 +15,12 @@ deterministic fault while streaming (see :mod:`harness.runtime.runner`) is writt
 (:class:`~harness.runtime.runner.ModelFailure`: the model raised, or stalled past the
 watchdog) propagates out of :meth:`ShardWorker.run`: the attempt commits nothing, and the
 executor records it, retries the shard and finally reports it failed (``make rerun-failed``).
+
+Usage ledger (:mod:`harness.pricing`): the marker carries ``usage``, the raw usage of its
+conversations summed per ``provider/model`` (empty for a model that meters nothing), so readers
+of cost never open the records. A failed attempt's exception carries ``usage``, what the model
+had spent in it so far (:meth:`ShardWorker.usage_so_far`), for the executor's failure record;
+an attempt whose actor died has no such record (its usage is unknown).
 """
 
 from __future__ import annotations
@@ -24,13 +30,14 @@ import io
 import os
 import time
 import uuid
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any
 
 import numpy as np
 
 from harness.audio.io import AudioError, decode, encode
 from harness.models.registry import build_model
+from harness.pricing import add_usage, sum_usage
 from harness.runtime.config import ModelSettings, RunConfig
 from harness.runtime.plan import RunPlan
 from harness.runtime.runner import ConversationInput, ConversationResult, ModelThread, run_conversations
@@ -93,6 +100,7 @@ class ShardSummary:
     committed: bool = True
     actor: str = ""  # the Ray actor that ran it (set by the executor)
     started: float = 0.0  # Unix time the attempt started
+    usage: dict[str, dict[str, Any]] = field(default_factory=dict)  # raw usage per provider/model (harness.pricing)
 
 
 class ShardAttempt:
@@ -103,6 +111,11 @@ class ShardAttempt:
         self.id = new_attempt_id()
         self.prefix = layout.attempt(shard_prefix, self.id)
         self.objects: dict[str, dict[str, dict[str, str]]] = {}  # scene -> kind -> {key, sha256}
+        self.usage: dict[str, dict[str, Any]] = {}  # raw usage of its conversations, per provider/model
+
+    def add_usage(self, usage: dict | None) -> None:
+        """Count one conversation's raw usage (its record's ``usage``) into the marker's sum."""
+        add_usage(self.usage, usage)
 
     def put(self, scene_id: str, kind: str, data: bytes) -> None:
         key = self.layout.conversation(self.prefix, scene_id, kind)
@@ -141,10 +154,16 @@ class ShardWorker:
         """
         raise NotImplementedError
 
+    def usage_so_far(self) -> dict[str, dict[str, Any]] | None:
+        """Raw usage (``{provider/model: sum}``) the worker's model spent since the last call, or
+        None when that is unknown; called when an attempt starts and when it fails. Default: None."""
+        return None
+
     def run(self, shard_id: str, scene_ids: list[str]) -> ShardSummary:
         """Process one shard (skipped when its marker exists). Returns its summary.
 
-        Whatever :meth:`process` raises propagates and the attempt commits nothing (no marker).
+        Whatever :meth:`process` raises propagates and the attempt commits nothing (no marker);
+        the exception gets a ``usage`` attribute, :meth:`usage_so_far` (None: unknown).
         """
         lay = self.plan.layout
         shard_prefix = lay.shard(self.shard_root(), shard_id)
@@ -156,7 +175,12 @@ class ShardWorker:
                                 devices, skipped=True)
         started, t0 = time.time(), time.perf_counter()
         attempt = ShardAttempt(self.store, lay, shard_prefix)
-        statuses, audio_s = self.process(scene_ids, attempt)
+        self.usage_so_far()  # what an earlier attempt left uncounted is not this one's
+        try:
+            statuses, audio_s = self.process(scene_ids, attempt)
+        except Exception as e:  # the executor books what the failed attempt spent
+            e.usage = self.usage_so_far()
+            raise
         wall = time.perf_counter() - t0
         spend = device_hours(wall, self.msettings.num_gpus)
         entries = {sid: {"status": st, "reason": why, "objects": attempt.objects.get(sid, {})}
@@ -165,9 +189,9 @@ class ShardWorker:
         committed = attempt.commit({"shard": shard_id, "model": self.msettings.name, "ok": n_ok,
                                     "error": len(entries) - n_ok, "wall_s": round(wall, 3),
                                     "device_hours": spend, "devices": devices, "audio_s": round(audio_s, 3),
-                                    "conversations": entries})
+                                    "usage": attempt.usage, "conversations": entries})
         return ShardSummary(self.msettings.name, shard_id, attempt.id, n_ok, len(entries) - n_ok, wall, audio_s,
-                            spend, devices, committed=committed, started=started)
+                            spend, devices, committed=committed, started=started, usage=attempt.usage)
 
 
 class NoUsableCuda(RuntimeError):
@@ -221,6 +245,13 @@ class InferWorker(ShardWorker):
         self._index: dict | None = None
         self._clip_cache: dict[str, object] = {}
 
+    def usage_so_far(self) -> dict[str, dict[str, Any]]:
+        """What the model billed since the last call, sessions of conversations that never returned
+        a result included (:meth:`~harness.models.hosted.HostedRealtimeModel.drain_usage`); empty for
+        a model that meters nothing."""
+        drain = getattr(self.model, "drain_usage", None)
+        return sum_usage(drain()) if drain is not None else {}
+
     def _inputs(self) -> tuple[dict[str, Scene], dict]:
         if self._scenes is None:
             lines = self.store.get(self.plan.layout.file(self.plan.scenes, "scenes.jsonl")).decode().splitlines()
@@ -264,4 +295,5 @@ class InferWorker(ShardWorker):
                 attempt.put(r.scene_id, "probs.npy", npy_bytes(r.speech_probs))
                 audio_s += len(r.output) / sr
             attempt.put(r.scene_id, "json", json_bytes(r.record(sr)))
+            attempt.add_usage(r.usage)
         return {r.scene_id: (r.status, r.reason) for r in results}, audio_s

@@ -1,6 +1,8 @@
 """What a run has done so far: every stage's marker and, per model, infer shards complete /
 failed (with reasons) / missing, failed attempts and conversation errors (counted separately),
-device-hours spent and the projected cost to finish, and, once reduce ran, every model whose
+device-hours spent and the projected cost to finish, each hosted model's API cost (its raw usage
+from the shard markers and failure records, priced with ``budget.price_table``: tokens in and
+out, or unpriced), and, once reduce ran, every model whose
 output is suspect (no speech anywhere, or a peak below ``metrics.suspect_peak_dbfs``).
 
 It reads the store only and changes nothing (``make status RUN=...``).
@@ -8,7 +10,7 @@ It reads the store only and changes nothing (``make status RUN=...``).
 
 from __future__ import annotations
 
-from harness.pricing import status_lines
+from harness.pricing import ledger_cost, load_prices, status_lines
 from harness.runtime.config import RunConfig
 from harness.runtime.ledger import ModelLedger, read_ledger
 from harness.runtime.plan import RunPlan
@@ -51,7 +53,9 @@ def run_status(cfg: RunConfig, store: ObjectStore) -> str:
     ledgers = [read_ledger(store, plan, m.name) for m in cfg.models]
     for led in ledgers:
         lines += _infer_line(led, cfg)
-    lines += status_lines(store, plan, cfg.models)  # hosted models: API cost from the usage ledger
+    table = load_prices(cfg.budget.price_table)
+    api = {led.model: ledger_cost([*led.usage.values(), *led.failed_usage.values()], table) for led in ledgers}
+    lines += status_lines(ledgers, cfg.models, table)  # hosted models: API cost from the usage ledger
     for stage in ("vad", "score"):
         for m in cfg.models:
             lines.append(f"  {stage:9} {m.name:10} {mark(getattr(plan, stage)[m.name])}")
@@ -65,6 +69,9 @@ def run_status(cfg: RunConfig, store: ObjectStore) -> str:
     rates = [led.projected_hours() for led in ledgers if led.missing]
     budget = cfg.budget
     total = f"total spent {_money(spent, cfg)}"
+    api_usd = sum(c.usd for c in api.values())
+    if any(c.metered for c in api.values()):
+        total += f" + API ${api_usd:,.2f}" + ("" if all(c.complete for c in api.values()) else " and unpriced usage")
     if rates and all(r is not None for r in rates):
         total += f"; projected to finish {_money(sum(rates), cfg)}"
     limits = ([f"{budget.gpu_hours:g} device-h"] if budget.gpu_hours is not None else []) + \
@@ -72,7 +79,7 @@ def run_status(cfg: RunConfig, store: ObjectStore) -> str:
     if limits:
         total += f"; budget {' and '.join(limits)}"
         caps = ([budget.gpu_hours] if budget.gpu_hours is not None else []) + \
-               ([budget.usd / budget.usd_per_gpu_hour] if budget.usd is not None else [])
+               ([(budget.usd - api_usd) / budget.usd_per_gpu_hour] if budget.usd is not None else [])
         if spent > min(caps):  # docs/cluster.md: the largest possible overshoot
             total += (f" (overshoot {spent - min(caps):.4f} device-h: shards in flight when the budget was "
                       "reached ran to the end)")
