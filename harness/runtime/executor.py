@@ -44,6 +44,7 @@ from statistics import fmean
 
 from tqdm import tqdm
 
+from harness.pricing import PriceTable
 from harness.runtime.config import BudgetSettings, ModelSettings, RunConfig
 from harness.runtime.plan import RunPlan
 from harness.runtime.shard import InferWorker, ShardSummary, ShardWorker, device_hours, new_attempt_id
@@ -149,24 +150,89 @@ class BudgetExceeded(RuntimeError):
 
 @dataclass
 class Budget:
-    """Spend so far against ``settings``; :meth:`refusal` says why a shard may not start."""
+    """Spend so far against ``settings``; :meth:`refusal` says why a shard may not start.
+
+    Device spend is in device-hours; API spend is hosted models' raw usage (shard markers and
+    failure records, :mod:`harness.pricing`) priced with ``prices``. ``unpriced``: models whose API
+    usage the table cannot price, and why (refused under ``budget.usd`` unless
+    ``budget.allow_unpriced``; never counted as $0).
+    """
 
     settings: BudgetSettings
     spent_hours: float = 0.0
+    prices: PriceTable | None = None  # None: no metered model in this run
+    spent_api_usd: float = 0.0  # priced API usage of every attempt so far
+    shard_api_usd: dict[str, list[float]] = field(default_factory=dict)  # model -> priced API cost of each shard
+    unpriced: dict[str, str] = field(default_factory=dict)
+
+    @classmethod
+    def for_run(cls, cfg: RunConfig, store: ObjectStore, roots: dict[str, str], spent_hours: float) -> Budget:
+        """The budget of a stage over ``roots`` (``{model: shard prefix}``): ``spent_hours`` from the
+        caller, and the API usage of the metered models' earlier attempts read from their markers and
+        failure records; a model whose price table key (:func:`~harness.pricing.metered_key`) has no
+        entry is unpriced from the start."""
+        from harness.pricing import load_prices, metered_key
+        from harness.runtime.ledger import read_ledger
+
+        budget = cls(cfg.budget, spent_hours)
+        plan = RunPlan.from_config(cfg)
+        for m in cfg.models:
+            key = metered_key(m.target, m.params) if m.name in roots else None
+            if key is None:
+                continue
+            budget.prices = budget.prices or load_prices(cfg.budget.price_table)
+            if key not in budget.prices.models:
+                budget.unpriced[m.name] = f"{key} is not in {budget.prices.label}"
+            led = read_ledger(store, plan, m.name, prefix=roots[m.name])
+            for marker in led.markers.values():
+                budget.book_api(m.name, marker.get("usage") or {}, shard=True)
+            budget.book_api(m.name, led.failed_usage)
+        return budget
 
     @property
     def limited(self) -> bool:
         return self.settings.gpu_hours is not None or self.settings.usd is not None
 
-    def refusal(self, projected_extra_hours: float) -> str | None:
+    def book_api(self, model: str, usage: dict[str, dict], shard: bool = False) -> None:
+        """Count one attempt's raw usage (``{provider/model: sum}``; ``shard``: a completed shard's,
+        which calibrates :meth:`api_estimate`)."""
+        if self.prices is None or not usage:
+            return
+        from harness.pricing import ledger_cost
+
+        cost = ledger_cost(usage.values(), self.prices)
+        self.spent_api_usd += cost.usd
+        if not cost.complete:
+            self.unpriced.setdefault(model, "; ".join(cost.unpriced))
+        elif shard:
+            self.shard_api_usd.setdefault(model, []).append(cost.usd)
+
+    def api_estimate(self, model: str) -> float:
+        """The next shard's API cost: the mean priced cost of ``model``'s completed shards (0 before
+        the first, which a budget runs alone to calibrate it)."""
+        costs = self.shard_api_usd.get(model)
+        return fmean(costs) if costs else 0.0
+
+    def refusal(self, projected_extra_hours: float, projected_extra_usd: float = 0.0,
+                model: str | None = None) -> str | None:
+        """Why a shard of ``model`` may not start when the shards in flight and it are estimated at
+        ``projected_extra_hours`` device-hours and ``projected_extra_usd`` of API cost; None: it may."""
         total = self.spent_hours + projected_extra_hours
         s = self.settings
         if s.gpu_hours is not None and total > s.gpu_hours:
             return (f"budget.gpu_hours {s.gpu_hours:g}: {self.spent_hours:.4f} device-hours spent, "
                     f"{total:.4f} projected with the next shard")
-        if s.usd is not None and total * s.usd_per_gpu_hour > s.usd:
-            return (f"budget.usd {s.usd:g}: ${self.spent_hours * s.usd_per_gpu_hour:.2f} spent, "
-                    f"${total * s.usd_per_gpu_hour:.2f} projected with the next shard")
+        if s.usd is None:
+            return None
+        if model in self.unpriced and not s.allow_unpriced:
+            return (f"budget.usd {s.usd:g}: the API usage of {model} is unpriced ({self.unpriced[model]}), so the "
+                    "budget cannot bound it; add its prices to a table (harness/pricing/tables) or set "
+                    "budget.allow_unpriced=true to run it with its API cost left out of the budget")
+        spent = self.spent_hours * s.usd_per_gpu_hour + self.spent_api_usd
+        projected = total * s.usd_per_gpu_hour + self.spent_api_usd + projected_extra_usd
+        if projected > s.usd:
+            api = f" (API ${self.spent_api_usd:.2f})" if self.prices is not None else ""
+            return f"budget.usd {s.usd:g}: ${spent:.2f} spent{api}, ${projected:.2f} projected with the next shard"
         return None
 
 
@@ -180,6 +246,7 @@ class _Running:
     actor: object
     estimate: float
     t0: float
+    api_estimate: float = 0.0  # USD of API usage (hosted models)
 
 
 @dataclass
@@ -300,7 +367,7 @@ def run_shards(cfg: RunConfig, store: ObjectStore, work: dict[str, dict[str, lis
                       cfg.cluster.resource_wait_s)
     queue = [(m, s, ids) for m, shards in work.items() for s, ids in shards.items()]
     report = InferReport()
-    budget = Budget(cfg.budget, spent_hours)
+    budget = Budget.for_run(cfg, store, {m: roots[m] for m in work}, spent_hours)
     done_hours: dict[str, list[float]] = {m: [] for m in work}
     estimates = dict(shard_estimates or {})
     attempts: dict[tuple[str, str], int] = {}
@@ -324,14 +391,16 @@ def run_shards(cfg: RunConfig, store: ObjectStore, work: dict[str, dict[str, lis
         job = next((q for q in queue if q[0] == name), None)
         if job is None or calibrating(name):
             return False
-        est = estimate(name)
-        why = budget.refusal(sum(r.estimate for r in inflight.values()) + est)
+        est, api = estimate(name), budget.api_estimate(name)
+        why = budget.refusal(sum(r.estimate for r in inflight.values()) + est,
+                             sum(r.api_estimate for r in inflight.values()) + api, name)
         if why:
             report.budget_stop = why
             return False
         queue.remove(job)
         attempts[job[:2]] = attempts.get(job[:2], 0) + 1
-        inflight[actor.run.remote(job[1], job[2])] = _Running(name, job[1], job[2], actor, est, time.perf_counter())
+        inflight[actor.run.remote(job[1], job[2])] = _Running(name, job[1], job[2], actor, est, time.perf_counter(),
+                                                              api)
         return True
 
     def new_actor(name: str) -> object:
@@ -342,15 +411,19 @@ def run_shards(cfg: RunConfig, store: ObjectStore, work: dict[str, dict[str, lis
     def has_work(name: str) -> bool:
         return report.budget_stop is None and any(q[0] == name for q in queue)
 
-    def record_failure(run: _Running, reason: str) -> None:
+    def record_failure(run: _Running, reason: str, usage: dict | None = None) -> None:
         """Book a failed attempt's spend and write its failure record (the worker's own attempt id
-        died with it), so status, the ledger and the budget count it."""
+        died with it), so status, the ledger and the budget count it. ``usage``: the raw API usage
+        the worker said it spent (:meth:`~harness.runtime.shard.ShardWorker.run`); None: unknown
+        (the actor died, or the driver stopped), and the record has no ``usage``."""
         wall = time.perf_counter() - run.t0
         spend = device_hours(wall, models[run.model].num_gpus)
         budget.spent_hours += spend
+        budget.book_api(run.model, usage or {})
         record = new_attempt_id()
         put_json(store, lay.failure(lay.shard(roots[run.model], run.shard), record),
-                 {"attempt": record, "reason": reason, "wall_s": round(wall, 3), "device_hours": spend})
+                 {"attempt": record, "reason": reason, "wall_s": round(wall, 3), "device_hours": spend,
+                  **({} if usage is None else {"usage": usage})})
 
     bar = tqdm(total=len(queue), desc="infer shards", unit="shard")
     n_ok = n_err = 0
@@ -378,7 +451,7 @@ def run_shards(cfg: RunConfig, store: ObjectStore, work: dict[str, dict[str, lis
                 s = ray.get(ref)
             except Exception as e:  # Ray gave up on this attempt (actor died, node lost) or the worker raised
                 reason = _reason(e)
-                record_failure(run, reason)
+                record_failure(run, reason, getattr(getattr(e, "cause", None) or e, "usage", None))
                 ray.kill(run.actor, no_restart=True)  # never reused: a stuck step may still run in it
                 if attempts[(name, shard)] < cfg.cluster.shard_attempts:
                     log.warning("infer %s %s attempt %d failed (%s); retrying on a fresh actor", name, shard,
@@ -392,6 +465,8 @@ def run_shards(cfg: RunConfig, store: ObjectStore, work: dict[str, dict[str, lis
             else:
                 report.done.append(s)
                 budget.spent_hours += s.device_hours
+                if not s.skipped:
+                    budget.book_api(name, s.usage, shard=True)
                 if not s.skipped:
                     done_hours[name].append(s.device_hours)
                 n_ok, n_err = n_ok + s.ok, n_err + s.error

@@ -102,8 +102,10 @@ def test_a_store_errors_server_message_survives_into_the_failure_reason():
 
 
 def test_shard_failing_every_attempt_is_reported_with_its_reason(ray_gpus, tmp_path):
-    cfg, store, plan, shards = _setup(tmp_path, n_shards=4, actors=2, params={"raise_shard": "shard-00002"},
-                                      shard_attempts=3)
+    spent = {"openai/gpt-realtime": {"provider": "openai", "model": "gpt-realtime", "count": 2,
+                                     "tokens": {"input_audio": 500, "output_audio": 300}}}
+    cfg, store, plan, shards = _setup(tmp_path, n_shards=4, actors=2,
+                                      params={"raise_shard": "shard-00002", "usage": spent}, shard_attempts=3)
     with ray_session(cfg):
         report = run_shards(cfg, store, {"null": shards}, factory=executor_workers.RaisingWorker)
     assert set(report.failed) == {("null", "shard-00002")}
@@ -112,6 +114,9 @@ def test_shard_failing_every_attempt_is_reported_with_its_reason(ray_gpus, tmp_p
     assert led.missing == ["shard-00002"] and len(led.failures["shard-00002"]) == 3
     assert "object store unreachable" in led.failed["shard-00002"]
     assert led.spent_hours > 0  # failed attempts are spend too
+    # and so is the API usage the worker said each failed attempt had spent (through Ray's exception)
+    assert led.failed_usage["openai/gpt-realtime"]["count"] == 6 and led.failed_usage_unknown == 0
+    assert led.failed_usage["openai/gpt-realtime"]["tokens"] == {"input_audio": 1500, "output_audio": 900}
 
 
 def _models_setup(tmp_path, models, n_shards, budget, actors=None, per_shard=2):
@@ -230,6 +235,51 @@ def test_overshoot_is_the_in_flight_shards_spend_beyond_their_estimates_and_stat
     assert report.spent_hours == pytest.approx(4e-3)
     assert ("budget 0.0025 device-h (overshoot 0.0015 device-h: shards in flight when the budget was reached "
             "ran to the end)") in run_status(cfg, store)
+
+
+def _hosted_budget(tmp_path, budget, shard_tokens=(), model="gpt-realtime"):
+    """A Budget over a run of ``openai_realtime`` whose completed shards used ``shard_tokens`` (one
+    ``{kind: n}`` per shard; their markers carry the usage, 0.01 device-hours each)."""
+    from harness.pricing import sum_usage
+    from harness.runtime.executor import Budget
+
+    cfg = RunConfig.from_dict({"run_id": "api", "store": {"root": str(tmp_path / "store")}, "budget": budget,
+                               "model": {"openai_realtime": {"target": "openai_realtime", "num_gpus": 0,
+                                                            "params": {"model": model}}}})
+    store, plan = LocalStore(tmp_path / "store"), RunPlan.from_config(cfg)
+    prefix = plan.infer["openai_realtime"]
+    put_json(store, plan.layout.file(prefix, "plan.json"), {f"s{i}": [str(i)] for i in range(len(shard_tokens) + 2)})
+    for i, tokens in enumerate(shard_tokens):
+        usage = sum_usage([{"provider": "openai", "model": model, "tokens": tokens}])
+        put_json(store, plan.layout.marker(plan.layout.shard(prefix, f"s{i}")),
+                 {"ok": 1, "error": 0, "device_hours": 0.01, "usage": usage, "conversations": {}})
+    return Budget.for_run(cfg, store, {"openai_realtime": prefix}, 0.01 * len(shard_tokens))
+
+
+def test_the_usd_budget_counts_priced_api_usage_and_estimates_the_next_shard_from_its_mean(tmp_path):
+    # two shards: $1.00 and $3.00 of output audio at $64 per million tokens; device $1 per hour
+    budget = _hosted_budget(tmp_path, {"usd": 4.1, "usd_per_gpu_hour": 1.0},
+                            [{"output_audio": 15_625}, {"output_audio": 46_875}])
+    assert budget.spent_api_usd == pytest.approx(4.0) and budget.api_estimate("openai_realtime") == pytest.approx(2.0)
+    assert budget.refusal(0.0, 0.0, "openai_realtime") is None  # $4.02 spent of $4.10
+    why = budget.refusal(0.01, budget.api_estimate("openai_realtime"), "openai_realtime")
+    assert why == "budget.usd 4.1: $4.02 spent (API $4.00), $6.03 projected with the next shard"
+    assert _hosted_budget(tmp_path / "gpu", {"gpu_hours": 1.0}, [{"output_audio": 10**9}]).refusal(
+        0.01, 64_000.0, "openai_realtime") is None  # a device-hour budget does not count dollars
+
+
+def test_a_hosted_model_the_table_cannot_price_is_refused_under_a_usd_budget_unless_allowed(tmp_path):
+    why = _hosted_budget(tmp_path, {"usd": 100.0, "usd_per_gpu_hour": 1.0}, model="gpt-realtime-9").refusal(
+        0.0, 0.0, "openai_realtime")
+    assert "the API usage of openai_realtime is unpriced (openai/gpt-realtime-9 is not in prices v" in why
+    assert "budget.allow_unpriced=true" in why
+    allowed = _hosted_budget(tmp_path / "b", {"usd": 100.0, "usd_per_gpu_hour": 1.0, "allow_unpriced": True},
+                             model="gpt-realtime-9")
+    assert allowed.refusal(0.0, 0.0, "openai_realtime") is None and allowed.spent_api_usd == 0.0
+    # a priced model whose usage has a kind the table does not price (here: after its first shard)
+    later = _hosted_budget(tmp_path / "c", {"usd": 100.0, "usd_per_gpu_hour": 1.0}, [{"reasoning": 5}])
+    assert "has no price for reasoning" in later.refusal(0.0, 0.0, "openai_realtime")
+    assert later.refusal(0.0, 0.0, "another_model") is None
 
 
 def test_completed_shards_are_skipped_and_cost_nothing(ray_gpus, tmp_path):
