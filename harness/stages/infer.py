@@ -7,9 +7,10 @@ import logging
 from typing import Any
 
 from harness.runtime.config import RunConfig
-from harness.runtime.executor import BudgetExceeded, ray_session, run_shards, shard_plan
+from harness.runtime.executor import BudgetExceeded, WorkerFactory, ray_session, run_shards, shard_plan
 from harness.runtime.ledger import ModelLedger, read_ledger
 from harness.runtime.plan import RunPlan
+from harness.runtime.shard import InferWorker
 from harness.stages.common import require_stage
 from harness.store.base import ObjectStore, get_json
 
@@ -30,34 +31,48 @@ def infer_stage(cfg: RunConfig, store: ObjectStore) -> dict[str, str]:
     """
     plan = RunPlan.from_config(cfg)
     require_stage(store, plan, plan.synth, "synth")
-    lay = plan.layout
-    index = get_json(store, lay.file(plan.synth, "index.json"))
-    ids = sorted(index["conversations"])
+    index = get_json(store, plan.layout.file(plan.synth, "index.json"))
+    run_sharded(cfg, store, plan, sorted(index["conversations"]), dict(plan.infer), cfg.infer.shard_size, "infer")
+    return dict(plan.infer)
+
+
+def run_sharded(cfg: RunConfig, store: ObjectStore, plan: Any, ids: list[str], roots: dict[str, str],
+                shard_size: int, stage: str, factory: WorkerFactory = InferWorker) -> None:
+    """Run ``ids`` through every model of ``roots`` (``{model: prefix}``) shard by shard on Ray
+    actors (:func:`~harness.runtime.executor.run_shards`): each prefix's frozen shard plan
+    (``plan.json``, written once with ``shard_size``), its ledger (completed shards skipped,
+    spend counted against the budget), ``factory``'s workers (their ``shard_root`` is the
+    model's prefix). ``plan``: the run's plan (its ``layout``); ``stage`` names the stage in
+    logs. Shared by ``infer`` and Duplex Cue's ``cue-infer``.
+
+    Raises:
+        BudgetExceeded: the budget stopped the stage.
+        InferIncomplete: shards failed every attempt (completed shards are kept).
+    """
     work: dict[str, dict[str, list[str]]] = {}
     spent, estimates = 0.0, {}
-    for m in cfg.models:
-        shards = shard_plan(store, lay.file(plan.infer[m.name], "plan.json"), ids, cfg.infer.shard_size)
-        led = read_ledger(store, plan, m.name)
+    for name, prefix in roots.items():
+        shards = shard_plan(store, plan.layout.file(prefix, "plan.json"), ids, shard_size)
+        led = read_ledger(store, plan, name, prefix=prefix)
         spent += led.spent_hours
         if led.mean_shard_hours is not None:
-            estimates[m.name] = led.mean_shard_hours
-        log.info("infer %s: %d shards, %d complete, %d to run", m.name, len(shards), len(led.markers),
+            estimates[name] = led.mean_shard_hours
+        log.info("%s %s: %d shards, %d complete, %d to run", stage, name, len(shards), len(led.markers),
                  len(led.missing))
         if led.missing:
-            work[m.name] = {s: shards[s] for s in led.missing}
+            work[name] = {s: shards[s] for s in led.missing}
     if not work:
-        return dict(plan.infer)
+        return
     with ray_session(cfg):
-        report = run_shards(cfg, store, work, spent, estimates)
+        report = run_shards(cfg, store, work, spent, estimates, factory=factory, roots=roots)
     for (model, shard), reason in sorted(report.failed.items()):
-        log.error("infer %s %s failed: %s", model, shard, reason)
+        log.error("%s %s %s failed: %s", stage, model, shard, reason)
     if report.budget_stop:
         raise BudgetExceeded(f"the budget leaves {len(report.not_started)} shard(s) not started: "
                              f"{report.budget_stop}. Completed shards are kept.")
     if report.failed:
         raise InferIncomplete(f"{len(report.failed)} shard(s) failed after {cfg.cluster.shard_attempts} attempts "
                               "(reasons below); completed shards are kept.")
-    return dict(plan.infer)
 
 
 def infer_records(store: ObjectStore, plan: RunPlan, model: str,

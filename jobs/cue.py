@@ -1,0 +1,74 @@
+"""Run Duplex Cue, the companion protocol (spec section 9; docs/cue.md), and print where its report is.
+
+    cue-corpus -> cue-infer (teacher-forced continuation, sharded on Ray actors) -> cue-score -> cue-reduce
+
+    python -m jobs.cue                                   # the generated corpus through the self-checks
+    python -m jobs.cue --help                            # the overrides
+    python -m jobs.cue run_id=x model=[replay,moshi] model.moshi.params.tiny=true model.moshi.num_gpus=0
+
+Config root ``conf/cue.yaml`` (the model/, store/, cluster/, infer/ groups of Duplex-MPE).
+Every stage skips work whose marker exists, so the same command resumes a stopped run (only
+incomplete cue-infer shards run). Exit status as ``jobs.pipeline`` (docs/cluster.md): 0
+complete; 2 configuration error; 3 stopped by the budget; 4 shards failed; 5 finished with
+item errors (listed in the cue-infer markers; the first is printed).
+"""
+
+from __future__ import annotations
+
+import hydra
+from omegaconf import DictConfig
+
+from harness.cue.plan import CuePlan
+from harness.runtime.config import RunConfig
+from harness.runtime.ledger import read_ledger
+from harness.store.base import ObjectStore
+from jobs._entry import CONF_DIR, FAILED_CONVERSATIONS, check_ready, fail, run_until_stopped, setup
+
+CUE_STAGES = ("cue-corpus", "cue-infer", "cue-score", "cue-reduce")
+
+
+def run_cue(cfg: RunConfig, store: ObjectStore) -> str:
+    """Every Duplex Cue stage in order (one Ray session); returns the key of ``cue_report.md``."""
+    from harness.runtime.executor import ray_session
+    from harness.runtime.manifest import write_run_manifest
+    from harness.stages.cue_corpus import cue_corpus_stage
+    from harness.stages.cue_infer import cue_infer_stage
+    from harness.stages.cue_reduce import cue_reduce_stage
+    from harness.stages.cue_score import cue_score_stage
+
+    write_run_manifest(cfg, store)
+    with ray_session(cfg):
+        for stage in (cue_corpus_stage, cue_infer_stage, cue_score_stage, cue_reduce_stage):
+            stage(cfg, store)
+    plan = CuePlan.from_config(cfg)
+    return plan.layout.file(plan.reduce, "cue_report.md")
+
+
+def item_errors(cfg: RunConfig, store: ObjectStore) -> list[tuple[str, str, str]]:
+    """``(model, item_id, reason)`` of every item a model's continuation failed, from the
+    cue-infer shard markers (a not-applicable model has none)."""
+    plan = CuePlan.from_config(cfg)
+    out = []
+    for m in cfg.models:
+        led = read_ledger(store, plan, m.name, failures=False, prefix=plan.infer[m.name])  # type: ignore[arg-type]
+        out += [(m.name, iid, e["reason"]) for mk in led.markers.values()
+                for iid, e in sorted(mk["conversations"].items()) if e["status"] != "ok"]
+    return out
+
+
+@hydra.main(version_base="1.3", config_path=CONF_DIR, config_name="cue")
+def main(cfg: DictConfig) -> None:
+    run, store = setup(cfg)
+    check_ready(run, store, ["infer"])  # the store, each model's stack and resources
+    key = run_until_stopped(run_cue, run, store)
+    where = f"{run.store.root}/{key}" if run.store.kind == "local" else f"{store.describe()} {key}"
+    print(f"\ncue report: {where}\n            {where.removesuffix('.md')}.html (distributions, timeline pages)")
+    errors = item_errors(run, store)
+    if errors:
+        model, iid, reason = errors[0]
+        fail(f"finished with {len(errors)} item error(s); the first: {model} {iid}: {reason}. Each is in its "
+             "cue-infer shard marker and the report's funnel.", FAILED_CONVERSATIONS)
+
+
+if __name__ == "__main__":
+    main()
