@@ -1,0 +1,341 @@
+"""Duplex Cue scoring: the rule labeller's golden cases, eligibility, statistics against hand
+computations, the LLM labeller's cache and cost, and the score and reduce stages end to end on
+a small generated corpus with hand-written continuation outputs."""
+
+from __future__ import annotations
+
+import io
+import json
+from types import SimpleNamespace
+
+import numpy as np
+import pytest
+
+from harness.cue.schema import CueItem, Recording, Word
+from harness.cue.scoring import (
+    RULE_LABELER,
+    CueView,
+    LLMLabeler,
+    Response,
+    RuleLabeler,
+    build_labeler,
+    exclusion,
+    item_row,
+)
+from harness.cue.stats import distribution, funnel, model_metrics, paired_adapted
+from harness.metrics.stats import bootstrap_indices
+
+SWITCH, END = 10.0, 20.0
+
+
+def _item(intent="collaboration", cue=("the", "lighthouse"), label=None) -> CueItem:
+    words = tuple(Word(t, 10.08 + 0.4 * i, 10.4 + 0.4 * i) for i, t in enumerate(cue))
+    return CueItem("it-1", "rec-1", intent, words, 10.08, 18.0, label)
+
+
+def _view(item: CueItem) -> CueView:
+    return CueView(item, SWITCH, END, 15.0, (("A", Word("we", 8.0, 8.2)), ("B", Word("mm", 9.0, 9.2))), ())
+
+
+def _resp(words=(), speech=((5.0, 19.0),), active=True) -> Response:
+    return Response("model", tuple(Word(t, a, a + 0.3) for t, a in words), tuple(speech), active)
+
+
+# ----------------------------------------------------------------------------- the rule
+
+
+def test_rule_yielded_when_silent_for_most_of_the_window():
+    # speech after the onset: 10.08 -> 10.5 = 0.42 s of 9.92 s, under 0.25
+    lab = RuleLabeler().label(_view(_item()), _resp([("on", 10.1)], speech=((5.0, 10.5),)))
+    assert lab.label == "yielded"
+    # 2.48 s is exactly 0.25 of 9.92 s: not yielded (the threshold is strict)
+    lab = RuleLabeler().label(_view(_item()), _resp([("top", 10.1), ("of", 10.5)], speech=((10.08, 12.56),)))
+    assert lab.label == "continued"
+
+
+def test_rule_adapted_on_an_acknowledgement_or_the_cues_word():
+    view = _view(_item())
+    # a word that began before the onset does not count; "oh" is the first word after it
+    assert RuleLabeler().label(view, _resp([("tower", 9.9), ("oh", 10.9), ("yes", 11.2)])).label == "adapted"
+    # uptake: the cue's content word "lighthouse" among the first four words ("the" is a stopword)
+    assert RuleLabeler().label(view, _resp([("the", 10.9), ("big", 11.2), ("lighthouse", 11.5)])).label == "adapted"
+    # an acknowledgement as third word is beyond ack_words=2
+    assert RuleLabeler().label(view, _resp([("the", 10.9), ("old", 11.2), ("right", 11.5)])).label == "continued"
+    assert RuleLabeler(ack_words=3).label(view, _resp([("the", 10.9), ("old", 11.2), ("right", 11.5)])).label \
+        == "adapted"
+
+
+def test_rule_continued_and_unscoreable():
+    view = _view(_item())
+    lab = RuleLabeler().label(view, _resp([("the", 10.9), ("old", 11.2), ("fire", 11.5), ("tower", 11.8)]))
+    assert lab.label == "continued" and "fire" in lab.raw
+    # speaking, but nothing recognised after the onset: no label
+    assert RuleLabeler().label(view, _resp([("tower", 9.9)])).label is None
+
+
+def test_rule_parameters_are_checked():
+    with pytest.raises(ValueError, match="yield_max_speech_share"):
+        RuleLabeler(yield_max_speech_share=0)
+    with pytest.raises(ValueError, match="unknown cue labeler"):
+        build_labeler("oracle")
+    assert build_labeler("rule", {"ack_words": 1}).ack_words == 1
+    assert RuleLabeler.description == RULE_LABELER
+
+
+# ----------------------------------------------------------------------------- eligibility
+
+
+def test_exclusion_funnel_order_and_error_rows():
+    it = _item(label="adapted")
+    on, off = _resp(), _resp(active=False)
+    assert exclusion("boom", on, on, "adapted", "adapted") == "error"
+    assert exclusion(None, off, off, None, None) == "model_inactive_at_onset"
+    assert exclusion(None, on, off, None, None) == "reference_inactive_at_onset"
+    assert exclusion(None, on, on, None, "adapted") == "model_unscoreable"
+    assert exclusion(None, on, on, "yielded", None) == "reference_unscoreable"
+    assert exclusion(None, on, on, "yielded", "adapted") is None
+    err = item_row(it, SWITCH, END, RULE_LABELER, error="continuation failed: watchdog")
+    assert (err["eligible"], err["exclusion"], err["model_label"], err["model_words"]) == (False, "error", None, None)
+    rows = [err, item_row(it, SWITCH, END, RULE_LABELER, model=off, reference=on)]
+    assert funnel(rows) == {"items": 2, "eligible": 0, "excluded": {
+        "error": 1, "model_inactive_at_onset": 1, "reference_inactive_at_onset": 0, "model_unscoreable": 0,
+        "reference_unscoreable": 0}}
+    # an error row is never a response: it adds nothing to any distribution
+    m = model_metrics(rows, reps=50)
+    assert m["intents"]["collaboration"]["model"]["n"] == 0
+    assert m["intents"]["all"]["model"]["counts"] == {"continued": 0, "adapted": 0, "yielded": 0}
+
+
+# ----------------------------------------------------------------------------- statistics
+
+
+def test_mcnemar_on_adapted_vs_not_by_hand():
+    model = ["adapted"] * 2 + ["continued"] * 7 + ["yielded"] + ["adapted"]
+    ref = ["continued"] * 2 + ["adapted"] * 7 + ["adapted"] + ["adapted"]
+    p = paired_adapted(model, ref, reps=200)
+    # discordant: model only 2, reference only 8; exact two-sided p = 2 * P(X <= 2 | n=10, 1/2) = 2 * 56 / 1024
+    assert (p["n"], p["model_only"], p["reference_only"]) == (11, 2, 8)
+    assert p["p_mcnemar"] == pytest.approx(112 / 1024)
+    assert p["diff"] == pytest.approx((3 - 9) / 11)
+    assert p["ci"][0] <= p["diff"] <= p["ci"][1]
+
+
+def test_bootstrap_interval_by_hand():
+    labels = ["adapted", "continued", "continued", "yielded"]
+    d = distribution(labels, reps=400, seed=7)
+    assert d["counts"] == {"continued": 2, "adapted": 1, "yielded": 1} and d["shares"]["continued"] == 0.5
+    # the same resamples by hand: share of "continued" per replicate, then the percentile interval
+    idx = np.concatenate(list(bootstrap_indices(4, 400, 7)))
+    codes = np.array([1, 0, 0, 2])
+    shares = (codes[idx] == 0).mean(axis=1)
+    assert d["ci"]["continued"] == pytest.approx(list(np.percentile(shares, [2.5, 97.5])))
+    assert distribution([], reps=10)["shares"]["adapted"] is None
+    with pytest.raises(ValueError, match="not among"):
+        distribution(["ignored"], reps=10)
+
+
+# ----------------------------------------------------------------------------- the LLM labeller
+
+
+class _FakeMessages:
+    def __init__(self, reply: str):
+        self.reply, self.calls = reply, []
+
+    def create(self, **kw):
+        self.calls.append(kw)
+        return SimpleNamespace(content=[SimpleNamespace(type="text", text=self.reply)],
+                               usage=SimpleNamespace(input_tokens=1000, output_tokens=5))
+
+
+def test_llm_labeller_caches_and_counts_cost(tmp_path):
+    from harness.store.base import LocalStore
+
+    store = LocalStore(str(tmp_path))
+    fake = SimpleNamespace(messages=_FakeMessages("ADAPTED"))
+    lab = LLMLabeler("anthropic", store, "_cache/cue-label", client=fake, model="claude-sonnet-4-5")
+    view = _view(_item())
+    resp = _resp([("oh", 10.9), ("right", 11.2)])
+    first = lab.label(view, resp)
+    assert first.label == "adapted" and first.cost.usd == pytest.approx((1000 * 3 + 5 * 15) / 1e6)
+    prompt = fake.messages.calls[0]["messages"][0]["content"]
+    assert "9.00 B: mm" in prompt and "10.90 A: oh right" in prompt and "the lighthouse" in prompt
+    again = LLMLabeler("anthropic", store, "_cache/cue-label", client=fake, model="claude-sonnet-4-5")
+    second = again.label(view, resp)
+    assert len(fake.messages.calls) == 1 and second.label == "adapted" and second.cost.usd == 0
+    assert (again.hits, again.misses, again.saved.usd) == (1, 0, first.cost.usd)
+    # a reply with two labels is unscoreable, kept verbatim
+    bad = LLMLabeler("anthropic", client=SimpleNamespace(messages=_FakeMessages("ADAPTED or YIELDED")))
+    out = bad.label(view, resp)
+    assert out.label is None and out.raw == "ADAPTED or YIELDED" and bad.misses == 1
+
+
+# ----------------------------------------------------------------------------- the stages
+
+
+def _synthetic_corpus(n: int = 3):
+    """Recordings where A speaks (a tone burst per word) and B cues; no espeak-ng needed."""
+    from harness.cue.corpus import CueCorpus
+
+    sr = 24_000
+    recs, audio, items = [], {}, []
+    for i in range(n):
+        rid = f"rec-{i}"
+        x = np.zeros((2, 22 * sr), np.float32)
+        t = np.arange(22 * sr) / sr
+        a_words = tuple(Word(f"word{k}", 2.0 + 0.5 * k, 2.4 + 0.5 * k) for k in range(30))
+        for w in a_words:
+            seg = slice(int(w.start_s * sr), int(w.end_s * sr))
+            x[0, seg] = 0.3 * np.sin(2 * np.pi * 180 * t[seg]) * np.sin(np.pi * (t[seg] - w.start_s) / 0.4)
+        cue = (Word("the", 8.1, 8.3), Word("lighthouse", 8.35, 8.9))
+        recs.append(Recording(rid, sr, x.shape[1], a_words, cue))
+        audio[rid] = x
+        items.append(CueItem(f"{rid}-cue", rid, ("collaboration", "backchannel", "interruption")[i % 3], cue, 8.1,
+                             17.0, "continued"))
+    return CueCorpus(recs, audio, items, [])
+
+
+def _write_corpus(store, plan, corpus) -> None:
+    import soundfile as sf
+
+    from harness.cue.corpus import write_items, write_recordings
+
+    lay = plan.layout
+    for name, fn, xs in (("items.jsonl", write_items, corpus.items), ("recordings.jsonl", write_recordings,
+                                                                       corpus.recordings)):
+        buf = io.StringIO()
+        fn(xs, buf)
+        store.put(lay.file(plan.corpus, name), buf.getvalue().encode())
+    for rid, x in corpus.audio.items():
+        buf = io.BytesIO()
+        sf.write(buf, x.T, 24_000, format="FLAC", subtype="PCM_16")
+        store.put(lay.file(plan.corpus, f"audio/{rid}.flac"), buf.getvalue())
+    store.put(lay.marker(plan.corpus), b"{}")
+
+
+def _write_continuations(store, plan, cfg, model, corpus, make) -> None:
+    """One shard with every item; ``make(item, a_channel, start, switch, end)`` -> output or None (error)."""
+    from harness.audio.io import encode
+    from harness.runtime.shard import ShardAttempt
+    from harness.store.base import put_json
+
+    lay = plan.layout
+    prefix = plan.infer[model]
+    put_json(store, lay.file(prefix, "plan.json"), {"s0": [it.item_id for it in corpus.items]})
+    att = ShardAttempt(store, lay, lay.shard(prefix, "s0"))
+    entries = {}
+    for it in corpus.items:
+        switch = it.switch_s(cfg.cue.switch_lead_s)
+        start, end = max(0.0, switch - cfg.cue.context_s), switch + cfg.cue.window_s
+        out = make(it, corpus.audio[it.recording_id][0], start, switch, end)
+        if out is None:
+            entries[it.item_id] = {"status": "error", "reason": "watchdog", "objects": {}}
+            continue
+        att.put(it.item_id, "json", json.dumps({"item_id": it.item_id, "status": "ok", "start_s": start,
+                                                "switch_s": switch, "end_s": end}).encode())
+        att.put(it.item_id, "flac", encode(out, 24_000))
+        entries[it.item_id] = {"status": "ok", "reason": "", "objects": att.objects[it.item_id]}
+    att.commit({"shard": "s0", "model": model, "ok": sum(e["status"] == "ok" for e in entries.values()),
+                "error": 0, "conversations": entries})
+
+
+class _FakeASR:
+    """One word per burst of loud audio, named by its order (tests only; no model)."""
+
+    name, version = "fake-asr", "1"
+
+    def __init__(self):
+        self.calls = 0
+
+    def transcribe(self, audio, sample_rate, vocabulary=()):
+        from harness.scoring.asr import Transcript
+
+        self.calls += 1
+        n = len(audio) // 240 * 240
+        env = np.abs(audio[:n]).reshape(-1, 240).max(axis=1) > 0.05  # 10 ms frames
+        starts = np.flatnonzero(env & ~np.concatenate([[False], env[:-1]]))
+        words = tuple((f"w{k}", s / 100, s / 100 + 0.3) for k, s in enumerate(starts))
+        return Transcript(" ".join(w for w, _, _ in words), words)
+
+
+def _energy_vad(self, waves):
+    """A stand-in for Silero in these tests: 10 ms frames above 0.01, gaps under 0.8 s merged."""
+    out = []
+    for w in waves:
+        n = len(w) // 240 * 240
+        on = np.abs(w[:n]).reshape(-1, 240).max(axis=1) > 0.01
+        segs: list[list[int]] = []
+        for k in np.flatnonzero(on):
+            if segs and k * 240 - segs[-1][1] < 0.8 * 24_000:
+                segs[-1][1] = (k + 1) * 240
+            else:
+                segs.append([k * 240, (k + 1) * 240])
+        out.append(np.asarray(segs, np.int64).reshape(-1, 2))
+    return out
+
+
+def test_stages_end_to_end(tmp_path, monkeypatch):
+    from harness.cue.plan import CuePlan
+    from harness.runtime.config import CueSettings, ModelSettings, RunConfig, StoreSettings
+    from harness.stages.cue_reduce import cue_reduce_stage
+    from harness.stages.cue_score import CueScorer, cue_score_stage
+    from harness.store.base import get_json, open_store, put_json
+
+    asr = _FakeASR()
+    monkeypatch.setattr("harness.scoring.asr.build_asr", lambda kind, **params: asr)
+    monkeypatch.setattr(CueScorer, "_vad", _energy_vad)
+    models = (ModelSettings("replay", "replay"), ModelSettings("yield_now", "yield_now"),
+              ModelSettings("flaky", "replay"), ModelSettings("other", "silent"))
+    cfg = RunConfig(run_id="cue", models=models, cue=CueSettings(bootstrap=100),
+                    store=StoreSettings(root=str(tmp_path)))
+    store, plan = open_store(cfg.store), CuePlan.from_config(cfg)
+    corpus = _synthetic_corpus(3)
+    _write_corpus(store, plan, corpus)
+    sr = 24_000
+
+    def replay(it, a, start, switch, end):
+        return a[round(start * sr): round(end * sr)]
+
+    def yield_now(it, a, start, switch, end):
+        out = replay(it, a, start, switch, end).copy()
+        out[round((switch - start) * sr):] = 0
+        return out
+
+    _write_continuations(store, plan, cfg, "replay", corpus, replay)
+    _write_continuations(store, plan, cfg, "yield_now", corpus, yield_now)
+    _write_continuations(store, plan, cfg, "flaky", corpus,
+                         lambda it, *a: None if it.item_id == "rec-0-cue" else replay(it, *a))
+    put_json(store, plan.layout.marker(plan.infer["other"]), {"applicable": False, "reason": "no TEACHER_FORCING"})
+
+    cue_score_stage(cfg, store)
+    rows = {m.name: get_json(store, plan.layout.file(plan.score[m.name], "rows.json")) for m in models}
+    # replay emits A's recording: its labels are the reference's, item by item
+    assert all(r["eligible"] and r["model_label"] == r["reference_label"] == "continued" for r in rows["replay"])
+    assert [r["model_words"] for r in rows["replay"]] == [r["reference_words"] for r in rows["replay"]]
+    # yield_now stops at the switch point: active over the 80 ms lead, then silent: all yielded
+    assert all(r["eligible"] and r["model_label"] == "yielded" for r in rows["yield_now"])
+    flaky = {r["item_id"]: r for r in rows["flaky"]}
+    assert flaky["rec-0-cue"]["exclusion"] == "error" and "watchdog" in flaky["rec-0-cue"]["error"]
+    assert rows["other"] == []
+    mk = get_json(store, plan.layout.marker(plan.score["replay"]))
+    assert mk["items"] == 3 and mk["eligible"] == 3 and mk["usd"] == 0
+    calls = asr.calls
+    cue_score_stage(cfg, store)  # complete: skipped
+    assert asr.calls == calls
+
+    cue_reduce_stage(cfg, store)
+    metrics = get_json(store, plan.layout.file(plan.reduce, "cue_metrics.json"))
+    assert metrics["not_applicable"] == {"other": "no TEACHER_FORCING"}
+    assert metrics["models"]["flaky"]["funnel"]["excluded"]["error"] == 1
+    assert metrics["models"]["flaky"]["intents"]["all"]["model"]["n"] == 2  # the error row is no response
+    assert metrics["models"]["yield_now"]["intents"]["all"]["model"]["shares"]["yielded"] == 1.0
+    md = store.get(plan.layout.file(plan.reduce, "cue_report.md")).decode()
+    html = store.get(plan.layout.file(plan.reduce, "cue_report.html")).decode()
+    for text in ("68.2 %", "34.8 %", "42.4 %", "22.7 %", "208 / 300", "no TEACHER_FORCING", RULE_LABELER):
+        assert text in md, text
+    assert "models not applicable" in html and "| other |" in md
+    page = plan.layout.file(plan.reduce, "items/yield_now/rec-0-cue.html")
+    assert "yielded" in store.get(page).decode()
+    import soundfile as sf
+
+    mix, rate = sf.read(io.BytesIO(store.get(page.replace(".html", ".flac"))))
+    assert rate == sr and mix.shape[1] == 2
