@@ -80,6 +80,21 @@ class Synthesizer(Protocol):
     def synthesize(self, text: str, voice: str) -> np.ndarray: ...
 
 
+class CachingTTS:
+    """Wraps a :class:`Synthesizer` so that each distinct (voice, text) is synthesised once; pass
+    one instance to several :func:`generate_cue_corpus` calls to share its clips."""
+
+    def __init__(self, tts: Synthesizer):
+        self.tts, self.sample_rate = tts, tts.sample_rate
+        self._clips: dict[tuple[str, str], np.ndarray] = {}
+
+    def synthesize(self, text: str, voice: str) -> np.ndarray:
+        key = (voice, text)
+        if key not in self._clips:
+            self._clips[key] = self.tts.synthesize(text, voice)
+        return self._clips[key]
+
+
 @dataclass(frozen=True)
 class GeneratorSettings:
     """What shapes a generated corpus (all times in seconds).
@@ -330,8 +345,8 @@ def intent_quotas(n: int) -> dict[str, int]:
 class _Timeline:
     """One speaker's channel under construction at the TTS rate: words placed one after another."""
 
-    def __init__(self, tts: Synthesizer, voice: str, cache: dict[tuple[str, str], np.ndarray], s: GeneratorSettings):
-        self.tts, self.voice, self.cache, self.s = tts, voice, cache, s
+    def __init__(self, tts: Synthesizer, voice: str, s: GeneratorSettings):
+        self.tts, self.voice, self.s = tts, voice, s
         self.rate = tts.sample_rate
         self.words: list[Word] = []
         self.clips: list[tuple[int, np.ndarray]] = []  # (start sample, clip)
@@ -342,10 +357,7 @@ class _Timeline:
         pos = round(start_s * self.rate)
         t = start_s
         for token in text.split():
-            key = (self.voice, token)
-            if key not in self.cache:
-                self.cache[key] = self.tts.synthesize(token, self.voice)
-            clip = self.cache[key]
+            clip = self.tts.synthesize(token, self.voice)
             self.clips.append((pos, clip))
             self.words.append(Word(token.strip(_PUNCT), pos / self.rate, (pos + len(clip)) / self.rate))
             pause = (self.s.sentence_pause_s if _END.search(token) else
@@ -392,7 +404,8 @@ def generate_cue_corpus(n_items: int, seed: int, tts: Synthesizer | None = None,
         n_items: number of items (and recordings), >= 1.
         seed: the corpus seed; the same arguments give the same corpus, bit for bit.
         tts: the synthesiser (default: :class:`EspeakTTS` at espeak-ng's native
-            :data:`ESPEAK_RATE`; each channel is resampled once to :data:`SAMPLE_RATE`).
+            :data:`ESPEAK_RATE`; each channel is resampled once to :data:`SAMPLE_RATE`), wrapped
+            in a :class:`CachingTTS` unless it is one.
         settings: :class:`GeneratorSettings`.
         id_prefix: recording ids are ``<prefix>-<seed>-<index:04d>``, item ids that plus ``-cue``.
 
@@ -409,6 +422,7 @@ def generate_cue_corpus(n_items: int, seed: int, tts: Synthesizer | None = None,
     if n_items < 1:
         raise ValueError(f"n_items must be >= 1, got {n_items}")
     tts = tts or EspeakTTS(ESPEAK_RATE, EspeakSettings(words_per_minute=s.words_per_minute))
+    tts = tts if isinstance(tts, CachingTTS) else CachingTTS(tts)
     rng = random.Random(seed)
     plan: list[tuple[str, str]] = []  # (intent, response)
     for intent, k in intent_quotas(n_items).items():
@@ -417,7 +431,6 @@ def generate_cue_corpus(n_items: int, seed: int, tts: Synthesizer | None = None,
     rng.shuffle(plan)
     topics = list(TOPICS)
     rng.shuffle(topics)
-    cache: dict[tuple[str, str], np.ndarray] = {}
     n_collab = 0
     recordings, audio, items = [], {}, []
     for i, (intent, response) in enumerate(plan):
@@ -425,7 +438,7 @@ def generate_cue_corpus(n_items: int, seed: int, tts: Synthesizer | None = None,
         if intent == "collaboration":
             kind, n_collab = COLLAB_KINDS[n_collab % len(COLLAB_KINDS)], n_collab + 1
         rid = f"{id_prefix}-{seed}-{i:04d}"
-        rec, x, item = _conversation(rid, topics[i % len(topics)], intent, kind, response, rng, tts, cache, s, seed, i)
+        rec, x, item = _conversation(rid, topics[i % len(topics)], intent, kind, response, rng, tts, s, seed, i)
         check_item(item, rec, s.lead_s, s.window_s)
         recordings.append(rec)
         audio[rid] = x
@@ -434,10 +447,10 @@ def generate_cue_corpus(n_items: int, seed: int, tts: Synthesizer | None = None,
 
 
 def _conversation(rid: str, topic: Topic, intent: str, kind: str | None, response: str, rng: random.Random,
-                  tts: Synthesizer, cache: dict[tuple[str, str], np.ndarray], s: GeneratorSettings, seed: int,
+                  tts: Synthesizer, s: GeneratorSettings, seed: int,
                   index: int) -> tuple[Recording, np.ndarray, CueItem]:
     """One recording and its cue item (see the module docstring for the script)."""
-    a, b = (_Timeline(tts, v, cache, s) for v in s.voices)
+    a, b = (_Timeline(tts, v, s) for v in s.voices)
     t = s.lead_in_s
     for sentence in topic.intro:  # A's context: whole sentences until min_context_s
         t = a.say(sentence, t)
