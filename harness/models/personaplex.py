@@ -19,6 +19,17 @@ phase (``LMGen.step_system_prompts``) when a stream opens: one step per voice-pr
 silent steps, one step per text token, 6 silent steps (a few hundred LM steps per stream, no
 audio in or out).
 
+Teacher forcing (``step_forced``, Duplex Cue, spec section 9; docs/models.md, "Teacher
+forcing") is native upstream: ``LMGen.step(input_tokens, moshi_tokens, text_token)`` writes the
+agent's 8 codebooks (``moshi_tokens``) where the user's frame goes, with the same acoustic delays,
+and conditions the depformer on them. The forced audio is encoded by a second Mimi
+(``harness.models.moshi.mimi_twin``: the same weights, its own streaming state, reset with the
+stream, advanced only on forced steps). The agent's frame written at step ``n`` comes out of step
+``n + 1`` (upstream returns the agent's audio one step after it is written, forced or not), so a
+forced step returns the rendering of the previous step's forced frame. The text stream is the
+model's own prediction (``text_token=None``) unless ``forced_text="pad"`` (``text_token`` the
+text padding token, as the prompt phase forces it).
+
 One stream per instance (``max_batch=1``): ``LMGen``'s streaming offset is one Python int for
 the whole batch, ``reset_streaming`` has no row mask, and the voice-prompt phase fails for B>1
 (models.md). Throughput comes from several actors per GPU (fractional ``num_gpus``).
@@ -35,7 +46,17 @@ from typing import Any
 
 import numpy as np
 
-from harness.models.base import AUDIO_PROMPT, TEXT_PROMPT, DuplexModel, ModelInfo, OutputQueue, RowError, StreamContext
+from harness.models.base import (
+    AUDIO_PROMPT,
+    TEACHER_FORCING,
+    TEXT_PROMPT,
+    DuplexModel,
+    ModelInfo,
+    OutputQueue,
+    RowError,
+    StreamContext,
+)
+from harness.models.moshi import FORCED_TEXT, mimi_twin
 
 RATE = 24_000  # moshi/models/loaders.py SAMPLE_RATE (Mimi), in and out
 FRAME = 1_920  # one Mimi frame: RATE / 12.5 Hz = 80 ms
@@ -70,13 +91,15 @@ class PersonaPlexModel(DuplexModel):
             real delays, 2048-entry codebooks; 2 layers of width 32), the real Mimi (width 32,
             random codebooks), a sentencepiece tokenizer trained on a few sentences, and a voice
             prompt of 13 random embedding frames (1.04 s).
+        forced_text: the text stream of a teacher-forced step (``step_forced``): ``"model"`` the
+            model's own prediction, ``"pad"`` the text padding token (docs/models.md, "Teacher forcing").
 
     Each stream is seeded with ``StreamContext.seed`` (``torch.manual_seed``; upstream samples
     with torch's global generator, ``moshi/utils/sampling.py``).
 
     Raises:
-        ValueError: no ``weights_path`` (unless ``tiny``), an unknown ``dtype``, or a voice
-            prompt that is neither ``.pt`` nor ``.wav``.
+        ValueError: no ``weights_path`` (unless ``tiny``), an unknown ``dtype`` or ``forced_text``,
+            or a voice prompt that is neither ``.pt`` nor ``.wav``.
     """
 
     # the image's pins (images/personaplex/requirements.txt; a test keeps them equal): the harness's
@@ -88,23 +111,25 @@ class PersonaPlexModel(DuplexModel):
     def __init__(self, weights_path: str | None = None, revision: str | None = None, voice_prompt: str = "NATF2.pt",
                  voices_dir: str | None = None, temp_audio: float = 0.8, temp_text: float = 0.7,
                  topk_audio: int = 250, topk_text: int = 25, greedy: bool = False, dtype: str = "bfloat16",
-                 tiny: bool = False):
+                 tiny: bool = False, forced_text: str = "model"):
         if not tiny and not weights_path:
             raise ValueError("personaplex needs weights_path (a local snapshot of nvidia/personaplex-7b-v1, a gated "
                              "repo: accept its licence, then pre-fetch it) unless tiny")
         if dtype not in ("bfloat16", "float16", "float32"):
             raise ValueError(f"personaplex dtype must be bfloat16, float16 or float32, got {dtype!r}")
+        if forced_text not in FORCED_TEXT:
+            raise ValueError(f"personaplex forced_text must be one of {FORCED_TEXT}, got {forced_text!r}")
         if Path(voice_prompt).suffix not in (".pt", ".wav"):
             raise ValueError(f"personaplex voice_prompt must be a .pt (released voice embeddings) or a .wav file, "
                              f"got {voice_prompt!r}")
         self.weights_path, self.revision, self.tiny, self.dtype = weights_path, revision, tiny, dtype
-        self.voice_prompt, self.voices_dir = voice_prompt, voices_dir
+        self.voice_prompt, self.voices_dir, self.forced_text = voice_prompt, voices_dir, forced_text
         self.sampling = dict(use_sampling=not greedy, temp=temp_audio, temp_text=temp_text, top_k=topk_audio,
                              top_k_text=topk_text)
-        settings = {**self.sampling, "voice_prompt": voice_prompt, "dtype": dtype}
+        settings = {**self.sampling, "voice_prompt": voice_prompt, "dtype": dtype, "forced_text": forced_text}
         weights = "tiny-random" if tiny else f"{DEFAULT_REPO}@{revision or 'unrecorded'}"
         self.info = ModelInfo("personaplex", RATE, RATE, FRAME, FRAME, max_batch=1,
-                              capabilities=frozenset({TEXT_PROMPT, AUDIO_PROMPT}),
+                              capabilities=frozenset({TEXT_PROMPT, AUDIO_PROMPT, TEACHER_FORCING}),
                               weights=f"{weights} {json.dumps(settings, sort_keys=True)}")
         self._queue = OutputQueue(1, FRAME)
 
@@ -129,6 +154,7 @@ class PersonaPlexModel(DuplexModel):
                 lm = loaders.get_moshi_lm(str(moshi_file), device=device, dtype=getattr(torch, self.dtype))
                 lm.eval()
             self._device = torch.device(device)
+            self._forced_mimi = mimi_twin(self._mimi)  # encodes the forced audio (step_forced)
             self._tokenizer = sentencepiece.SentencePieceProcessor(str(tokenizer))
             self._context = lm.context  # the LM's attention window, in steps
             # upstream LMGen defaults to sample_rate=32000: always pass Mimi's rates (offline.py does)
@@ -138,6 +164,7 @@ class PersonaPlexModel(DuplexModel):
             # server.py/offline.py also build a second Mimi ("other_mimi") that encodes and decodes the same
             # frames and whose results are discarded: it cannot change the output, so it is left out here
             self._mimi.streaming_forever(1)
+            self._forced_mimi.streaming_forever(1)
             self._lm_gen.streaming_forever(1)
             with torch.no_grad():
                 self._warmup()
@@ -207,6 +234,7 @@ class PersonaPlexModel(DuplexModel):
         self._lm_gen.text_prompt_tokens = tokens
         with torch.no_grad():
             self._mimi.reset_streaming()
+            self._forced_mimi.reset_streaming()
             self._lm_gen.reset_streaming()
             self._lm_gen.step_system_prompts(self._mimi)
             # the voice-prompt phase may encode audio with the same Mimi: reset it before the conversation,
@@ -214,22 +242,53 @@ class PersonaPlexModel(DuplexModel):
             self._mimi.reset_streaming()
 
     def step(self, frames: np.ndarray) -> np.ndarray:
-        if frames.shape != (1, FRAME):
-            raise ValueError(f"personaplex steps float32[1, {FRAME}], got {frames.shape}")
+        self._check(frames)
+        return self._step(frames)
+
+    def step_forced(self, frames: np.ndarray, forced: np.ndarray, mask: np.ndarray) -> np.ndarray:
+        """:meth:`DuplexModel.step_forced` for the one row: ``float32[1, 1920]`` heard and forced
+        (24 kHz), ``bool[1]`` ``mask`` -> ``float32[1, 1920]``; the forced frame comes out one
+        step later (upstream's output lag, module docstring).
+
+        Raises:
+            ValueError: a shape other than ``[1, 1920]`` or a ``mask`` that is not ``bool[1]``.
+        """
+        self._check(frames)
+        self._check(forced)
+        mask = np.asarray(mask)
+        if mask.shape != (1,) or mask.dtype != np.bool_:
+            raise ValueError(f"personaplex step_forced takes mask bool[1], got {mask.dtype}{list(mask.shape)}")
+        return self._step(frames, forced if mask[0] else None)
+
+    @staticmethod
+    def _check(frames: np.ndarray) -> None:
+        if np.shape(frames) != (1, FRAME):
+            raise ValueError(f"personaplex steps float32[1, {FRAME}], got {np.shape(frames)}")
+
+    def _step(self, frames: np.ndarray, forced: np.ndarray | None = None) -> np.ndarray:
+        """One step, teacher-forced with ``forced`` when given."""
         import torch
 
         with torch.no_grad():
-            x = torch.from_numpy(np.ascontiguousarray(frames, np.float32)).to(self._device)[:, None, :]
-            codes = self._mimi.encode(x)  # [1, 8, 1]: one Mimi frame per 80 ms
-            for c in range(codes.shape[-1]):
-                tokens = self._lm_gen.step(codes[:, :, c:c + 1])  # [1, 17, 1]
-                # lm.py LMGen.step returns None while its offset is within the delays (max_delay=1):
-                # after the prompt phase that never happens in a stream, but a None is silence, not an error
-                if tokens is None:
-                    continue
+            codes = self._mimi.encode(self._tensor(frames))  # [1, 8, 1]: one Mimi frame per 80 ms
+            forcing = {}
+            if forced is not None:
+                forcing["moshi_tokens"] = self._forced_mimi.encode(self._tensor(forced))  # [1, 8, 1]
+                if self.forced_text == "pad":
+                    forcing["text_token"] = self._lm_gen.zero_text_code
+            tokens = self._lm_gen.step(codes, **forcing)  # [1, 17, 1]
+            # lm.py LMGen.step returns None while its offset is within the delays (max_delay=1):
+            # after the prompt phase that never happens in a stream, but a None is silence, not an error
+            if tokens is not None:
                 pcm = self._mimi.decode(tokens[:, AGENT_CODEBOOKS])  # [1, 1, 1920]
                 self._queue.put(0, np.clip(pcm[0, 0].float().cpu().numpy(), -1.0, 1.0))
         return self._queue.take()
+
+    def _tensor(self, frames: np.ndarray):
+        """``float32[1, 1920]`` -> Mimi's input ``[1, 1, 1920]`` on the device."""
+        import torch
+
+        return torch.from_numpy(np.ascontiguousarray(frames, np.float32)).to(self._device)[:, None, :]
 
     def close(self, row: int) -> None:
         self._queue.clear(0)

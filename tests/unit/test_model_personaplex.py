@@ -1,7 +1,8 @@
 """The personaplex adapter against a stand-in of NVIDIA/personaplex (tests/fixtures/standins/personaplex),
 streamed through the real runner: rates and shapes, the prompt phase (duty text as the text
 prompt, the voice prompt), the upstream quirks it handles, a stream's independence from what
-the row held before, and the conversations it fails alone.
+the row held before, the conversations it fails alone, and teacher forcing (Duplex Cue) through
+upstream's ``LMGen.step(input_tokens, moshi_tokens, text_token)``.
 
 The tiny real architecture is exercised by ``make model-smoke MODEL=personaplex`` (docs/models.md)."""
 
@@ -20,6 +21,7 @@ import sentencepiece
 import soundfile
 import torch
 
+from harness.models.base import StreamContext
 from harness.models.personaplex import PersonaPlexModel
 from harness.models.registry import build_model
 from harness.protocol.scheduler import ProtocolSettings
@@ -113,7 +115,7 @@ def test_streams_through_the_runner_and_each_stream_starts_afresh(moshi, tmp_pat
     info = m.info
     assert (info.input_rate, info.output_rate, info.frame_in, info.frame_out, info.max_batch) == (SR, SR, FRAME,
                                                                                                    FRAME, 1)
-    assert info.capabilities == {"text_prompt", "audio_prompt"}
+    assert info.capabilities == {"text_prompt", "audio_prompt", "teacher_forcing"}
     assert info.weights.startswith("nvidia/personaplex-7b-v1@abc123 ")
     a, b = _conv("a", 0), _conv("b", 1)
     res = _run(m, [a, b])
@@ -208,10 +210,73 @@ def test_missing_weights_and_voices_are_clear_errors(moshi, tmp_path, tokenizer)
         _model(w)
 
 
+def _forced_run(m, mask: list[bool], seed: int = 0) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """Open a stream and step it with ``mask`` (``step_forced`` where any step is forced, as the
+    Duplex Cue runner does): ``(heard, forced, outputs)``, each ``float32[steps, FRAME]``."""
+    rng = np.random.default_rng(seed)
+    heard, forced = (rng.standard_normal((2, len(mask), 1, FRAME)) * rng.uniform(0.01, 0.5, (2, len(mask), 1, 1)))
+    heard, forced = heard.astype(np.float32), forced.astype(np.float32)
+    m.open(0, StreamContext("cue", 7, DUTY, _conv("cue", 0).scene))
+    out = [m.step_forced(h, f, np.array([k])) for h, f, k in zip(heard, forced, mask, strict=True)]
+    return heard[:, 0], forced[:, 0], np.concatenate(out)
+
+
+def test_teacher_forcing_gives_upstream_the_forced_audios_codes_on_exactly_the_forced_steps(moshi, tmp_path,
+                                                                                            tokenizer):
+    """The forced frames reach ``LMGen.step`` as ``moshi_tokens`` on the masked steps and never
+    on the others, encoded by a Mimi of their own (advanced only on forced steps, reset with the
+    stream: a second stream forced alike gets the same codes), with the model's own text
+    (``text_token`` None), or the text padding token with ``forced_text="pad"``; the agent's
+    frame comes back one step later (upstream's lag); no mask set is ``step``."""
+    from moshi.models.loaders import get_mimi
+
+    w = _weights(tmp_path / "w", tokenizer)
+    m = _model(w)
+    gen = m._lm_gen
+    m._mimi.events.clear()
+    decoded, decode = [], m._mimi.decode
+    m._mimi.decode = lambda codes: decoded.append(codes.clone()) or decode(codes)
+    mask = [True, True, False, True, False, False]
+    _, forced, out = _forced_run(m, mask)
+    given = gen.forced[-len(mask):]
+    assert [g is not None for g in given] == mask
+    assert gen.forced_text[-len(mask):] == [None] * len(mask)
+    fresh = get_mimi(w / "tokenizer-e351c8d8-checkpoint125.safetensors")
+    fresh.streaming_forever(1)
+    expected = [fresh.encode(torch.from_numpy(f)[None, None]) for f, k in zip(forced, mask, strict=True) if k]
+    assert all(torch.equal(g, e) for g, e in zip([g for g in given if g is not None], expected, strict=True))
+    assert m._mimi.events.count("encode") == len(mask)  # what the model hears: its own Mimi, every step
+    assert m._forced_mimi.events.count("encode") == sum(mask)
+    # the agent's frame written at a forced step is what the next step decodes
+    assert [torch.equal(decoded[n + 1], e) for n, e in zip(np.flatnonzero(mask), expected, strict=True)] == [True] * 3
+    assert np.abs(out).max() > 0
+
+    _forced_run(m, mask)  # the same stream again: the forced Mimi starts afresh
+    assert all(torch.equal(a, b) for a, b in zip(gen.forced[-len(mask):], given, strict=True) if a is not None)
+
+    padded = _model(_weights(tmp_path / "p", tokenizer), forced_text="pad")
+    _forced_run(padded, mask)
+    assert padded._lm_gen.forced_text[-len(mask):] == [3 if k else None for k in mask]
+
+    heard, _, unforced = _forced_run(m, [False] * 4, seed=1)
+    m.open(0, StreamContext("cue", 7, DUTY, _conv("cue", 0).scene))
+    np.testing.assert_array_equal(unforced, np.concatenate([m.step(h[None]) for h in heard]))
+
+
+def test_bad_forcing_input_is_refused(moshi, tmp_path, tokenizer):
+    m = _model(_weights(tmp_path / "w", tokenizer))
+    frame = np.zeros((1, FRAME), np.float32)
+    with pytest.raises(ValueError, match=r"personaplex steps float32\[1, 1920\], got \(2, 1920\)"):
+        m.step_forced(frame, np.zeros((2, FRAME), np.float32), np.array([True]))
+    with pytest.raises(ValueError, match=r"mask bool\[1\], got int64\[1\]"):
+        m.step_forced(frame, frame, np.array([1]))
+
+
 @pytest.mark.parametrize(("params", "message"), [
     ({}, "personaplex needs weights_path"),
     ({"weights_path": "w", "voice_prompt": "NATF2.mp3"}, "voice_prompt must be a .pt"),
     ({"weights_path": "w", "dtype": "int8"}, "dtype must be bfloat16, float16 or float32"),
+    ({"weights_path": "w", "forced_text": "silence"}, "forced_text must be one of"),
 ])
 def test_bad_settings_are_refused_at_construction(params, message):
     with pytest.raises(ValueError, match=message):
