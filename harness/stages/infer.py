@@ -32,15 +32,16 @@ def infer_stage(cfg: RunConfig, store: ObjectStore) -> dict[str, str]:
     plan = RunPlan.from_config(cfg)
     require_stage(store, plan, plan.synth, "synth")
     index = get_json(store, plan.layout.file(plan.synth, "index.json"))
-    run_sharded(cfg, store, plan, sorted(index["conversations"]), dict(plan.infer), cfg.infer.shard_size, "infer")
+    run_sharded(cfg, store, plan, sorted(index["conversations"]), dict(plan.infer),
+                {m.name: cfg.infer.shard_size_for(m.batch_size) for m in cfg.models}, "infer")
     return dict(plan.infer)
 
 
 def run_sharded(cfg: RunConfig, store: ObjectStore, plan: Any, ids: list[str], roots: dict[str, str],
-                shard_size: int, stage: str, factory: WorkerFactory = InferWorker) -> None:
+                shard_size: int | dict[str, int], stage: str, factory: WorkerFactory = InferWorker) -> None:
     """Run ``ids`` through every model of ``roots`` (``{model: prefix}``) shard by shard on Ray
     actors (:func:`~harness.runtime.executor.run_shards`): each prefix's frozen shard plan
-    (``plan.json``, written once with ``shard_size``), its ledger (completed shards skipped,
+    (``plan.json``, written once with ``shard_size``: one size, or one per model), its ledger (completed shards skipped,
     spend counted against the budget), ``factory``'s workers (their ``shard_root`` is the
     model's prefix). ``plan``: the run's plan (its ``layout``); ``stage`` names the stage in
     logs. Shared by ``infer`` and Duplex Cue's ``cue-infer``.
@@ -52,7 +53,8 @@ def run_sharded(cfg: RunConfig, store: ObjectStore, plan: Any, ids: list[str], r
     work: dict[str, dict[str, list[str]]] = {}
     spent, estimates = 0.0, {}
     for name, prefix in roots.items():
-        shards = shard_plan(store, plan.layout.file(prefix, "plan.json"), ids, shard_size)
+        size = shard_size if isinstance(shard_size, int) else shard_size[name]
+        shards = shard_plan(store, plan.layout.file(prefix, "plan.json"), ids, size)
         led = read_ledger(store, plan, name, prefix=prefix)
         spent += led.spent_hours
         if led.mean_shard_hours is not None:
