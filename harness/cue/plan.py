@@ -10,6 +10,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
+from harness.cue.generate import GENERATOR
 from harness.runtime.config import RunConfig
 from harness.store.layout import RunLayout, settings_hash
 
@@ -33,8 +34,10 @@ class CuePlan:
     def from_config(cls, cfg: RunConfig) -> CuePlan:
         lay = RunLayout(cfg.run_id)
         c = cfg.cue
+        # the lead and window set each generated recording's padding and the ingest rules
         h_corpus = settings_hash({"n_items": c.n_items, "seed": c.seed, "manifest": c.manifest,
-                                  "rate": cfg.protocol.sample_rate}, CORPUS_VERSION)
+                                  "switch_lead_s": c.switch_lead_s, "window_s": c.window_s,
+                                  "generator": GENERATOR, "rate": cfg.protocol.sample_rate}, CORPUS_VERSION)
         infer, score = {}, {}
         for m in cfg.models:
             h_inf = settings_hash({"switch_lead_s": c.switch_lead_s, "context_s": c.context_s, "window_s": c.window_s,
