@@ -71,6 +71,15 @@ class GeminiLiveModel(HostedRealtimeModel):
     sdk_package = "google-genai"
     credentials_env = ("GEMINI_API_KEY", "GOOGLE_API_KEY")
     first_event = "setupComplete"
+    turn_taking_params = ("automatic_activity_detection", "proactive_audio")
+
+    @classmethod
+    def turn_taking(cls, params: Mapping[str, Any]) -> dict[str, Any]:
+        settings = super().turn_taking(params)
+        if settings["automatic_activity_detection"] is None:
+            settings["automatic_activity_detection"] = dict(DEFAULT_ACTIVITY_DETECTION)
+        settings["proactive_audio"] = bool(settings["proactive_audio"])
+        return settings
 
     def __init__(self, model: str = "gemini-2.5-flash-native-audio-preview-09-2025", voice: str = "Kore",
                  automatic_activity_detection: Mapping[str, Any] | None = None, proactive_audio: bool = False,

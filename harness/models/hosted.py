@@ -22,10 +22,12 @@ from __future__ import annotations
 
 import asyncio
 import collections
+import inspect
 import os
 import threading
 import time
 from abc import abstractmethod
+from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -119,6 +121,7 @@ class HostedRealtimeModel(DuplexModel):
     sdk_package = ""
     credentials_env: tuple[str, ...] = ()
     first_event = "setup"  # what a fresh session owes first (named in a stall's reason)
+    turn_taking_params: tuple[str, ...] = ()  # constructor parameters that decide when the service speaks
     rate_limit_backoff_s = 10.0  # admission pause after a handshake refused with 429 and no Retry-After
 
     def __init__(self, info: ModelInfo, model: str, stall_timeout_s: float):
@@ -136,6 +139,14 @@ class HostedRealtimeModel(DuplexModel):
         self._blocked_until = 0.0  # time.monotonic() before which admit() says no
         self._loop: asyncio.AbstractEventLoop | None = None
         self._spent: list[dict] = []  # usage of the sessions closed since the last drain_usage()
+
+    @classmethod
+    def turn_taking(cls, params: Mapping[str, Any]) -> dict[str, Any]:
+        """The turn-taking settings a model config's ``params`` give (defaults filled in): part of
+        the protocol (issue 14), recorded in the run manifest with the params and shown by the
+        report, which never compares two models of one provider whose settings differ."""
+        sig = inspect.signature(cls.__init__).parameters
+        return {p: params[p] if p in params else sig[p].default for p in cls.turn_taking_params}
 
     # -- provider hooks --------------------------------------------------------------------------
     @abstractmethod

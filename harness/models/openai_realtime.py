@@ -105,6 +105,7 @@ class OpenAIRealtimeModel(HostedRealtimeModel):
     sdk_package = "openai"
     credentials_env = ("OPENAI_API_KEY",)
     first_event = "session.updated"
+    turn_taking_params = ("turn_detection",)
 
     def __init__(self, model: str = "gpt-realtime", voice: str = "marin",
                  turn_detection: Mapping[str, Any] | None = DEFAULT_TURN_DETECTION, max_sessions: int = 16,
