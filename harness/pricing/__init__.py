@@ -229,6 +229,43 @@ def ledger_cost(usages: Iterable[Mapping[str, Any] | None], table: PriceTable,
     return out
 
 
+def spend_row(stage: str, who: str, usages: Iterable[Mapping[str, Any] | None], table: PriceTable,
+              unit: str = "conversations") -> dict[str, Any] | None:
+    """One row of a report's API spend table: ``stage`` and ``who`` spent ``usages`` (records or
+    sums); None when nothing in them is metered. ``usd`` is None when any of it is unpriced
+    (``priced_usd`` is then the priced part only, and ``unpriced`` says why)."""
+    usages = [u for u in usages if u]
+    cost = ledger_cost(usages, table, unit)
+    if not cost.metered:
+        return None
+    return {"stage": stage, "who": who, "priced_as": ", ".join(sorted({usage_key(u) for u in usages})),
+            "count": cost.metered, "unit": unit, "tokens_in": cost.tokens_in, "tokens_out": cost.tokens_out,
+            "usd": cost.usd if cost.complete else None, "priced_usd": cost.usd,
+            "unpriced": "; ".join(cost.unpriced) or None, "lower_bound": cost.undercounted}
+
+
+def spend_rows(ledgers: Iterable[Any], scoring: Mapping[str, Mapping[str, Any]], reference: Mapping[str, Any] | None,
+               table: PriceTable, reference_name: str = "reference") -> list[dict[str, Any]]:
+    """The API spend of a run from the usage ledger, one :func:`spend_row` per metered spender:
+    each model's infer usage (``ledgers``: :class:`~harness.runtime.ledger.ModelLedger`, completed
+    shards and failed attempts), the LLM judge's paid calls per model (``scoring``: ``{model: score
+    marker}``) and the text reference's and its judge's (``reference``: the reference marker, if any)."""
+    rows = [spend_row("infer", led.model, [*led.usage.values(), *led.failed_usage.values()], table)
+            for led in ledgers]
+    rows += [spend_row("score (judge)", name, (s.get("usage") or {}).values(), table, "calls")
+             for name, s in scoring.items()]
+    cost = (reference or {}).get("cost") or {}
+    rows += [spend_row(stage, reference_name, [(cost.get(part) or {}).get("usage")], table, "calls")
+             for stage, part in (("reference", "reference"), ("reference (judge)", "judge"))]
+    return [r for r in rows if r is not None]
+
+
+def describe_row(row: Mapping[str, Any]) -> str:
+    """A :func:`spend_row` in one line: ``$0.0123 for 40 calls (prices ...); tokens in N / out M``."""
+    usd = f"${row['usd']:,.4f}" if row["usd"] is not None else f"unpriced: {row['unpriced']}"
+    return f"{usd} for {row['count']} {row['unit']}; tokens in {row['tokens_in']:,} / out {row['tokens_out']:,}"
+
+
 def metered_key(target: str, params: Mapping[str, Any]) -> str | None:
     """The price table key (``provider/model``) of the model class ``target`` names when it meters a
     hosted API (it declares ``provider`` and ``credentials_env``), with ``params``; else None."""

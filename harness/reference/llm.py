@@ -150,9 +150,11 @@ class LLMReference:
         return d
 
     def stats(self) -> dict[str, Any]:
-        """Counters as JSON: backend, model, hits, misses (paid calls), cost spent and saved."""
+        """Counters as JSON: backend, model, hits, misses (paid calls), cost spent and saved, and
+        ``usage``, the paid calls' raw usage for the usage ledger (:mod:`harness.pricing`)."""
         return {"backend": self.name, "model": self.model, "hits": self.hits, "misses": self.misses,
-                "cost": self.cost.to_dict(), "saved": self.saved.to_dict()}
+                "cost": self.cost.to_dict(), "saved": self.saved.to_dict(),
+                "usage": self.backend.usage(self.cost, self.misses)}
 
 
 __all__ = ["ANTHROPIC_MAX_OUTPUT_TOKENS", "PROMPT", "LLMReference", "format_history", "parse_decision"]

@@ -154,6 +154,10 @@ def build_report(cfg: Any, metrics: dict, statistics: dict, stats: dict, errors:
     doc.sections.append(Section("Errors", err_blocks))
     if speed := statistics.get("streaming_speed"):
         doc.sections.append(Section("Streaming speed", [_speed_table(speed)]))
+    if statistics.get("turn_taking"):
+        doc.sections.append(_turn_taking_section(statistics["turn_taking"]))
+    if (api := statistics.get("api_cost")) and api["rows"]:
+        doc.sections.append(Section("API spend", [_api_table(api)]))
     if examples:
         doc.sections.append(Section("Example conversations", [
             Paragraph("One debugging page per kind of outcome: the speech timeline (human turns by label, model "
@@ -190,8 +194,9 @@ def _statistics(st: dict, models: list[str]) -> list[Section]:
                       "resampled, 10,000 replicates, seed 20260902), pooled rates.")]))
 
     rows = [(cond, SCORE_TITLES[t["metric"]], t["a"], t["b"], str(t["n"]), str(t["a_only"]), str(t["b_only"]),
-             p_value(t["p"]) if t["n"] else "n/a",
-             f"{p_value(t['p_bonferroni'])} (m={t['m']}){' *' if t['significant'] else ''}" if t["n"] else "n/a")
+             *(("refused", f"refused: {t['refused']}") if t.get("refused") else
+               (p_value(t["p"]) if t["n"] else "n/a",
+                f"{p_value(t['p_bonferroni'])} (m={t['m']}){' *' if t['significant'] else ''}" if t["n"] else "n/a")))
             for cond, tests in st["between_models"].items() for t in tests]
     family = st["comparison_family"]
     excluded = ", ".join(f"`{m}` ({r})" for m, r in family["excluded"].items()) or "none"
@@ -204,10 +209,13 @@ def _statistics(st: dict, models: list[str]) -> list[Section]:
         Table(("condition", "score", "a", "b", "n", "a only", "b only", "p", "p (Bonferroni, m)"), rows)
         if rows else Paragraph(NO_COMPARISON),
         Paragraph("Fresh onset over every shared T request; conditional answer accuracy over the T requests "
-                  "where both models spoke (spec section 6). n = 0: no shared request, no test.")]))
+                  "where both models spoke (spec section 6). n = 0: no shared request, no test. A pair of hosted "
+                  "models of one provider whose turn-taking settings differ is refused (no test; its pair still "
+                  "counts in m), since the difference would be the settings' as much as the models'.")]))
 
-    rows = [(cond, r["a"], r["b"], str(r["n_scenes"]), num(r["diff"], "+.4f"),
-             f"[{num(r['lo'], '+.4f')}, {num(r['hi'], '+.4f')}]")
+    rows = [(cond, r["a"], r["b"], str(r["n_scenes"]),
+             *(("refused", f"refused: {r['refused']}") if r.get("refused") else
+               (num(r["diff"], "+.4f"), f"[{num(r['lo'], '+.4f')}, {num(r['hi'], '+.4f')}]")))
             for cond, rs in st["silence_bootstrap"].items() for r in rs]
     out.append(Section("Silence preservation differences (scene bootstrap, 10,000 replicates, 95 % CI)", [
         Table(("condition", "a", "b", "scenes", "a − b", "95 % CI"), rows) if rows else Paragraph(NO_COMPARISON)]))
@@ -289,6 +297,44 @@ def _speed_table(speed: dict) -> Table:
                  caption="Audio seconds streamed per wall second of each conversation, in its batch (the harness "
                          "never paces to real time; 1x keeps pace with a real-time peer). The rest of the wall "
                          "time is the runner: scheduling, resampling and speech detection.")
+
+
+def _turn_taking_section(hosted: dict) -> Section:
+    """Each hosted model's turn-taking settings (``statistics["turn_taking"]``): part of the protocol."""
+    rows = [(m, h["model"] or h["provider"], "; ".join(f"{k}: {_setting(v)}" for k, v in h["settings"].items()))
+            for m, h in hosted.items()]
+    return Section("Hosted models: turn-taking settings", [
+        Table(("model", "provider/model", "turn-taking settings"), rows,
+              caption="Part of the protocol (docs/models.md): they decide when the service speaks (e.g. OpenAI "
+                      "server_vad with create_response answers every speaker's end of speech, addressed or not). "
+                      "Every conversation of a model ran under its settings; two models of one provider whose "
+                      "settings differ are never compared (Between models).")])
+
+
+def _setting(value: Any) -> str:
+    """A turn-taking setting in one line: ``null`` (manual), or ``key=value`` pairs of a mapping."""
+    if value is None:
+        return "null (manual)"
+    if isinstance(value, dict):
+        return ", ".join(f"{k}={_setting(v)}" for k, v in value.items()) or "{}"
+    return str(value).lower() if isinstance(value, bool) else str(value)
+
+
+def _api_table(api: dict) -> Table:
+    """The run's API spend from the usage ledger (``statistics["api_cost"]``)."""
+    rows = [(r["stage"], r["who"], r["priced_as"], f"{r['count']} {r['unit']}", f"{r['tokens_in']:,}",
+             f"{r['tokens_out']:,}",
+             (f"{r['usd']:.4f}" if r["usd"] is not None else f"unpriced: {r['unpriced']}")
+             + (f" (a lower bound: {r['lower_bound']} ended with usage still owed)" if r["lower_bound"] else ""))
+            for r in api["rows"]]
+    total = sum(r["usd"] for r in api["rows"] if r["usd"] is not None)
+    unpriced = any(r["usd"] is None for r in api["rows"])
+    rows.append(("total", "", "", "", "", "", f"{total:.4f}" + (" + unpriced" if unpriced else "")))
+    return Table(("stage", "spender", "provider/model", "billed", "tokens in", "tokens out", "USD"), rows,
+                 caption=f"Raw usage from the usage ledger (infer shard markers and failed attempts, the score and "
+                         f"reference markers) priced with {api['table']}. Unpriced usage is never counted as $0. "
+                         "Re-pricing needs no rerun: `make status ARGS=budget.price_table=N` re-prices the infer "
+                         "usage at once, and rerunning reduce the whole table.")
 
 
 def _failure_counts(failures: dict) -> list[Paragraph | Table]:

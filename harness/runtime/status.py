@@ -10,7 +10,7 @@ It reads the store only and changes nothing (``make status RUN=...``).
 
 from __future__ import annotations
 
-from harness.pricing import ledger_cost, load_prices, status_lines
+from harness.pricing import describe_row, ledger_cost, load_prices, spend_rows, status_lines
 from harness.runtime.config import RunConfig
 from harness.runtime.ledger import ModelLedger, read_ledger
 from harness.runtime.plan import RunPlan
@@ -56,6 +56,11 @@ def run_status(cfg: RunConfig, store: ObjectStore) -> str:
     table = load_prices(cfg.budget.price_table)
     api = {led.model: ledger_cost([*led.usage.values(), *led.failed_usage.values()], table) for led in ledgers}
     lines += status_lines(ledgers, cfg.models, table)  # hosted models: API cost from the usage ledger
+    scoring = {m.name: get_json(store, lay.marker(plan.score[m.name])) for m in cfg.models
+               if store.exists(lay.marker(plan.score[m.name]))}
+    reference = get_json(store, lay.marker(plan.reference)) if store.exists(lay.marker(plan.reference)) else None
+    lines += [f"  api       {r['stage']} of {r['who']}: {describe_row(r)} ({table.label})"  # LLM judge, reference
+              for r in spend_rows([], scoring, reference, table, f"reference ({cfg.reference.kind})")]
     for stage in ("vad", "score"):
         for m in cfg.models:
             lines.append(f"  {stage:9} {m.name:10} {mark(getattr(plan, stage)[m.name])}")

@@ -20,7 +20,8 @@ has it, else ``prompt_version``), the backend's ``settings`` (when it has them),
 the inputs (speech and overlap durations rounded to the millisecond). A hit returns the stored
 verdict with its ``cost`` **zeroed** (nothing was spent this time); the original cost stays in
 the entry, is added up in :attr:`CachedJudge.saved` and can be read back with
-:meth:`CachedJudge.stored_verdict`. :attr:`CachedJudge.cost` adds up what misses really spent.
+:meth:`CachedJudge.stored_verdict`. :attr:`CachedJudge.cost` adds up what misses really spent,
+and :meth:`CachedJudge.usage` gives it as the usage ledger's raw usage (:mod:`harness.pricing`).
 Errors raised by the judge propagate and are never cached.
 """
 
@@ -190,10 +191,17 @@ class CachedJudge:
         return self._cached("window", window_inputs(transcript, context, speech_s, overlap_s),
                             lambda: self.judge.classify_window(transcript, context, speech_s, overlap_s))
 
+    def usage(self) -> dict[str, Any] | None:
+        """The usage ledger's raw usage of the paid calls (misses) so far, when the judge meters an
+        API (:meth:`~harness.scoring.judge.llm.LLMJudge.usage`); None for an offline judge or no call."""
+        usage = getattr(self.judge, "usage", None)
+        return usage(self.cost, self.misses) if usage is not None else None
+
     def stats(self) -> dict[str, Any]:
-        """Counters as JSON: hits, misses, cost spent and cost saved."""
+        """Counters as JSON: hits, misses, cost spent and cost saved, and ``usage``, the paid
+        calls' raw usage for the ledger (re-priced by the report; None when nothing is metered)."""
         return {"backend": self.name, "model": self.model, "hits": self.hits, "misses": self.misses,
-                "cost": self.cost.to_dict(), "saved": self.saved.to_dict()}
+                "cost": self.cost.to_dict(), "saved": self.saved.to_dict(), "usage": self.usage()}
 
 
 __all__ = ["CachedJudge", "ContentCache", "answer_inputs", "canonical_json", "content_key", "window_inputs"]

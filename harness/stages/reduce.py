@@ -15,13 +15,14 @@ from harness.audio.io import decode
 from harness.metrics.analyses import all_statistics, output_checks, streaming_speed
 from harness.metrics.outcomes import with_verdict
 from harness.metrics.scores import compute_metrics
+from harness.pricing import load_prices, metered_key, spend_rows
 from harness.protocol.scheduler import Scheduler
 from harness.report.conversation import conversation_page, example_conversations, mix_flac, stereo_mix
 from harness.report.figures import report_figures
 from harness.report.markdown import render_html, render_report
 from harness.review.results import load_results
 from harness.runtime.config import RunConfig
-from harness.runtime.ledger import read_ledger
+from harness.runtime.ledger import ModelLedger, read_ledger
 from harness.runtime.plan import RunPlan
 from harness.runtime.shard import read_output
 from harness.scenes.schema import CONDITIONS, Scene
@@ -53,13 +54,14 @@ def reduce_stage(cfg: RunConfig, store: ObjectStore) -> str:
     outputs: dict[str, tuple[dict[str, Any], dict[str, Any]]] = {}  # model -> (infer records, vad segments)
     produced: dict[str, list[dict[str, Any]]] = {}  # model -> what each stored output holds (output_checks)
     failures: dict[str, dict[str, int]] = {}  # model -> failed infer attempts and conversation errors
+    ledgers: dict[str, ModelLedger] = {}
     sr = cfg.protocol.sample_rate
     for m in cfg.models:
         require_stage(store, plan, plan.score[m.name], f"score {m.name}")
         segs = get_json(store, lay.file(plan.vad[m.name], "segments.json"))
         verdicts = get_json(store, lay.file(plan.score[m.name], "verdicts.json"))
         spend[m.name] = get_json(store, lay.marker(plan.score[m.name]))
-        led = read_ledger(store, plan, m.name)
+        led = ledgers[m.name] = read_ledger(store, plan, m.name)
         recs = infer_records(store, plan, m.name, led)
         outputs[m.name] = recs, segs
         rows: list[dict[str, Any]] = []
@@ -100,6 +102,12 @@ def reduce_stage(cfg: RunConfig, store: ObjectStore) -> str:
     statistics["streaming_speed"] = streaming_speed(produced)
     statistics["failures"] = failures
     statistics["scoring_cost"] = spend
+    statistics["turn_taking"] = turn_taking_settings(cfg)
+    refuse_mixed_turn_taking(statistics, statistics["turn_taking"])
+    table = load_prices(cfg.budget.price_table)
+    statistics["api_cost"] = {"table": table.label, "rows": spend_rows(  # the usage ledger, priced now
+        ledgers.values(), spend, get_json(store, lay.marker(plan.reference)), table,
+        f"reference ({cfg.reference.kind})")}
     all_rows = [r for rows in rows_by_model.values() for r in rows]
     put_json(store, lay.file(plan.reduce, "metrics.json"), metrics)
     put_json(store, lay.file(plan.reduce, "statistics.json"), statistics)
@@ -153,6 +161,49 @@ def _conversation_pages(cfg: RunConfig, store: ObjectStore, plan: RunPlan, scene
                                          cfg.protocol.fresh_onset_window_s,
                                          truncated=segs[sid].get("truncated", False), audio=f"{sid}.flac")
                 store.put(lay.file(plan.reduce, f"conversations/{m.name}/{sid}.html"), page.encode())
+
+
+def turn_taking_settings(cfg: RunConfig) -> dict[str, dict[str, Any]]:
+    """``{model: {"provider", "model" (provider/model id), "settings"}}`` of every hosted model of the run: its
+    turn-taking settings as its config's params give them (the run manifest records the params;
+    the ``infer`` prefix hashes them, so every conversation of a model ran under the same ones)."""
+    from harness.models.hosted import HostedRealtimeModel
+    from harness.models.registry import model_class
+
+    out = {}
+    for m in cfg.models:
+        try:
+            cls = model_class(m.target)
+        except (ImportError, ValueError):
+            continue
+        if isinstance(cls, type) and issubclass(cls, HostedRealtimeModel):
+            out[m.name] = {"provider": cls.provider, "model": metered_key(m.target, m.params),
+                           "settings": cls.turn_taking(m.params)}
+    return out
+
+
+def turn_taking_refusal(a: str, b: str, hosted: dict[str, dict[str, Any]]) -> str | None:
+    """Why models ``a`` and ``b`` may not be compared (None: they may): both are hosted models of
+    one provider whose turn-taking settings differ, so a difference between them would be the
+    settings' as much as the models' (issue 14; docs/models.md, "Turn-taking settings")."""
+    ha, hb = hosted.get(a), hosted.get(b)
+    if ha is None or hb is None or ha["provider"] != hb["provider"] or ha["settings"] == hb["settings"]:
+        return None
+    differ = sorted(k for k in ha["settings"] if ha["settings"][k] != hb["settings"].get(k))
+    return f"turn-taking settings differ ({', '.join(differ)}) between two {ha['provider']} models"
+
+
+def refuse_mixed_turn_taking(statistics: dict[str, Any], hosted: dict[str, dict[str, Any]]) -> None:
+    """Mark every between-model test and bootstrap of a pair :func:`turn_taking_refusal` refuses:
+    no p-value, no interval, the reason instead (the Bonferroni m still counts the pair: conservative)."""
+    for tests in statistics["between_models"].values():
+        for t in tests:
+            if why := turn_taking_refusal(t["a"], t["b"], hosted):
+                t.update(refused=why, p=None, p_bonferroni=None, significant=False)
+    for rows in statistics["silence_bootstrap"].values():
+        for r in rows:
+            if why := turn_taking_refusal(r["a"], r["b"], hosted):
+                r.update(refused=why, diff=None, lo=None, hi=None)
 
 
 def request_times(cfg: RunConfig, index: dict[str, Any], scenes: dict[str, Scene]) -> dict[str, float]:

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 import logging
+from dataclasses import replace
 from typing import Any
 
 import numpy as np
@@ -11,6 +12,7 @@ from tqdm import tqdm
 
 from harness.audio.io import decode
 from harness.metrics.outcomes import conversation_outcomes
+from harness.pricing import add_usage
 from harness.runtime.config import RunConfig
 from harness.runtime.executor import actor_count, ray_session, require_resources
 from harness.runtime.plan import RunPlan
@@ -60,6 +62,7 @@ class ConversationScoring:
         segs = self._segments[model]
         before = (self.scorer.asr_calls, self.judge.hits, self.judge.misses, self.judge.cost.usd,
                   self.judge.saved.usd)
+        paid = self.judge.cost
         results: dict[str, Any] = {}
         for sid, entry in items:
             try:
@@ -76,7 +79,11 @@ class ConversationScoring:
         after = (self.scorer.asr_calls, self.judge.hits, self.judge.misses, self.judge.cost.usd, self.judge.saved.usd)
         counts = dict(zip(("asr_calls", "judge_hits", "judge_misses", "usd", "usd_saved"),
                           (a - b for a, b in zip(after, before, strict=True)), strict=True))
-        return {"model": model, "results": results, **counts}
+        spent = replace(paid, input_tokens=self.judge.cost.input_tokens - paid.input_tokens,
+                        output_tokens=self.judge.cost.output_tokens - paid.output_tokens)
+        usage = getattr(self.judge.judge, "usage", None)  # the usage ledger's raw usage of this batch's paid calls
+        return {"model": model, "results": results, "usage": usage(spent, counts["judge_misses"]) if usage else None,
+                **counts}
 
 
 def score_stage(cfg: RunConfig, store: ObjectStore) -> dict[str, str]:
@@ -101,7 +108,7 @@ def score_stage(cfg: RunConfig, store: ObjectStore) -> dict[str, str]:
     batches = sorted(((name, items[i:i + cfg.score.batch]) for name, items in todo.items()
                       for i in range(0, len(items), cfg.score.batch)),
                      key=lambda b: -sum(speech[(b[0], sid)] for sid, _ in b[1]))
-    merged = {name: {"results": {}, "asr_calls": 0, "judge_hits": 0, "judge_misses": 0, "usd": 0.0,
+    merged = {name: {"results": {}, "usage": {}, "asr_calls": 0, "judge_hits": 0, "judge_misses": 0, "usd": 0.0,
                      "usd_saved": 0.0} for name in todo}
     with ray_session(cfg):
         import ray
@@ -117,6 +124,7 @@ def score_stage(cfg: RunConfig, store: ObjectStore) -> dict[str, str]:
         for part in tqdm(parts, total=len(batches), desc="score batches", unit="batch"):
             acc = merged[part.pop("model")]
             acc["results"].update(part.pop("results"))
+            add_usage(acc["usage"], part.pop("usage"))
             for k, v in part.items():
                 acc[k] += v
     for name, acc in merged.items():

@@ -376,8 +376,11 @@ def test_prompt_versions_and_files(tmp_path):
 
 
 def test_prices():
-    assert price_for("claude-sonnet-4-5-20250929") == price_for("claude-sonnet-4-5")
-    assert price_for("gemini-2.5-flash-lite") != price_for("gemini-2.5-flash")
+    # from the newest price table, exact ids only (a dated snapshot has its own entry)
+    assert price_for("anthropic", "claude-sonnet-4-5-20250929") == price_for("anthropic", "claude-sonnet-4-5")
+    assert price_for("google", "gemini-2.5-flash-lite") != price_for("google", "gemini-2.5-flash")
+    with pytest.raises(ValueError, match="no price for judge model anthropic/claude-sonnet-4-5-29991231"):
+        price_for("anthropic", "claude-sonnet-4-5-29991231")
     with pytest.raises(ValueError, match="no price"):
         AnthropicJudge(model="claude-unknown-9", client=FakeAnthropic())
     j = AnthropicJudge(model="claude-unknown-9", client=FakeAnthropic("CORRECT", 2_000_000, 0), price_per_mtok=(2, 8))
@@ -432,6 +435,9 @@ def test_cached_judge_second_call_is_a_free_hit(tmp_path):
     stored = cached.stored_verdict("answer", answer_inputs("friday", "Thursday at three", "when?"))
     assert stored == first  # the original cost is kept in the entry
     assert cached.stats()["hits"] == 1
+    # the usage ledger: the paid calls' raw tokens, not the dollars, so a later table re-prices them
+    assert cached.stats()["usage"] == {"provider": "anthropic", "model": "claude-sonnet-4-5", "count": 1,
+                                       "tokens": {"input_text": 500, "output_text": 5}}
     # a different input is a miss; a new CachedJudge on the same store hits
     cached.judge_answer("thursday", "Thursday at three", "when?")
     assert len(fake.calls) == 2

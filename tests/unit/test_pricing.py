@@ -122,6 +122,19 @@ def test_status_shows_the_api_cost_of_a_hosted_model_from_its_markers_only(tmp_p
     assert "1 with usage unknown (the actor died)" in line
     total = next(x for x in text.splitlines() if x.startswith("total spent"))
     assert f"+ API ${1.5 * usd:,.2f} and unpriced usage" in total
+    # the LLM judge's and the text reference's paid calls, from their markers, priced the same way
+    from harness.store.base import put_json
+
+    judge = llm_usage("anthropic", "claude-sonnet-4-5", 3, 900, 12)
+    put_json(store, plan.layout.marker(plan.score["openai_realtime"]), {"usage": sum_usage([judge])})
+    put_json(store, plan.layout.marker(plan.reference),
+             {"cost": {"reference": {"usage": llm_usage("anthropic", "claude-unlisted", 2, 10, 10)},
+                       "judge": {"usage": None}}})
+    text = run_status(cfg, store)
+    usd = table.cost(judge).usd
+    assert (f"api       score (judge) of openai_realtime: ${usd:,.4f} for 3 calls; tokens in 900 / out 12 "
+            f"({table.label})") in text
+    assert "api       reference of reference (rule): unpriced: anthropic/claude-unlisted is not in" in text
     from harness.runtime.ledger import read_ledger
 
     leds = [read_ledger(store, plan, m.name) for m in cfg.models]

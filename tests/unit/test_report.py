@@ -254,6 +254,46 @@ def test_markdown_report_tables_and_formats():
     assert md.endswith("`unit/reduce/ee`\n")
 
 
+def test_hosted_settings_refused_pairs_and_api_spend_are_reported():
+    from harness.stages.reduce import refuse_mixed_turn_taking, turn_taking_refusal
+
+    manual = {"provider": "openai", "model": "openai/gpt-realtime", "settings": {"turn_detection": None}}
+    vad = {"provider": "openai", "model": "openai/gpt-realtime-mini",
+           "settings": {"turn_detection": {"type": "server_vad", "create_response": True}}}
+    gemini = {"provider": "google", "model": "google/x", "settings": {"proactive_audio": False}}
+    hosted = {"alpha": manual, "beta": vad, "gamma": gemini}
+    assert turn_taking_refusal("alpha", "beta", hosted) == ("turn-taking settings differ (turn_detection) between "
+                                                            "two openai models")
+    assert turn_taking_refusal("alpha", "gamma", hosted) is None  # other providers: each its own protocol
+    assert turn_taking_refusal("alpha", "oracle", hosted) is None
+    assert turn_taking_refusal("alpha", "beta", {"alpha": manual, "beta": {**vad, "settings": manual["settings"]}}) \
+        is None
+    st = {**STATISTICS, "between_models": {c: [dict(t) for t in ts] for c, ts in STATISTICS["between_models"].items()},
+          "silence_bootstrap": {c: [dict(r) for r in rs] for c, rs in STATISTICS["silence_bootstrap"].items()},
+          "turn_taking": {"alpha": manual, "beta": vad},
+          "api_cost": {"table": "prices v9 as of 2030-01-01", "rows": [
+              {"stage": "infer", "who": "alpha", "priced_as": "openai/gpt-realtime", "count": 64,
+               "unit": "conversations", "tokens_in": 1_000_000, "tokens_out": 20_000, "usd": 1.5, "priced_usd": 1.5,
+               "unpriced": None, "lower_bound": 2},
+              {"stage": "infer", "who": "beta", "priced_as": "openai/gpt-realtime-mini", "count": 63,
+               "unit": "conversations", "tokens_in": 10, "tokens_out": 2, "usd": None, "priced_usd": 0.0,
+               "unpriced": "openai/gpt-realtime-mini is not in prices v9", "lower_bound": 0}]}}
+    refuse_mixed_turn_taking(st, st["turn_taking"])
+    t = st["between_models"]["explicit"][0]
+    assert t["refused"] and t["p"] is None and not t["significant"]
+    md = render_report(CFG, METRICS, st, STATS, ERRORS, INVALID, PLAN)
+    assert ("| explicit | Fresh-onset response rate | alpha | beta | 32 | 22 | 0 | refused | refused: turn-taking "
+            "settings differ (turn_detection) between two openai models |") in md
+    assert "| explicit | alpha | beta | 32 | refused | refused: turn-taking settings differ" in md
+    assert "| alpha | openai/gpt-realtime | turn_detection: null (manual) |" in md
+    assert "| beta | openai/gpt-realtime-mini | turn_detection: type=server_vad, create_response=true |" in md
+    assert ("| infer | alpha | openai/gpt-realtime | 64 conversations | 1,000,000 | 20,000 | 1.5000 (a lower bound: "
+            "2 ended with usage still owed) |") in md
+    assert ("| infer | beta | openai/gpt-realtime-mini | 63 conversations | 10 | 2 | unpriced: "
+            "openai/gpt-realtime-mini") in md
+    assert "| total |  |  |  |  |  | 1.5000 + unpriced |" in md and "priced with prices v9 as of 2030-01-01" in md
+
+
 def test_fmt():
     assert fmt(entry(19, 20, "scored")) == "0.9500 (n=20)"
     assert fmt(entry(7, 12, "n/a")) == "n/a (n=12)"

@@ -24,8 +24,11 @@
   verdicts and are never cached.
 * **Cost**: tokens from the response's usage fields (Anthropic ``usage.input_tokens`` /
   ``output_tokens``; Gemini ``usage_metadata.prompt_token_count`` / ``candidates_token_count``
-  + ``thoughts_token_count``, since thinking is billed as output) times the list price of
-  :data:`PRICES_PER_MTOK`. A count the API always sends (Anthropic's two, Gemini's
+  + ``thoughts_token_count``, since thinking is billed as output) times the model's
+  ``input_text`` / ``output_text`` prices in the newest price table (:mod:`harness.pricing`,
+  exact ids; ``price_per_mtok=`` for a model it does not list). The raw tokens also go to the
+  usage ledger (:meth:`LLMJudge.usage`), so the report re-prices them with any table. A count
+  the API always sends (Anthropic's two, Gemini's
   ``prompt_token_count``) that is missing is a :class:`RuntimeError`, never a call booked at $0.
 """
 
@@ -34,7 +37,7 @@ from __future__ import annotations
 import hashlib
 import string
 import threading
-from collections.abc import Mapping, Sequence
+from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -58,36 +61,19 @@ ANSWER_FIELDS = frozenset({"question", "gold", "transcript"})
 WINDOW_FIELDS = frozenset({"context", "transcript", "speech_s", "overlap_s"})
 MAX_CONTEXT_TURNS = 3
 
-# List prices in USD per million tokens (input, output), standard tier, no batch or caching
-# discounts, prompts under 200k tokens. An editable default: check the providers' price pages
-# before budgeting and add models here (or pass ``price_per_mtok=``). Model ids match exactly
-# or by prefix, so dated ids ("claude-sonnet-4-5-20250929") find their family.
-PRICES_AS_OF = "2026-03"
-PRICES_PER_MTOK: dict[str, tuple[float, float]] = {
-    "claude-opus-4-6": (5.0, 25.0),
-    "claude-opus-4-5": (5.0, 25.0),
-    "claude-opus-4-1": (15.0, 75.0),
-    "claude-sonnet-4-6": (3.0, 15.0),
-    "claude-sonnet-4-5": (3.0, 15.0),
-    "claude-sonnet-4": (3.0, 15.0),
-    "claude-haiku-4-5": (1.0, 5.0),
-    "gemini-2.5-pro": (1.25, 10.0),
-    "gemini-2.5-flash-lite": (0.10, 0.40),
-    "gemini-2.5-flash": (0.30, 2.50),
-    "gemini-3-flash": (0.50, 3.00),
-}
+def price_for(provider: str, model: str, version: int | None = None) -> tuple[float, float]:
+    """``(input, output)`` USD per million tokens of ``provider/model`` in the price table
+    ``version`` (default: the newest; :mod:`harness.pricing`, the one place prices live): its
+    ``input_text`` and ``output_text`` prices, by exact model id (a dated snapshot needs its own
+    entry). Raises ``ValueError`` for a model the table does not price."""
+    from harness.pricing import load_prices
 
-
-def price_for(model: str, prices: Mapping[str, tuple[float, float]] = PRICES_PER_MTOK) -> tuple[float, float]:
-    """``(input, output)`` USD per million tokens of ``model``: exact id, else the longest
-    table key that prefixes it. Raises ``ValueError`` for a model the table does not know."""
-    if model in prices:
-        return prices[model]
-    keys = [k for k in prices if model.startswith(k)]
-    if not keys:
-        raise ValueError(f"no price for judge model {model!r}: add it to PRICES_PER_MTOK in "
-                         f"{__name__} or pass price_per_mtok=(input_usd, output_usd) per million tokens")
-    return prices[max(keys, key=len)]
+    table = load_prices(version)
+    prices = table.models.get(f"{provider}/{model}", {})
+    if "input_text" not in prices or "output_text" not in prices:
+        raise ValueError(f"no price for judge model {provider}/{model} in {table.label}: add it to a new table in "
+                         "harness/pricing/tables or pass price_per_mtok=(input_usd, output_usd) per million tokens")
+    return prices["input_text"], prices["output_text"]
 
 
 def cost_of(input_tokens: int, output_tokens: int, price_per_mtok: tuple[float, float]) -> Cost:
@@ -139,6 +125,7 @@ class LLMJudge:
     :meth:`_build_client` and :meth:`_complete`."""
 
     name = "llm"
+    provider = ""  # the price table's and the usage ledger's provider name
     default_model = ""
     temperature: float | None = None
     # what a job's preflight (harness.runtime.preflight) checks before anything is spent: the SDK
@@ -154,7 +141,8 @@ class LLMJudge:
         self.model = model or self.default_model
         if not self.model:
             raise ValueError(f"the {self.name} judge needs a model id")
-        self.price_per_mtok = tuple(price_per_mtok) if price_per_mtok is not None else price_for(self.model)
+        self.price_per_mtok = (tuple(price_per_mtok) if price_per_mtok is not None
+                               else price_for(self.provider, self.model))
         if len(self.price_per_mtok) != 2 or min(self.price_per_mtok) < 0:
             raise ValueError(f"price_per_mtok must be (input_usd, output_usd) >= 0, got {price_per_mtok}")
         if max_output_tokens is not None and max_output_tokens < 1:
@@ -188,6 +176,13 @@ class LLMJudge:
             if self._client is None:
                 self._client = self._build_client()
             return self._client
+
+    def usage(self, cost: Cost, calls: int) -> dict[str, Any] | None:
+        """The usage ledger's raw usage of ``calls`` paid calls that cost ``cost`` in all
+        (:func:`harness.pricing.llm_usage`): re-priceable later with any price table."""
+        from harness.pricing import llm_usage
+
+        return llm_usage(self.provider, self.model, calls, cost.input_tokens, cost.output_tokens)
 
     def complete(self, prompt: str) -> tuple[str, Cost]:
         """Send any ``prompt`` through this backend's SDK call; return the reply text verbatim and
@@ -261,6 +256,7 @@ class AnthropicJudge(LLMJudge):
     """
 
     name = "anthropic"
+    provider = "anthropic"
     default_model = "claude-sonnet-4-5"
     temperature = None
     sdk_module = sdk_package = "anthropic"
@@ -307,6 +303,7 @@ class GeminiJudge(LLMJudge):
     """
 
     name = "gemini"
+    provider = "google"
     default_model = "gemini-2.5-flash"
     temperature = 0.0
     sdk_module, sdk_package = "google.genai", "google-genai"
@@ -351,8 +348,6 @@ class GeminiJudge(LLMJudge):
 
 __all__ = [
     "ANSWER_PROMPT",
-    "PRICES_AS_OF",
-    "PRICES_PER_MTOK",
     "PROMPTS_DIR",
     "WINDOW_PROMPT",
     "AnthropicJudge",
