@@ -59,6 +59,7 @@ STOPWORDS = frozenset({
     "here", "i", "you", "he", "she", "we", "they", "me", "him", "her", "us", "them", "my", "your", "his", "our",
     "their", "do", "did", "does", "have", "has", "had", "not", "what", "who", "when", "where", "how", "why", "can",
     "could", "would", "will", "just", "then", "than", "very", "up", "down", "out", "over", "all", "some", "any"})
+VAD_FRAME_S = 512 / 16_000  # one Silero window (harness.vad.silero): the resolution of speech segments
 #: Generic phrases added to every transcription vocabulary (pocketsphinx LM / Qwen3 context).
 ACK_SENTENCES = ("Oh right.", "Yes, exactly.", "Sorry, I mean.", "Okay.", "Oh, thanks.", "Sure.", "Anyway.",
                  "Oh no.", "Yeah, right.", "Mm hmm.", "Uh huh.")
@@ -372,13 +373,15 @@ def segments_s(segments: Any, origin_s: float, sample_rate: int) -> tuple[tuple[
                  for a, b in np.asarray(segments, dtype=np.int64).reshape(-1, 2))
 
 
-def active_at(speech: Sequence[tuple[float, float]], switch_s: float, onset_s: float) -> bool:
+def active_at(speech: Sequence[tuple[float, float]], switch_s: float, onset_s: float,
+              resolution_s: float = VAD_FRAME_S) -> bool:
     """"Active at the cue onset" (docs/cue.md, "Eligibility"): a speech segment ``[a, b)``
-    reaches into ``[switch_s, onset_s]`` (ending at the switch point counts), the lead up to the onset. At the
-    switch point the model's output is still A's teacher-forced speech, so a model that stops
-    right there (hands the floor over at once) held the floor when the cue came, within the
-    VAD's 32 ms resolution; a speaker silent over the whole lead did not."""
-    return any(a <= onset_s and b >= switch_s for a, b in speech)
+    reaches into ``[switch_s - resolution_s, onset_s]``, the lead before the onset widened by
+    one VAD frame. At the switch point the model's output is still A's teacher-forced speech,
+    so a model that stops right there (hands the floor over at once) held the floor when the
+    cue came; its last speech segment ends on the frame boundary at or just before the switch
+    point, hence the one frame. A speaker silent over the whole lead did not hold the floor."""
+    return any(a <= onset_s and b >= switch_s - resolution_s for a, b in speech)
 
 
 def analyse_response(condition: str, audio: np.ndarray, origin_s: float, speech: Sequence[tuple[float, float]],
@@ -390,9 +393,11 @@ def analyse_response(condition: str, audio: np.ndarray, origin_s: float, speech:
         condition: ``"model"`` or ``"reference"``.
         audio: mono ``float32[n]`` at ``sample_rate``, starting at ``origin_s`` on the recording timeline.
         speech: its VAD segments in recording-timeline seconds (:func:`segments_s`).
-        item: the cue; ``switch_s``/``end_s`` the window, transcribed by ``transcriber``.
+        item: the cue; ``switch_s``/``end_s`` the window, transcribed by ``transcriber`` unless
+            the VAD found no speech in it (then it has no words and costs no ASR call).
     """
-    words = transcriber.words(span(audio, switch_s, end_s, sample_rate, origin_s), switch_s, vocab)
+    silent = not any(a < end_s and b > switch_s for a, b in speech)  # nothing to transcribe: no ASR call
+    words = () if silent else transcriber.words(span(audio, switch_s, end_s, sample_rate, origin_s), switch_s, vocab)
     return Response(condition, words, tuple(speech), active_at(speech, switch_s, item.cue_onset_s))
 
 

@@ -18,6 +18,7 @@ from harness.cue.scoring import (
     LLMLabeler,
     Response,
     RuleLabeler,
+    active_at,
     build_labeler,
     exclusion,
     item_row,
@@ -94,6 +95,9 @@ def test_exclusion_funnel_order_and_error_rows():
     assert exclusion(None, on, on, None, "adapted") == "model_unscoreable"
     assert exclusion(None, on, on, "yielded", None) == "reference_unscoreable"
     assert exclusion(None, on, on, "yielded", "adapted") is None
+    # active at the onset: speech reaching into [switch - one 32 ms VAD frame, onset]
+    assert active_at([(1.0, SWITCH - 0.006)], SWITCH, 10.08) and active_at([(10.08, 12.0)], SWITCH, 10.08)
+    assert not active_at([(1.0, SWITCH - 0.04)], SWITCH, 10.08) and not active_at([(10.1, 12.0)], SWITCH, 10.08)
     err = item_row(it, SWITCH, END, RULE_LABELER, error="continuation failed: watchdog")
     assert (err["eligible"], err["exclusion"], err["model_label"], err["model_words"]) == (False, "error", None, None)
     rows = [err, item_row(it, SWITCH, END, RULE_LABELER, model=off, reference=on)]
