@@ -20,7 +20,7 @@ audio, and the clip is stored as FLAC at ``<synth>/clips/<clip_id>.flac``. The w
   an unknown voice, silent output) is recorded with its reason in the index under
   ``failed_clips``, and every conversation that needs it is ``error`` with that reason (never
   silence); the others go on. A batch lost for another reason (its actor died, the store
-  failed) or an engine that cannot run at all (:class:`~harness.audio.tts.TtsUnavailable`)
+  failed) or an engine that cannot run at all (:class:`~harness.audio.tts.TtsUnavailableError`)
   leaves the stage incomplete: :class:`SynthIncomplete` is raised after the other batches
   finish, no index or marker is written, and a rerun makes only what is missing;
 * ``index.json`` then the marker are written last.
@@ -38,7 +38,7 @@ from typing import Any
 from tqdm import tqdm
 
 from harness.audio.io import AudioError, decode, encode
-from harness.audio.tts import SynthesisError, TtsUnavailable, build_tts
+from harness.audio.tts import SynthesisError, TtsUnavailableError, build_tts
 from harness.runtime.config import RunConfig
 from harness.runtime.plan import RunPlan
 from harness.stages.common import load_scenes, require_stage, stage_done
@@ -70,7 +70,7 @@ def batch_id(jobs: list[ClipJob]) -> str:
 
 class ClipSynthesizer:
     """Makes batches of clips into the store; built once per Ray actor (or once in the driver
-    with ``tts.actors=0``), loading the engine once. Raises :class:`TtsUnavailable` when the
+    with ``tts.actors=0``), loading the engine once. Raises :class:`TtsUnavailableError` when the
     engine cannot run here."""
 
     def __init__(self, cfg: RunConfig, store: ObjectStore | None = None):
@@ -100,13 +100,16 @@ class ClipSynthesizer:
                     log.warning("synth: stored clip %s is unusable (%s); making it again", job.clip_id, e)
             todo.append(job)
         samples = 0
-        for job, audio in zip(todo, self._speak(todo), strict=True):
-            if isinstance(audio, SynthesisError):
-                failed[job.clip_id] = f"{type(audio).__name__}: {audio}"
-                continue
-            self.store.put(lay.clip(prefix, job.clip_id), encode(audio, sr))
-            lengths[job.clip_id] = len(audio)
-            samples += len(audio)
+        step = len(todo) if self.tts.batched else 1  # a clip is stored as soon as its engine call returns
+        for i in range(0, len(todo), step):
+            chunk = todo[i:i + step]
+            for job, audio in zip(chunk, self._speak(chunk), strict=True):
+                if isinstance(audio, SynthesisError):
+                    failed[job.clip_id] = f"{type(audio).__name__}: {audio}"
+                    continue
+                self.store.put(lay.clip(prefix, job.clip_id), encode(audio, sr))
+                lengths[job.clip_id] = len(audio)
+                samples += len(audio)
         put_json(self.store, lay.file(prefix, f"batches/{batch_id(jobs)}.json"), {"lengths": lengths})
         return {"lengths": lengths, "failed": failed, "made": len(todo) - len(failed), "audio_s": samples / sr}
 
@@ -117,7 +120,7 @@ class ClipSynthesizer:
             return []
         try:
             return self.tts.synthesize_batch([j.text for j in jobs], [j.voice for j in jobs])
-        except TtsUnavailable:
+        except TtsUnavailableError:
             raise
         except SynthesisError as e:
             if len(jobs) == 1:

@@ -4,7 +4,8 @@
 * ``qwen3``: Qwen3-TTS CustomVoice, the paper's synthesiser, on GPU actors
   (:mod:`harness.audio.tts.qwen3`).
 
-Every backend has ``engine``, ``sample_rate``, ``load()`` (raises :class:`TtsUnavailable`
+Every backend has ``engine``, ``sample_rate``, ``batched`` (whether one call speaks many clips
+faster than one call each), ``load()`` (raises :class:`TtsUnavailableError`
 when the engine cannot run here), ``clip_id(voice, text)`` (content hash of everything that
 determines the audio) and ``synthesize_batch(texts, voices)``, which returns one entry per
 clip: ``float32[n]`` mono at ``sample_rate`` Hz, or the :class:`SynthesisError` that clip
@@ -25,7 +26,7 @@ class SynthesisError(RuntimeError):
     """One utterance could not be synthesised (empty text, unknown voice, silent output)."""
 
 
-class TtsUnavailable(SynthesisError):
+class TtsUnavailableError(SynthesisError):
     """The engine cannot run at all here (package, program or weights missing): no clip can be made."""
 
 

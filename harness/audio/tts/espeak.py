@@ -19,7 +19,7 @@ import numpy as np
 
 from harness.audio.io import AudioError, decode
 from harness.audio.resample import resample
-from harness.audio.tts import SynthesisError, TtsUnavailable
+from harness.audio.tts import SynthesisError, TtsUnavailableError
 
 __all__ = ["EspeakSettings", "EspeakTTS", "SynthesisError", "espeak_version"]
 
@@ -36,10 +36,10 @@ class EspeakSettings:
 
 @cache
 def espeak_version() -> str:
-    """The installed espeak-ng version line; raises :class:`TtsUnavailable` when it is missing."""
+    """The installed espeak-ng version line; raises :class:`TtsUnavailableError` when it is missing."""
     exe = shutil.which("espeak-ng")
     if exe is None:
-        raise TtsUnavailable("espeak-ng is not installed (Debian package espeak-ng; `make setup` installs it)")
+        raise TtsUnavailableError("espeak-ng is not installed (Debian package espeak-ng; `make setup` installs it)")
     return subprocess.run([exe, "--version"], capture_output=True, text=True, check=True).stdout.strip()
 
 
@@ -52,13 +52,14 @@ class EspeakTTS:
     """
 
     engine = "espeak-ng"
+    batched = False  # one process per clip: the synth stage stores each clip as it comes
 
     def __init__(self, sample_rate: int = 24_000, settings: EspeakSettings | None = None):
         self.sample_rate = sample_rate
         self.settings = settings or EspeakSettings()
 
     def load(self) -> str:
-        """Check that espeak-ng runs here (:class:`TtsUnavailable` otherwise); returns its version."""
+        """Check that espeak-ng runs here (:class:`TtsUnavailableError` otherwise); returns its version."""
         return espeak_version()
 
     def clip_id(self, voice: str, text: str) -> str:
@@ -93,7 +94,7 @@ class EspeakTTS:
 
     def synthesize_batch(self, texts: Sequence[str], voices: Sequence[str]) -> list[np.ndarray | SynthesisError]:
         """One espeak-ng call per clip; a clip that fails is its :class:`SynthesisError` in the
-        list (the others are still made). Raises :class:`TtsUnavailable` when espeak-ng is missing."""
+        list (the others are still made). Raises :class:`TtsUnavailableError` when espeak-ng is missing."""
         if len(texts) != len(voices):
             raise ValueError(f"{len(texts)} texts but {len(voices)} voices")
         self.load()
@@ -101,7 +102,7 @@ class EspeakTTS:
         for text, voice in zip(texts, voices, strict=True):
             try:
                 out.append(self.synthesize(text, voice))
-            except TtsUnavailable:
+            except TtsUnavailableError:
                 raise
             except SynthesisError as e:
                 out.append(e)

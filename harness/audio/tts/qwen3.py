@@ -31,7 +31,7 @@ from typing import Any
 import numpy as np
 
 from harness.audio.resample import resample
-from harness.audio.tts import SynthesisError, TtsUnavailable
+from harness.audio.tts import SynthesisError, TtsUnavailableError
 
 MODEL_ID = "Qwen/Qwen3-TTS-12Hz-1.7B-CustomVoice"
 VOICES = {"A": "ryan", "B": "aiden", "C": "eric", "D": "dylan"}  # spec section 3
@@ -64,6 +64,7 @@ class Qwen3TTS:
     """
 
     engine = "qwen3-tts"
+    batched = True  # one generate call speaks a whole batch
 
     def __init__(self, sample_rate: int = 24_000, settings: Qwen3Settings | None = None, weights: str | None = None,
                  device: str = "cuda:0", model: Any = None):
@@ -73,10 +74,11 @@ class Qwen3TTS:
 
     def weights_dir(self) -> str:
         """The local folder of the weights: ``weights``, or ``model`` at ``revision`` in the local
-        Hugging Face cache. Raises :class:`TtsUnavailable` when neither exists (nothing is downloaded)."""
+        Hugging Face cache. Raises :class:`TtsUnavailableError` when neither exists (nothing is downloaded)."""
         if self.weights is not None:
             if not Path(self.weights).is_dir():
-                raise TtsUnavailable(f"Qwen3-TTS weights folder {self.weights!r} (tts.params.weights) does not exist")
+                raise TtsUnavailableError(f"Qwen3-TTS weights folder {self.weights!r} (tts.params.weights) "
+                                          "does not exist")
             return self.weights
         s = self.settings
         try:
@@ -84,20 +86,20 @@ class Qwen3TTS:
 
             return snapshot_download(s.model, revision=s.revision, local_files_only=True)
         except Exception as e:  # ImportError, LocalEntryNotFoundError, a bad revision
-            raise TtsUnavailable(
+            raise TtsUnavailableError(
                 f"Qwen3-TTS weights {s.model!r}@{s.revision or 'main'} are not in the local Hugging Face cache "
                 f"(HF_HOME) and tts.params.weights names no folder ({type(e).__name__}: {e}); the harness never "
                 "downloads weights: bake them into the image or pre-fetch them") from None
 
     def load(self) -> Any:
-        """Load the model once (idempotent) and return it. Raises :class:`TtsUnavailable` without
+        """Load the model once (idempotent) and return it. Raises :class:`TtsUnavailableError` without
         the ``qwen-tts`` package or the weights."""
         if self._model is None:
             try:
                 import torch
                 from qwen_tts import Qwen3TTSModel
             except ImportError as e:
-                raise TtsUnavailable(f"Qwen3-TTS needs the `qwen-tts` package ({e}); it is installed in the "
+                raise TtsUnavailableError(f"Qwen3-TTS needs the `qwen-tts` package ({e}); it is installed in the "
                                      "synthesis image, not in the dev venv") from e
             self._model = Qwen3TTSModel.from_pretrained(self.weights_dir(), device_map=self.device,
                                                         dtype=getattr(torch, self.settings.dtype),
@@ -122,7 +124,7 @@ class Qwen3TTS:
         languages). Returns one entry per clip: ``float32[n]`` at :attr:`sample_rate`, or the
         :class:`SynthesisError` of a clip that came out silent. Raises :class:`SynthesisError`
         when the model refuses the call (an empty text, a speaker or language it does not know,
-        a count mismatch in its reply) and :class:`TtsUnavailable` when it cannot be loaded."""
+        a count mismatch in its reply) and :class:`TtsUnavailableError` when it cannot be loaded."""
         if len(texts) != len(voices):
             raise ValueError(f"{len(texts)} texts but {len(voices)} voices")
         if any(not t.strip() for t in texts):
