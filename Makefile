@@ -7,7 +7,7 @@ ARGS  ?=
 STAMP := .venv/.setup-stamp
 APT_PKGS := espeak-ng sox chromium
 
-.PHONY: model-smoke help setup demo test test-fast lint bench status rerun-failed review-export review-import clean-runs images k8s-render corpus
+.PHONY: cue-demo model-smoke help setup demo test test-fast lint bench status rerun-failed review-export review-import clean-runs images k8s-render corpus
 
 help:  ## list targets
 	@grep -E '^[a-z0-9-]+:.*##' $(MAKEFILE_LIST) | awk -F':.*## ' '{printf "  make %-12s %s\n", $$1, $$2}'
@@ -30,6 +30,13 @@ setup: $(STAMP)  ## install apt packages and the virtualenv (fast when done)
 
 demo: setup  ## run the whole pipeline on the embedded default (RUN=demo)
 	RAY_AUTH_MODE=disabled $(PY) -m jobs.pipeline run_id=$(RUN) $(ARGS)
+
+# Duplex Cue (docs/cue.md): the generated cue corpus through the known-outcome baselines and a tiny
+# teacher-forced Moshi on CPU (random weights); CUE_RUN names the run, ARGS adds overrides.
+CUE_RUN ?= cue-demo
+cue-demo: setup  ## Duplex Cue end to end: replay, yield_now, ignore and a tiny Moshi on CPU (CUE_RUN=..., ARGS=...)
+	RAY_AUTH_MODE=disabled NO_TORCH_COMPILE=1 $(PY) -m jobs.cue run_id=$(CUE_RUN) \
+	  'model=[replay,yield_now,ignore,moshi_tiny]' $(ARGS)
 
 # The scene corpus alone (docs/formats.md): generate, validate, count; prints the stats' path.
 N_PAIRS ?= 2000
