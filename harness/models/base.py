@@ -158,7 +158,8 @@ class DuplexModel(ABC):
 
         Returns ``float32[R, frame_out]`` under :meth:`step`'s output contract: for forced rows
         the model's rendering of the forced audio (its codec's reconstruction, or the forced
-        audio itself), for the others what the model generated. Raises :class:`RowError` as
+        audio itself; it may lag the forcing by a step, as PersonaPlex's does), for the others
+        what the model generated. Raises :class:`RowError` as
         :meth:`step` does; a model without the capability raises ``NotImplementedError``.
         """
         raise NotImplementedError(f"{self.info.name} does not declare {TEACHER_FORCING!r}")
