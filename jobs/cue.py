@@ -28,8 +28,8 @@ CUE_STAGES = ("cue-corpus", "cue-infer", "cue-score", "cue-reduce")
 
 
 def run_cue(cfg: RunConfig, store: ObjectStore) -> str:
-    """Every Duplex Cue stage in order (one Ray session); returns the key of ``cue_report.md``."""
-    from harness.runtime.executor import ray_session
+    """Every Duplex Cue stage in order; returns the key of ``cue_report.md``. Ray starts only when
+    cue-infer has shards to run (a resumed, complete run does not start it)."""
     from harness.runtime.manifest import write_run_manifest
     from harness.stages.cue_corpus import cue_corpus_stage
     from harness.stages.cue_infer import cue_infer_stage
@@ -37,9 +37,8 @@ def run_cue(cfg: RunConfig, store: ObjectStore) -> str:
     from harness.stages.cue_score import cue_score_stage
 
     write_run_manifest(cfg, store)
-    with ray_session(cfg):
-        for stage in (cue_corpus_stage, cue_infer_stage, cue_score_stage, cue_reduce_stage):
-            stage(cfg, store)
+    for stage in (cue_corpus_stage, cue_infer_stage, cue_score_stage, cue_reduce_stage):
+        stage(cfg, store)
     plan = CuePlan.from_config(cfg)
     return plan.layout.file(plan.reduce, "cue_report.md")
 

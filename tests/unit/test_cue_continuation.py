@@ -155,3 +155,62 @@ def test_replay_outside_duplex_cue_fails_its_stream():
         from harness.models.base import StreamContext
 
         m.open(0, StreamContext("x", 0, "", None))
+
+
+# --- the cue-infer stage: shards, markers, the not-applicable marker, resume ----------------------
+
+def test_cue_infer_stage_writes_the_contract_and_a_second_invocation_skips_completed_shards(tmp_path, monkeypatch):
+    from contextlib import nullcontext
+
+    import harness.stages.cue_corpus as cue_corpus
+    import harness.stages.infer as infer
+    from harness.audio.io import decode
+    from harness.cue.corpus import CueCorpus
+    from harness.cue.plan import CuePlan
+    from harness.cue.schema import Recording
+    from harness.runtime.config import CueSettings, ModelSettings, RunConfig, StoreSettings
+    from harness.runtime.executor import InferReport
+    from harness.runtime.ledger import read_ledger
+    from harness.runtime.shard import read_output
+    from harness.stages.cue_infer import cue_infer_stage
+    from harness.store.base import get_json, open_store
+
+    inputs = [_input("a", 2.58, 0), _input("b", 0.58, 1), _input("c", 1.9, 2)]
+    corpus = CueCorpus([Recording(i.item.recording_id, SR, i.audio.shape[1]) for i in inputs],
+                       {i.item.recording_id: i.audio for i in inputs}, [i.item for i in inputs], [])
+    monkeypatch.setattr(cue_corpus, "build_corpus", lambda cfg: corpus)
+    cfg = RunConfig(run_id="r", models=(ModelSettings("replay", "replay"), ModelSettings("silent", "silent")),
+                    cue=CueSettings(shard_size=2, context_s=CONTEXT, window_s=WINDOW),
+                    store=StoreSettings(root=str(tmp_path)))
+    store = open_store(cfg.store)
+    sent: list[dict] = []
+
+    def in_process(cfg_, store_, work, spent, estimates, factory, roots):  # run_shards without Ray
+        sent.append({m: sorted(shards) for m, shards in work.items()})
+        done = [factory(cfg_, next(m for m in cfg_.models if m.name == name), store_).run(shard, ids)
+                for name, shards in work.items() for shard, ids in shards.items()]
+        return InferReport(done=done)
+
+    monkeypatch.setattr(infer, "ray_session", lambda cfg_: nullcontext())
+    monkeypatch.setattr(infer, "run_shards", in_process)
+    cue_corpus.cue_corpus_stage(cfg, store)
+    cue_infer_stage(cfg, store)
+    plan = CuePlan.from_config(cfg)
+    assert sent == [{"replay": ["shard-00000", "shard-00001"]}]
+    na = get_json(store, plan.layout.marker(plan.infer["silent"]))
+    assert na["applicable"] is False and "does not declare 'teacher_forcing'" in na["reason"]
+    led = read_ledger(store, plan, "replay", prefix=plan.infer["replay"])
+    entries = {iid: e for mk in led.markers.values() for iid, e in mk["conversations"].items()}
+    for inp in inputs:
+        span = item_span(inp.item, SR, F, LEAD, CONTEXT, WINDOW)
+        rec = get_json(store, entries[inp.item.item_id]["objects"]["json"]["key"])
+        assert rec["status"] == "ok" and rec["start_s"] == span.start / SR and rec["end_s"] == span.end / SR
+        out = decode(read_output(store, entries[inp.item.item_id], "flac"), expected_rate=SR)[0]
+        np.testing.assert_array_equal(out, inp.audio[0, span.start:span.end])  # through the stored corpus and FLAC
+    shard0 = plan.layout.marker(plan.layout.shard(plan.infer["replay"], "shard-00000"))
+    first = get_json(store, shard0)["attempt"]
+    (tmp_path / plan.layout.marker(plan.layout.shard(plan.infer["replay"], "shard-00001"))).unlink()  # as if it failed
+    cue_infer_stage(cfg, store)
+    cue_infer_stage(cfg, store)
+    assert sent[1:] == [{"replay": ["shard-00001"]}]  # only the incomplete shard; then nothing at all
+    assert get_json(store, shard0)["attempt"] == first
