@@ -16,7 +16,10 @@ it was opened. Every per-row state the runner holds (input and output resamplers
 detector, room tone, echo) restarts exactly when a row is refilled; the resamplers and Silero
 windows restart bit-exactly only on their block grids, so refills happen at multiples of
 :func:`refill_period` (one or two steps for 80 ms models); when every row is free the whole
-state simply starts afresh. The harness never paces to real time; it records each
+state simply starts afresh. The harness paces only models with the ``realtime`` capability (hosted
+services, which hear the stream in real time): step ``k >= 1`` of a fresh state starts no earlier
+than ``k - 1`` frames after its first step was done (so that step's warm-up, the model's or the
+runner's own, never makes the next steps go in a burst to catch up). It records each
 conversation's wall time and model-step time (its per-stream real-time factor).
 
 Failures (docs/adding-a-model.md):
@@ -512,6 +515,8 @@ def run_conversations(model: DuplexModel, convs: Sequence[ConversationInput], pr
                     st.t += frame
                     st.step_s += dt
             clock += frame
+            if paced and clock == frame:  # the first step (the model's and the runner's) may include warm-up:
+                t_fresh = time.perf_counter() - clock / sr  # the clock starts now, or the next steps would burst
     finally:
         rb.close()
     return results
