@@ -70,6 +70,7 @@ def run(tts, reply, key):
         results = run_conversations(model, [_conv(tts, i, _duty(t)) for i, t in enumerate(tags)], PROTOCOL,
                                     VadSettings())
     by_tag = {s.session["instructions"].rsplit("[", 1)[1].rstrip("]"): s for s in srv.sessions}
+    srv.drained = model.drain_usage()  # every closed session's usage, for an attempt that fails as a whole
     return dict(zip(tags, results, strict=True)), by_tag, t0, srv
 
 
@@ -112,6 +113,13 @@ def test_usage_is_recorded_with_the_settings(run):
     assert usage["owed_at_close"] is None  # every reply's usage arrived before the conversation ended
     assert results["stall"].usage["provider"] == "openai"  # a failed conversation keeps its usage too
     assert results["stall"].usage["owed_at_close"] == "response.done"
+    # the adapter's own count of what its sessions spent (read when an attempt fails) is the records' sum
+    from harness.pricing import sum_usage
+
+    _, _, _, srv = run
+    drained = sum_usage(srv.drained)["openai/gpt-realtime"]
+    recorded = sum_usage(r.usage for r in results.values())["openai/gpt-realtime"]
+    assert drained["count"] == 4 and drained["tokens"] == recorded["tokens"]
 
 
 def test_a_stalled_session_fails_its_conversation_not_the_others(run):
