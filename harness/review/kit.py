@@ -143,14 +143,25 @@ def import_reviews(cfg: RunConfig, store: ObjectStore, csvs: Sequence[str | Path
         ReviewFormError: every problem in the CSVs, by file, line and column.
     """
     plan = RunPlan.from_config(cfg)
-    if not store.exists(_key(plan, ITEMS_FILE)):
-        raise ReviewError(f"no review export at {plan.review}: run the export first (review.action=export)")
+    return import_kit(store, plan.review, cfg.run_id, plan.reduce, csvs, adjudication)
+
+
+def import_kit(store: ObjectStore, review_prefix: str, run_id: str, reduce_prefix: str, csvs: Sequence[str | Path],
+               adjudication: str | Path | None = None) -> dict[str, Any]:
+    """:func:`import_reviews` for the kit exported under ``review_prefix`` (Duplex-MPE's or
+    Duplex Cue's, :mod:`harness.review.cue`), whose items refer to ``reduce_prefix``."""
+
+    def key(name: str) -> str:
+        return f"{review_prefix}/{name}"
+
+    if not store.exists(key(ITEMS_FILE)):
+        raise ReviewError(f"no review export at {review_prefix}: run the export first (review.action=export)")
     paths = [Path(p) for p in csvs]
     if len(paths) != 2:
         raise ReviewError(f"review.csv needs exactly two reviewers' CSVs, got {len(paths)}: {[str(p) for p in paths]}")
     if paths[0].resolve() == paths[1].resolve():
         raise ReviewError(f"both review CSVs are the same file {paths[0]}: two reviewers review independently")
-    manifest = get_json(store, _key(plan, ITEMS_FILE))
+    manifest = get_json(store, key(ITEMS_FILE))
     items = {it["item_id"]: it for it in manifest["items"]}
     problems: list[str] = []
     reviews = [read_review(p, items, problems) for p in paths]
@@ -162,19 +173,18 @@ def import_reviews(cfg: RunConfig, store: ObjectStore, csvs: Sequence[str | Path
         raise ReviewFormError(problems)
     names = [p.stem for p in paths] if paths[0].stem != paths[1].stem else [str(p) for p in paths]
     results = combine(manifest["items"], reviews, names, resolved)
-    results.update(run_id=cfg.run_id, reduce=plan.reduce, sample=manifest["sample"],
+    results.update(run_id=run_id, reduce=reduce_prefix, sample=manifest["sample"],
                    reviews=dict(zip(names, reviews, strict=True)), shortfalls=_shortfalls(manifest["sample"]),
                    adjudication=str(adjudication) if adjudication else None)
-    keys = {"disagreements": _key(plan, "disagreements.csv"), "markdown": _key(plan, "results.md"),
-            "json": _key(plan, RESULTS_FILE)}
+    keys = {"disagreements": key("disagreements.csv"), "markdown": key("results.md"), "json": key(RESULTS_FILE)}
     store.put(keys["disagreements"], adjudication_csv(disputed, resolved).encode())
-    store.put(keys["markdown"], results_markdown(results, cfg.run_id).encode())
+    store.put(keys["markdown"], results_markdown(results, run_id).encode())
     put_json(store, keys["json"], results)
     return {**results, "keys": keys}
 
 
 def _shortfalls(sample: dict[str, Any]) -> dict[str, Any]:
-    c = sample["construction"]
-    out = {CONSTRUCTION_SHORTFALL: c} if c["taken"] < c["wanted"] else {}
+    c = sample.get("construction")  # a Duplex Cue kit has none
+    out = {CONSTRUCTION_SHORTFALL: c} if c and c["taken"] < c["wanted"] else {}
     out.update({k: v for k, v in sample["strata"].items() if v["taken"] < v["wanted"]})
     return out

@@ -110,7 +110,8 @@ def _judge_and_asr(group: Sequence[Mapping[str, Any]], final: Mapping[str, Mappi
 # ------------------------------------------------------------------------------- report
 
 CONSTRUCTION_SHORTFALL = "construction pairs"  # key of the construction sample in ``shortfalls``
-KIND_TITLES = {"construction": "construction checks", "answer": "T answers", "window": "N1-N3 windows"}
+KIND_TITLES = {"construction": "construction checks", "answer": "T answers", "window": "N1-N3 windows",
+               "cue": "Duplex Cue responses"}
 
 
 def _pct(a: Mapping[str, Any] | None) -> str:

@@ -343,3 +343,39 @@ def test_stages_end_to_end(tmp_path, monkeypatch):
 
     mix, rate = sf.read(io.BytesIO(store.get(page.replace(".html", ".flac"))))
     assert rate == sr and mix.shape[1] == 2
+
+    # the human review kit: sample, page with audio, two reviewers, agreement
+    import csv
+
+    from harness.review.cue import export_cue_review, import_cue_reviews, sample_cue_items
+
+    keys = export_cue_review(cfg, store)
+    manifest = get_json(store, keys["items"])
+    items = manifest["items"]
+    # 3 models' eligible rows + the reference once; one item per (condition, intent, label) here
+    assert {it["model"] for it in items} == {"replay", "yield_now", "flaky", "reference"}
+    assert len(items) == 3 + 3 + 2 + 3 and all(it["kind"] == "cue" for it in items)
+    assert manifest["sample"]["strata"]["cue/yield_now/backchannel/yielded"] == {"wanted": 5, "available": 1,
+                                                                                   "taken": 1}
+    page = store.get(keys["page"]).decode()
+    assert page.count("data:audio/flac;base64,") == len(items) and "labeller's label" in page
+    assert export_cue_review(cfg, store) == keys  # idempotent
+    again, _ = sample_cue_items(rows)
+    assert sorted(i["item_id"] for i in again) == sorted(i["item_id"] for i in items)
+
+    def review(path, flip=None):
+        with open(path, "w", newline="") as fh:
+            w = csv.writer(fh)
+            w.writerow(("item_id", "kind", "verdict", "transcript_ok", "notes"))
+            for it in items:
+                v = "adapted" if it["item_id"] == flip else it["judge_label"]
+                w.writerow((it["item_id"], "cue", v, "yes", ""))
+        return path
+
+    flip = items[0]["item_id"]
+    res = import_cue_reviews(cfg, store, [review(tmp_path / "ann.csv"), review(tmp_path / "bob.csv", flip)])
+    kind = res["kinds"]["cue"]
+    assert kind["reviewer_agreement"]["verdict"]["agree"] == len(items) - 1
+    assert res["open_disagreements"] == 1 and kind["judge_agreement"]["n"] == len(items) - 1
+    assert kind["judge_agreement"]["percent"] == 100.0
+    assert store.exists(res["keys"]["json"])
