@@ -2,21 +2,25 @@
 over a queue of cue items, with continuous batching.
 
 For an item with switch point ``switch = item.switch_s(lead_s)`` the stream covers the
-recording from ``start = max(0, switch - context_s)`` to ``end = switch + window_s``. Each step
-of one native model frame the runner feeds the row B's channel (resampled to the model's input
-rate, as :func:`harness.runtime.runner.run_conversations` feeds the human input) and, while
-the step lies before the switch point, forces the row's output to A's channel (resampled to
-the model's output rate) through :meth:`~harness.models.base.DuplexModel.step_forced`; from
-the switch point on the row generates freely (``mask`` False) while B's recording keeps
-playing on its own timeline. The model's output is resampled to the timeline, quantised to
-the stored 16-bit grid and collected from ``start`` to ``end``.
+recording from ``start`` (about ``max(0, switch - context_s)``, see below) to
+``end = switch + window_s``. Each step of one native model frame the runner feeds the row B's
+channel (resampled to the model's input rate, as
+:func:`harness.runtime.runner.run_conversations` feeds the human input) and, while the step
+lies before the switch point, forces the row's output to A's channel (resampled to the model's
+output rate) through :meth:`~harness.models.base.DuplexModel.step_forced`; from the switch
+point on the row generates freely (``mask`` False) while B's recording keeps playing on its
+own timeline. The model's output is resampled to the timeline, quantised to the stored 16-bit
+grid and collected from ``start`` to ``end``.
 
-The switch point on the step grid: step ``k`` covers timeline samples
-``[s0 + k * frame, s0 + (k + 1) * frame)`` (``s0`` = ``start`` in samples); the forced steps
-are exactly those that end at or before the switch (:func:`forced_steps`), so no forced audio
-lies after the switch point and the model generates from the last step boundary at or before
-it (at most one frame early; exactly at it whenever ``context_s`` is a whole number of frames
-and the context is not clipped at the recording's start, e.g. the default 120 s at 80 ms).
+The switch point on the step grid (:func:`item_span`): the step grid is anchored at the switch
+point, so the switch is always a step boundary: forcing stops exactly there (no forced audio
+after it, and the model's first free step starts at it). The stream starts a whole number of
+steps before it, ``forced = floor(min(context_s, switch) / frame)`` steps, so
+``start = switch - forced * frame``: the context is the longest whole number of frames that
+fits both ``context_s`` and the recording before the switch, less than one frame (80 ms for
+Moshi) short of ``max(0, switch - context_s)`` when that is not a whole number of frames (the
+default 120 s is 1500 frames of 80 ms; a context clipped at the recording's start usually is
+not). The stored ``start_s`` is this first fed instant.
 
 The machinery is the Duplex-MPE runner's (:class:`~harness.runtime.runner.RowBatch`): the
 model thread and its watchdog, :class:`~harness.models.base.RowError` semantics, the output
@@ -77,10 +81,9 @@ class ContinuationInput:
 
 @dataclass(frozen=True)
 class Span:
-    """An item's stream on the recording's timeline, in samples at the timeline rate.
-
-    ``start`` = max(0, switch - context), ``switch``, ``end`` = switch + window; ``forced``:
-    the number of forced steps (:func:`forced_steps`)."""
+    """An item's stream on the recording's timeline, in samples at the timeline rate:
+    ``start`` (the first fed sample), ``switch``, ``end`` = switch + window, and ``forced``,
+    the number of forced steps (``switch - start == forced * frame``)."""
 
     start: int
     switch: int
@@ -92,18 +95,18 @@ class Span:
         return self.end - self.start
 
 
-def forced_steps(start: int, switch: int, frame: int) -> int:
-    """Steps forced before the switch point: those that end at or before it,
-    ``floor((switch - start) / frame)`` (samples; see the module docstring)."""
-    return max(0, switch - start) // frame
-
-
 def item_span(item: CueItem, sample_rate: int, frame: int, lead_s: float, context_s: float,
               window_s: float) -> Span:
-    """:class:`Span` of ``item`` (times in seconds, ``frame`` in timeline samples per step)."""
+    """:class:`Span` of ``item`` on a step grid anchored at its switch point (module docstring).
+
+    Args:
+        sample_rate: the timeline rate in Hz.
+        frame: timeline samples per model step.
+        lead_s, context_s, window_s: seconds (``cue.switch_lead_s``, ``cue.context_s``, ``cue.window_s``).
+    """
     switch = round(item.switch_s(lead_s) * sample_rate)
-    start = max(0, switch - round(context_s * sample_rate))
-    return Span(start, switch, switch + round(window_s * sample_rate), forced_steps(start, switch, frame))
+    forced = min(round(context_s * sample_rate), switch) // frame
+    return Span(switch - forced * frame, switch, switch + round(window_s * sample_rate), forced)
 
 
 @dataclass
@@ -118,7 +121,6 @@ class ContinuationResult:
     start_s: float | None = None
     switch_s: float | None = None
     end_s: float | None = None
-    free_s: float | None = None  # where the free steps begin (the last step boundary at or before the switch)
     forced_steps: int | None = None
     wall_s: float = 0.0
     step_s: float = 0.0
@@ -127,7 +129,7 @@ class ContinuationResult:
     def record(self, sample_rate: int) -> dict:
         """JSON-able record (without audio): the storage contract's ``json`` (docs/cue.md)."""
         return {"item_id": self.item_id, "status": self.status, "reason": self.reason, "sample_rate": sample_rate,
-                "start_s": self.start_s, "switch_s": self.switch_s, "end_s": self.end_s, "free_s": self.free_s,
+                "start_s": self.start_s, "switch_s": self.switch_s, "end_s": self.end_s,
                 "forced_steps": self.forced_steps,
                 "n_samples": None if self.output is None else len(self.output),
                 "wall_s": round(self.wall_s, 3), "step_s": round(self.step_s, 3), "usage": self.usage}
@@ -140,7 +142,7 @@ class _CueStream:
     index: int  # into the inputs
     inp: ContinuationInput
     span: Span
-    times: dict  # start_s, switch_s, end_s, free_s, forced_steps of its result
+    times: dict  # start_s, switch_s, end_s, forced_steps of its result
     drop: int  # leading samples of the row's output before this stream started
     opened: float  # time.perf_counter() at open
     t: int = 0  # timeline samples streamed
@@ -216,7 +218,7 @@ def run_continuations(model: DuplexModel, inputs: Sequence[ContinuationInput], s
             item = inp.item
             span = item_span(item, sr, frame, lead_s, context_s, window_s)
             times = {"start_s": span.start / sr, "switch_s": item.switch_s(lead_s), "end_s": span.end / sr,
-                     "free_s": (span.start + span.forced * frame) / sr, "forced_steps": span.forced}
+                     "forced_steps": span.forced}
             audio = np.asarray(inp.audio)
             why = None
             if audio.ndim != 2 or audio.shape[0] != 2 or audio.dtype != np.float32:

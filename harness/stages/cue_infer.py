@@ -5,7 +5,7 @@ checksummed markers, failure records, budget and retries: :func:`harness.stages.
 under ``CuePlan.infer[model]``.
 
 Per item the shard marker names two objects: ``json`` (:meth:`ContinuationResult.record`:
-item_id, status, reason, sample_rate, start_s, switch_s, end_s, free_s, forced_steps,
+item_id, status, reason, sample_rate, start_s, switch_s, end_s, forced_steps,
 n_samples, wall_s, step_s, usage) and, when ok, ``flac`` (the model's channel, mono 16-bit at
 the timeline rate, from start_s to end_s). A model that does not declare ``teacher_forcing``
 is not run: its prefix gets the marker ``{"applicable": false, "reason": ...}`` and the later

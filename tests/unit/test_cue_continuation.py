@@ -7,7 +7,7 @@ import numpy as np
 import pytest
 
 from harness.audio.io import quantize
-from harness.cue.continuation import ContinuationInput, forced_steps, item_span, run_continuations
+from harness.cue.continuation import ContinuationInput, item_span, run_continuations
 from harness.cue.schema import CueItem, Word
 from harness.models.base import TEACHER_FORCING, DuplexModel, ModelInfo, RowError
 from harness.models.registry import build_model
@@ -69,15 +69,15 @@ class Probe(DuplexModel):
 
 
 def test_the_switch_point_on_the_step_grid():
-    # switch 2.5 s, context 1 s: 1.0 s = 12.5 frames before it; the 12 whole steps that end before it are forced
+    # switch 2.5 s, context 1 s = 12.5 frames: 12 whole frames fit, so the stream starts 12 steps before the switch
     span = item_span(_item("a", 2.58), SR, F, LEAD, CONTEXT, WINDOW)
-    assert (span.start, span.switch, span.end, span.forced) == (36_000, 60_000, 84_000, 12)
-    assert span.start + span.forced * F == 59_040  # free from the last step boundary at or before the switch
-    clipped = item_span(_item("b", 0.58), SR, F, LEAD, CONTEXT, WINDOW)  # context clipped at the recording's start
-    assert (clipped.start, clipped.switch, clipped.forced) == (0, 12_000, 6)
-    assert forced_steps(0, 2 * F, F) == 2  # a step ending exactly at the switch is forced
-    assert forced_steps(0, 2 * F - 1, F) == 1
-    assert item_span(_item("c", 0.05), SR, F, LEAD, CONTEXT, WINDOW).forced == 0  # switch clipped at 0
+    assert (span.start, span.switch, span.end, span.forced) == (60_000 - 12 * F, 60_000, 84_000, 12)
+    exact = item_span(_item("a", 2.58), SR, F, LEAD, 0.96, WINDOW)  # 12 whole frames: start = switch - context
+    assert (exact.start, exact.forced) == (60_000 - 24_000 + 960, 12)
+    clipped = item_span(_item("b", 0.58), SR, F, LEAD, CONTEXT, WINDOW)  # 0.5 s before the switch: 6 frames fit
+    assert (clipped.start, clipped.switch, clipped.forced) == (12_000 - 6 * F, 12_000, 6)
+    none = item_span(_item("c", 0.05), SR, F, LEAD, CONTEXT, WINDOW)  # switch clipped at 0: nothing to force
+    assert (none.start, none.switch, none.forced, none.end) == (0, 0, 0, 24_000)
 
 
 def test_forced_exactly_before_the_switch_with_as_audio_bs_audio_heard_throughout():
@@ -97,6 +97,7 @@ def test_forced_exactly_before_the_switch_with_as_audio_bs_audio_heard_throughou
                 np.testing.assert_array_equal(forced, inp.audio[0, at:at + F])
         assert r.forced_steps == span.forced and len(r.output) == span.length
         free = span.forced * F
+        assert span.start + free == span.switch  # forcing stops exactly at the switch point
         np.testing.assert_array_equal(r.output[:free], inp.audio[0, span.start:span.start + free])
         assert np.all(r.output[free:] == np.float32(quantize(np.float32([0.25]))[0]))
         rec = r.record(SR)
@@ -139,9 +140,9 @@ def test_an_item_that_cannot_run_is_an_error_with_its_reason_and_the_others_comp
     assert [r.status for r in res] == ["ok", "error", "ok", "error"]
     assert res[1].reason == ("cannot run: the recording ends at 3.000 s, before the continuation window's end "
                              "(3.500 s = switch 2.500 s + window 1 s)")
-    assert res[1].output is None and res[1].record(SR)["start_s"] == 1.5
+    assert res[1].output is None and res[1].record(SR)["start_s"] == (60_000 - 12 * F) / SR
     assert res[3].reason == "model probe open of c in row 1: cannot take this one"
-    assert (len(res[0].output), len(res[2].output)) == (48_000, 36_000)  # context (clipped for b) + window
+    assert (len(res[0].output), len(res[2].output)) == (12 * F + 24_000, 6 * F + 24_000)  # context + window
 
 
 def test_a_model_without_teacher_forcing_is_refused():
