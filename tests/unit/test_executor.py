@@ -282,6 +282,21 @@ def test_a_hosted_model_the_table_cannot_price_is_refused_under_a_usd_budget_unl
     assert later.refusal(0.0, 0.0, "another_model") is None
 
 
+def test_an_unpriced_hosted_model_starts_no_shard_under_a_usd_budget(ray_gpus, tmp_path):
+    cfg = RunConfig.from_dict({
+        "run_id": "ex", "store": {"root": str(tmp_path / "store")}, "cluster": {"num_gpus": 4},
+        "budget": {"usd": 100.0, "usd_per_gpu_hour": 1.0},
+        "model": {"hosted": {"target": "openai_realtime", "num_gpus": 0, "num_cpus": 0.5,
+                             "params": {"model": "gpt-realtime-9"}}}})  # not in any price table
+    store, plan = LocalStore(tmp_path / "store"), RunPlan.from_config(cfg)
+    shards = {"shard-00000": ["a"], "shard-00001": ["b"]}
+    put_json(store, plan.layout.file(plan.infer["hosted"], "plan.json"), shards)
+    with ray_session(cfg):
+        report = _bounded(cfg, store, {"hosted": shards}, factory=NullWorker)
+    assert not report.done and sorted(report.not_started) == [("hosted", s) for s in shards]
+    assert "the API usage of hosted is unpriced (openai/gpt-realtime-9 is not in prices v" in report.budget_stop
+
+
 def test_completed_shards_are_skipped_and_cost_nothing(ray_gpus, tmp_path):
     cfg, store, plan, shards = _setup(tmp_path, n_shards=4, actors=2)
     with ray_session(cfg):
