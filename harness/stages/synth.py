@@ -186,26 +186,26 @@ def synth_stage(cfg: RunConfig, store: ObjectStore) -> str:
              len(batches))
     failed: dict[str, str] = {}
     lost: list[str] = []
-    made = [0, 0.0]
+    made, made_s = 0, 0.0
     t0 = time.perf_counter()
     bar = tqdm(total=len(todo), desc="synth clips", unit="clip")
     try:
         for jobs_done, result in _run_batches(cfg, store, batches, stored):
             if isinstance(result, str):
+                log.warning("synth: a batch of %d clips was lost: %s", len(jobs_done), result)
                 lost.append(result)
             else:
                 lengths.update(result["lengths"])
                 failed.update(result["failed"])
-                made[0] += result["made"]
-                made[1] += result["audio_s"]
+                made, made_s = made + result["made"], made_s + result["audio_s"]
             bar.update(len(jobs_done))
-            bar.set_postfix(made=made[0], failed=len(failed), lost=len(lost))
+            bar.set_postfix(made=made, failed=len(failed), lost=len(lost))
     finally:
         bar.close()
     wall = time.perf_counter() - t0
     if lost:
         raise SynthIncomplete(f"synth: {len(lost)} of {len(batches)} batch(es) were lost ({lost[0]}); the "
-                              f"{made[0]} clips made are kept, rerun the stage to make the rest")
+                              f"{made} clips made are kept, rerun the stage to make the rest")
     pre = jobs[tts.clip_id(cfg.tts.narrator, cfg.tts.preamble_text)]
     if pre.clip_id in failed:
         raise SynthesisError(f"the duty preamble (voice {pre.voice!r}) could not be synthesised: {failed[pre.clip_id]}")
@@ -228,7 +228,7 @@ def synth_stage(cfg: RunConfig, store: ObjectStore) -> str:
                                              "errors": len(index["errors"]), "failed_clips": len(failed),
                                              "engine": cfg.tts.engine})
     log.info("synth: %d distinct clips (%d made now in %.1f s, %.1f s of audio), %.1f s of audio in all, "
-             "%d failed clips, %d conversations in error", len(used), made[0], wall, made[1], total_s, len(failed),
+             "%d failed clips, %d conversations in error", len(used), made, wall, made_s, total_s, len(failed),
              len(index["errors"]))
     return plan.synth
 
