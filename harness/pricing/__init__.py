@@ -7,7 +7,7 @@ mapping of **disjoint** token kinds to counts (``input_text``, ``input_text_cach
 when a run streams; a cost is ``sum(count * price)`` under a **price table**: a dated,
 versioned YAML file in ``harness/pricing/tables/`` (``v1.yaml``, ...; USD per million tokens of
 each kind, keyed ``provider/model`` by exact id). Re-pricing an old run under a newer table
-reads its records and needs no rerun.
+reads its shard markers and needs no rerun.
 
 A conversation is **unpriced** (never $0) when its model has no entry in the table or it used
 a token kind the entry has no price for; summaries count unpriced conversations apart and say
