@@ -41,7 +41,6 @@ from harness.scoring.cache import ContentCache
 from harness.scoring.judge import Cost, build_judge, parse_label
 from harness.scoring.judge.llm import PROMPTS_DIR, LLMJudge, _data, load_prompt
 
-CONDITIONS = ("model", "reference")
 RULE_LABELER = "rule (stand-in, not the paper's reviewer)"
 LLM_KINDS = ("anthropic", "gemini")
 # why an item is not in the statistics, in funnel order (docs/cue.md, "Eligibility")
@@ -165,7 +164,7 @@ class RuleLabeler:
             raise ValueError(f"ack_words and uptake_words must be >= 0, got {ack_words}, {uptake_words}")
         self.yield_max_speech_share = float(yield_max_speech_share)
         self.ack_words, self.uptake_words = int(ack_words), int(uptake_words)
-        self.hits = self.misses = 0
+        self.hits = self.misses = 0  # the counters every labeller has (an offline rule never pays)
         self.cost = self.saved = Cost()
 
     def label(self, view: CueView, response: Response) -> Labelled:
@@ -187,9 +186,6 @@ class RuleLabeler:
             return Labelled("adapted", f"takes up the cue's {taken[0]!r} among the first {self.uptake_words} words")
         return Labelled("continued", f"first words {' '.join(after[:self.uptake_words])!r}: no acknowledgement, "
                                      "no cue word")
-
-    def stats(self) -> dict[str, Any]:
-        return {"backend": self.name, "hits": 0, "misses": 0, "cost": Cost().to_dict(), "saved": Cost().to_dict()}
 
 
 PROMPT = "cue_label_v1.txt"
@@ -279,10 +275,6 @@ class LLMLabeler:
             self.hits += 1
             self.saved = self.saved + original.cost
         return replace(original, cost=Cost())
-
-    def stats(self) -> dict[str, Any]:
-        return {"backend": self.name, "model": self.model, "hits": self.hits, "misses": self.misses,
-                "cost": self.cost.to_dict(), "saved": self.saved.to_dict()}
 
 
 Labeler = RuleLabeler | LLMLabeler
@@ -473,7 +465,7 @@ def label_pair(labeler: Labeler, view: CueView, model: Response,
     return labeler.label(view, model), labeler.label(view, reference)
 
 
-__all__ = ["ACK_TOKENS", "CONDITIONS", "EXCLUSIONS", "LLM_KINDS", "PROMPT", "RULE_LABELER", "STOPWORDS", "CueView",
+__all__ = ["ACK_TOKENS", "EXCLUSIONS", "LLM_KINDS", "PROMPT", "RULE_LABELER", "STOPWORDS", "CueView",
            "LLMLabeler", "Labeler", "Labelled", "Response", "RuleLabeler", "WordTranscriber", "active_at",
            "analyse_response", "build_labeler", "cue_view", "exclusion", "item_row", "label_pair", "segments_s",
            "span", "vocabulary"]

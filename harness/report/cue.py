@@ -132,7 +132,7 @@ def cue_sections(metrics: Mapping[str, Any], examples: Mapping[str, Mapping[str,
     if examples:
         rows = [(m, lab, f"[{iid}]({link_prefix}items/{m}/{iid}.html)") for m, ex in examples.items()
                 for lab, iid in ex.items()]
-        secs.append(Section("Duplex Cue: example items", [Table(("model", "model response", "timeline page"), rows)]))
+        secs.append(Section("Duplex Cue: example items", [Table(("model", "outcome", "timeline page"), rows)]))
     return secs
 
 
@@ -144,13 +144,13 @@ def cue_report(metrics: Mapping[str, Any], run_id: str, examples: Mapping[str, M
 
 
 def example_items(rows: Sequence[Mapping[str, Any]]) -> dict[str, str]:
-    """``{label: item_id}``: the first eligible item (by id) of each model response kind, plus
-    the first error row (``"error"``) when there is one."""
+    """``{outcome: item_id}``: the first item (by id) of each outcome kind: each model label among
+    the eligible items, then each exclusion reason (``"excluded: <reason>"``; ``"error"`` for
+    error rows), so a model with nothing eligible still gets a page that shows why."""
     out: dict[str, str] = {}
     for r in sorted(rows, key=lambda r: r["item_id"]):
-        key = r["model_label"] if r["eligible"] else ("error" if r["error"] else None)
-        if key is not None and key not in out:
-            out[key] = r["item_id"]
+        key = r["model_label"] if r["eligible"] else ("error" if r["error"] else f"excluded: {r['exclusion']}")
+        out.setdefault(key, r["item_id"])
     return out
 
 

@@ -1,6 +1,6 @@
 """The ``cue-reduce`` stage of Duplex Cue (spec section 9; docs/cue.md, "Statistics", "Report"):
-``cue_metrics.json``, ``cue_report.md``, ``cue_report.html`` and one timeline page per model
-response kind and model (``items/<model>/<item_id>.html`` + its stereo ``.flac``: B left,
+``cue_metrics.json``, ``cue_report.md``, ``cue_report.html`` and one timeline page per outcome
+kind and model (``items/<model>/<item_id>.html`` + its stereo ``.flac``: B left,
 the model right), under ``CuePlan.reduce``; the marker last."""
 
 from __future__ import annotations

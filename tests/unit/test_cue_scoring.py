@@ -337,6 +337,7 @@ def test_stages_end_to_end(tmp_path, monkeypatch):
     for text in ("68.2 %", "34.8 %", "42.4 %", "22.7 %", "208 / 300", "no TEACHER_FORCING", RULE_LABELER):
         assert text in md, text
     assert "models not applicable" in html and "| other |" in md
+    assert "items/flaky/rec-0-cue.html" in md  # the error row's page: every outcome kind gets one
     page = plan.layout.file(plan.reduce, "items/yield_now/rec-0-cue.html")
     assert "yielded" in store.get(page).decode()
     import soundfile as sf
