@@ -380,3 +380,29 @@ def test_stages_end_to_end(tmp_path, monkeypatch):
     assert res["open_disagreements"] == 1 and kind["judge_agreement"]["n"] == len(items) - 1
     assert kind["judge_agreement"]["percent"] == 100.0
     assert store.exists(res["keys"]["json"])
+
+
+def test_transcriber_caches_and_spreads_untimed_words(tmp_path):
+    """Word times come from the backend; a backend without them (Qwen3-ASR without its aligner)
+    gets its words spread evenly over the span; a repeated span is a cache hit."""
+    from harness.cue.scoring import WordTranscriber
+    from harness.scoring.asr import Transcript
+    from harness.scoring.cache import ContentCache
+    from harness.store.base import LocalStore
+
+    class Untimed:
+        name, version = "untimed", "1"
+        calls = 0
+
+        def transcribe(self, audio, sample_rate, vocabulary=()):
+            Untimed.calls += 1
+            return Transcript("oh right the lighthouse")
+
+    cache = ContentCache(LocalStore(str(tmp_path)), "_cache/asr")
+    tr = WordTranscriber(Untimed(), cache, 24_000)
+    audio = np.full(24_000 * 2, 0.1, np.float32)  # 2 s starting at 10 s
+    words = tr.words(audio, 10.0, ["vocab"])
+    assert [(w.text, w.start_s, w.end_s) for w in words] == [("oh", 10.0, 10.5), ("right", 10.5, 11.0),
+                                                             ("the", 11.0, 11.5), ("lighthouse", 11.5, 12.0)]
+    assert WordTranscriber(Untimed(), cache, 24_000).words(audio, 10.0, ["vocab"]) == words
+    assert Untimed.calls == 1 and tr.asr_calls == 1
