@@ -4,7 +4,7 @@
 
     python -m jobs.cue                                   # the generated corpus through the self-checks
     python -m jobs.cue --help                            # the overrides
-    python -m jobs.cue run_id=x model=[replay,moshi] model.moshi.params.tiny=true model.moshi.num_gpus=0
+    python -m jobs.cue run_id=x model=[replay,moshi_tiny]   # a tiny random Moshi on CPU
 
 Config root ``conf/cue.yaml`` (the model/, store/, cluster/, infer/ groups of Duplex-MPE).
 Every stage skips work whose marker exists, so the same command resumes a stopped run (only
