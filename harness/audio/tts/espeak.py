@@ -18,8 +18,8 @@ from functools import cache
 import numpy as np
 
 from harness.audio.io import AudioError, decode
-from harness.audio.resample import resample
 from harness.audio.tts import SynthesisError, TtsUnavailableError
+from harness.audio.tts.trim import speech_clip
 
 __all__ = ["EspeakSettings", "EspeakTTS", "SynthesisError", "espeak_version"]
 
@@ -85,12 +85,7 @@ class EspeakTTS:
             x, sr = decode(proc.stdout)
         except AudioError as e:
             raise SynthesisError(f"espeak-ng produced unreadable audio: {e}") from None
-        loud = np.flatnonzero(np.abs(x) > s.trim_level)
-        if loud.size == 0:
-            raise SynthesisError(f"espeak-ng produced silence for {text[:40]!r}")
-        margin = round(s.trim_margin_s * sr)
-        x = x[max(0, loud[0] - margin): loud[-1] + 1 + margin]
-        return np.clip(resample(x, sr, self.sample_rate), -1.0, 1.0)
+        return speech_clip(x, sr, self.sample_rate, s.trim_level, s.trim_margin_s, "espeak-ng", text)
 
     def synthesize_batch(self, texts: Sequence[str], voices: Sequence[str]) -> list[np.ndarray | SynthesisError]:
         """One espeak-ng call per clip; a clip that fails is its :class:`SynthesisError` in the

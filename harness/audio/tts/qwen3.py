@@ -12,7 +12,8 @@ local Hugging Face cache only (``HF_HOME``; ``snapshot_download(local_files_only
 its speech tokenizer nor its processor can reach the hub. The output is trimmed of
 leading/trailing digital silence like espeak's, so a clip's ends are the turn's
 construction-level boundaries, and resampled to the timeline rate with
-:func:`harness.audio.resample.resample` when the model's rate differs.
+:func:`harness.audio.resample.resample` when the model's rate differs
+(:func:`harness.audio.tts.trim.speech_clip`).
 
 The model samples (``do_sample`` in its generation config): each call seeds torch from
 ``seed`` and the batch's (voice, text) pairs, so the same batch gives the same audio on the
@@ -30,8 +31,8 @@ from typing import Any
 
 import numpy as np
 
-from harness.audio.resample import resample
 from harness.audio.tts import SynthesisError, TtsUnavailableError
+from harness.audio.tts.trim import speech_clip
 
 MODEL_ID = "Qwen/Qwen3-TTS-12Hz-1.7B-CustomVoice"
 VOICES = {"A": "ryan", "B": "aiden", "C": "eric", "D": "dylan"}  # spec section 3
@@ -144,7 +145,8 @@ class Qwen3TTS:
         out: list[np.ndarray | SynthesisError] = []
         for w, t in zip(wavs, texts, strict=True):
             try:
-                out.append(self._trim(np.asarray(w, np.float32).reshape(-1), int(sr), t))
+                out.append(speech_clip(np.asarray(w, np.float32).reshape(-1), int(sr), self.sample_rate,
+                                       s.trim_level, s.trim_margin_s, "Qwen3-TTS", t))
             except SynthesisError as e:
                 out.append(e)
         return out
@@ -154,14 +156,3 @@ class Qwen3TTS:
 
         blob = json.dumps([self.settings.seed, list(voices), list(texts)]).encode()
         torch.manual_seed(int.from_bytes(hashlib.sha256(blob).digest()[:8], "little"))
-
-    def _trim(self, x: np.ndarray, sr: int, text: str) -> np.ndarray:
-        s = self.settings
-        loud = np.flatnonzero(np.abs(x) > s.trim_level)
-        if loud.size == 0:
-            raise SynthesisError(f"Qwen3-TTS produced silence for {text[:40]!r}")
-        margin = round(s.trim_margin_s * sr)
-        x = x[max(0, loud[0] - margin): loud[-1] + 1 + margin]
-        if sr != self.sample_rate:
-            x = resample(x, sr, self.sample_rate)
-        return np.clip(x, -1.0, 1.0).astype(np.float32)
