@@ -17,6 +17,24 @@ The last line is one JSON object: ``batch`` (the batch size with the highest agg
 per-stream factor stays >= 1), its ``aggregate_rtf`` and ``per_stream_rtf``, and every batch
 size's figures under ``runs``. ``--smoke`` uses a tiny model on CPU (the test suite runs it).
 Targets on one H200 (issue 9): aggregate >= 64x with per-stream >= 1x; under 2.5 GPU-hours.
+
+``--teacher-forcing`` measures instead the cost of Duplex Cue's teacher forcing (spec section 9,
+``MoshiModel.step_forced``) per batch size:
+
+* model steps per second (one step = one 80 ms frame for every row) of ``step`` (every row
+  free), ``step_forced`` with every row forced and with the first half of the rows forced,
+  each from freshly opened rows on synthetic audio, after ``--warmup-steps`` untimed steps
+  (CUDA graph capture); the cost of forcing is the ratio of milliseconds per step to ``step``'s;
+* the Duplex Cue runner (:func:`harness.cue.continuation.run_continuations`) over twice as many
+  synthetic cue items as rows (every row refilled once), each forced for ``--cue-context-s``
+  then free for ``--cue-window-s``: aggregate and per-stream real-time factors;
+* projected GPU-hours for ``--cue-items`` items at the spec's geometry (``--projected-context-s``
+  120 s forced + ``--projected-window-s`` 10 s free) from the measured step rates.
+
+Its last line is one JSON object: ``mode`` ``"teacher_forcing"``, the largest measured batch's
+``forced_all_cost``, ``forced_half_cost``, ``cue_aggregate_rtf`` and ``projected_cue_gpu_hours``,
+and every batch size's figures under ``runs``. ``--smoke`` runs both modes on the tiny model (the
+forcing figures under ``teacher_forcing``); ``--smoke --teacher-forcing`` only the forcing one.
 """
 
 from __future__ import annotations
@@ -33,6 +51,8 @@ import numpy as np
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
+from harness.cue.continuation import ContinuationInput, CueStreamContext, run_continuations
+from harness.cue.schema import SWITCH_LEAD_S, WINDOW_S, CueItem, Word
 from harness.protocol.scheduler import ProtocolSettings
 from harness.runtime.runner import ConversationInput, ModelFailure, run_conversations
 from harness.scenes.schema import Label, Scene, Target, Turn
@@ -42,8 +62,15 @@ SR = 24_000
 N_CONVERSATIONS = 4_000
 
 
+def speechlike(rng: np.random.Generator, shape: tuple[int, ...]) -> np.ndarray:
+    """``float32[*shape]`` of noise at 24 kHz (last axis: samples) amplitude-modulated by a 4 Hz
+    syllable rhythm, peaking at -20 dBFS RMS."""
+    envelope = 0.5 + 0.5 * np.sin(2 * np.pi * 4 * np.arange(shape[-1]) / SR)
+    return (0.1 * rng.standard_normal(shape) * envelope).astype(np.float32)
+
+
 def conversations(n: int, turn_s: float, seed: int = 0) -> list[ConversationInput]:
-    """``n`` scripted conversations (five turns, a T in the middle) of amplitude-modulated noise,
+    """``n`` scripted conversations (five turns, a T in the middle) of :func:`speechlike` noise,
     turn lengths drawn around ``turn_s`` so the streams end at different times (refills)."""
     rng = np.random.default_rng(seed)
     labels = (Label.N2, Label.N1, Label.T, Label.N3, Label.N2)
@@ -52,12 +79,24 @@ def conversations(n: int, turn_s: float, seed: int = 0) -> list[ConversationInpu
         turns = tuple(Turn("ABC"[k % 3], "x", lab, Target.ARIA if lab is Label.T else Target.HUMAN)
                       for k, lab in enumerate(labels))
         scene = Scene(f"g{i}-explicit", f"g{i}", "explicit", ("A", "B", "C"), turns, "yes")
-        clips = []
-        for _ in turns:
-            n_s = round(turn_s * rng.uniform(0.5, 1.5) * SR)
-            envelope = 0.5 + 0.5 * np.sin(2 * np.pi * 4 * np.arange(n_s) / SR)  # a 4 Hz syllable rhythm
-            clips.append((0.1 * rng.standard_normal(n_s) * envelope).astype(np.float32))
+        clips = [speechlike(rng, (round(turn_s * rng.uniform(0.5, 1.5) * SR),)) for _ in turns]
         out.append(ConversationInput(scene, clips, np.zeros(0, np.float32), i))
+    return out
+
+
+def cue_inputs(n: int, context_s: float, window_s: float, seed: int = 0) -> list[ContinuationInput]:
+    """``n`` synthetic Duplex Cue items (on at most 8 shared two-channel recordings of
+    :func:`speechlike` noise) whose cue comes after more than ``context_s`` seconds, so every
+    stream is forced for the whole context, then free for ``window_s``: all ``context_s +
+    window_s`` long."""
+    rng = np.random.default_rng(seed)
+    recordings = [speechlike(rng, (2, round((context_s + window_s + 1.0) * SR))) for _ in range(min(n, 8))]
+    out = []
+    for i in range(n):
+        onset = context_s + SWITCH_LEAD_S + 0.5 * rng.uniform()  # the switch point lies past the context
+        item = CueItem(f"tf{i}", f"rec{i % len(recordings)}", "backchannel", (Word("yeah", onset, onset + 0.4),),
+                       onset + 0.4, onset + window_s)
+        out.append(ContinuationInput(item, recordings[i % len(recordings)], i))
     return out
 
 
@@ -75,51 +114,133 @@ def build(smoke: bool, device: str, max_batch: int):
     return model
 
 
-def measure(model, batch: int, turn_s: float, protocol: ProtocolSettings, device: str) -> dict:
-    import torch
-
-    convs = conversations(2 * batch, turn_s, seed=batch)  # twice the rows: every row is refilled once
-    if device == "cuda":
-        torch.cuda.reset_peak_memory_stats()
-        torch.cuda.synchronize()
-    t0 = time.perf_counter()
-    res = run_conversations(model, convs, protocol, VadSettings(), rows=batch)
-    wall = time.perf_counter() - t0
-    ok = [r for r in res if r.status == "ok"]
+def stream_rates(results: list, wall: float) -> dict:
+    """Figures of one batch's streams (``ConversationResult`` or ``ContinuationResult``, each
+    with ``status``, ``output`` at 24 kHz, ``wall_s`` and ``step_s``) over ``wall`` seconds."""
+    ok = [r for r in results if r.status == "ok"]
     audio = [len(r.output) / SR for r in ok]
     per_stream = [a / r.wall_s for a, r in zip(audio, ok, strict=True) if r.wall_s > 0]
     return {
-        "batch": batch, "conversations": len(res), "errors": len(res) - len(ok),
+        "conversations": len(results), "errors": len(results) - len(ok),
         "audio_s": round(sum(audio), 1), "wall_s": round(wall, 2),
         "aggregate_rtf": round(sum(audio) / wall, 2),
         "per_stream_rtf": round(statistics.median(per_stream), 2) if per_stream else 0.0,
         "per_stream_rtf_min": round(min(per_stream), 2) if per_stream else 0.0,
         "step_share": round(sum(r.step_s for r in ok) / max(1e-9, sum(r.wall_s for r in ok)), 3),
-        "peak_memory_gib": round(torch.cuda.max_memory_allocated() / 2**30, 2) if device == "cuda" else None,
     }
 
 
-def main(argv: list[str] | None = None) -> int:
-    ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    ap.add_argument("--smoke", action="store_true", help="tiny model on CPU, batch sizes 1 and 2 (a quick check)")
-    ap.add_argument("--batches", default="1,8,32,64,128", help="batch sizes (comma-separated)")
-    ap.add_argument("--turn-s", type=float, default=4.0, help="mean human turn length in seconds")
-    ap.add_argument("--conversation-s", type=float, default=130.0,
-                    help="mean streamed length of one benchmark conversation (speech, waits and tail), seconds")
-    ap.add_argument("--device", default=None, help="cuda or cpu (default: cuda when available)")
-    args = ap.parse_args(argv)
-    os.environ.setdefault("NO_TORCH_COMPILE", "1" if args.smoke else "0")
+def _start_peak(device: str) -> None:
     import torch
 
-    device = args.device or ("cuda" if torch.cuda.is_available() and not args.smoke else "cpu")
-    batches = [1, 2] if args.smoke else [int(b) for b in args.batches.split(",")]
-    turn_s = 0.4 if args.smoke else args.turn_s
-    protocol = ProtocolSettings(tail_s=0.5, fresh_onset_window_s=1.0, endpoint_silence_s=0.5, response_cap_s=2.0) \
-        if args.smoke else ProtocolSettings()
+    if device == "cuda":
+        torch.cuda.reset_peak_memory_stats()
+        torch.cuda.synchronize()
+
+
+def _peak_gib(device: str) -> float | None:
+    import torch
+
+    return round(torch.cuda.max_memory_allocated() / 2**30, 2) if device == "cuda" else None
+
+
+def measure(model, batch: int, turn_s: float, protocol: ProtocolSettings, device: str) -> dict:
+    convs = conversations(2 * batch, turn_s, seed=batch)  # twice the rows: every row is refilled once
+    _start_peak(device)
     t0 = time.perf_counter()
-    model = build(args.smoke, device, max(batches))
-    print(f"model built on {device} in {time.perf_counter() - t0:.1f} s ({'tiny' if args.smoke else 'full size'}, "
-          f"random weights)", flush=True)
+    res = run_conversations(model, convs, protocol, VadSettings(), rows=batch)
+    return {"batch": batch, **stream_rates(res, time.perf_counter() - t0), "peak_memory_gib": _peak_gib(device)}
+
+
+FORCING_MODES = ("free", "forced_all", "forced_half")
+
+
+def step_rates(model, batch: int, steps: int, warmup: int) -> dict:
+    """Model steps per second at ``batch`` rows of ``step`` (``free``) and of ``step_forced``
+    with every row (``forced_all``) and the first half of the rows (``forced_half``) forced,
+    each over ``steps`` timed steps after ``warmup`` untimed ones, from freshly opened rows."""
+    info = model.info
+    n = warmup + steps
+    rng = np.random.default_rng(batch)
+    heard = speechlike(rng, (batch, n * info.frame_in)).reshape(batch, n, info.frame_in).swapaxes(0, 1)
+    forced = speechlike(rng, (batch, n * info.frame_out)).reshape(batch, n, info.frame_out).swapaxes(0, 1)
+    masks = {"free": None, "forced_all": np.ones(batch, bool), "forced_half": np.arange(batch) < batch // 2}
+    out = {}
+    for mode, mask in masks.items():
+        for row in range(batch):
+            model.open(row, CueStreamContext(f"{mode}-{row}", row, "", None))
+        for k in range(n):
+            if k == warmup:
+                t0 = time.perf_counter()  # every step returns host audio: the device is in sync
+            if mask is None:
+                model.step(heard[k])
+            else:
+                model.step_forced(heard[k], forced[k], mask)
+        wall = time.perf_counter() - t0
+        rate = steps / wall
+        out[mode] = {"steps_per_s": round(rate, 2), "ms_per_step": round(1000 * wall / steps, 2),
+                     "per_stream_rtf": round(rate * info.frame_s, 2),
+                     "aggregate_rtf": round(batch * rate * info.frame_s, 2)}
+    return out
+
+
+def forcing_figures(model, batches: list[int], args, device: str) -> dict:
+    """``--teacher-forcing``: per batch size, :func:`step_rates`, the Duplex Cue runner's rates
+    and the projected GPU-hours (module docstring); the summary of the largest measured batch."""
+    import torch
+
+    frame_s = model.info.frame_s
+    runs = []
+    for b in batches:
+        try:
+            _start_peak(device)
+            r = {"batch": b, "steps": args.steps, **step_rates(model, b, args.steps, args.warmup_steps)}
+            t0 = time.perf_counter()
+            res = run_continuations(model, cue_inputs(2 * b, args.cue_context_s, args.cue_window_s, seed=b), SR,
+                                    lead_s=SWITCH_LEAD_S, context_s=args.cue_context_s, window_s=args.cue_window_s,
+                                    rows=b)
+            r["cue"] = {"context_s": args.cue_context_s, "window_s": args.cue_window_s,
+                        **stream_rates(res, time.perf_counter() - t0)}
+        except (torch.OutOfMemoryError, ModelFailure) as e:
+            cause = e if isinstance(e, torch.OutOfMemoryError) else e.__cause__
+            if not isinstance(cause, torch.OutOfMemoryError):
+                raise
+            print(f"batch {b:4d}: out of GPU memory ({cause}); larger batches skipped", flush=True)
+            runs.append({"batch": b, "out_of_memory": True})
+            break
+        r["peak_memory_gib"] = _peak_gib(device)
+        for mode in FORCING_MODES[1:]:
+            r[f"{mode}_cost"] = round(r[mode]["ms_per_step"] / r["free"]["ms_per_step"], 3)
+        item_ms = (args.projected_context_s * r["forced_all"]["ms_per_step"]
+                   + args.projected_window_s * r["free"]["ms_per_step"]) / frame_s
+        r["projected_cue_gpu_hours"] = round(args.cue_items * item_ms / 1000 / b / 3600, 3)
+        runs.append(r)
+        for mode in FORCING_MODES:
+            m = r[mode]
+            print(f"batch {b:4d} {mode:>11}: {m['steps_per_s']:7.2f} steps/s ({m['ms_per_step']:.1f} ms a step), "
+                  f"per stream {m['per_stream_rtf']:.2f}x, aggregate {m['aggregate_rtf']:.2f}x real time"
+                  + (f"; {r[mode + '_cost']:.3f}x the cost of free steps" if mode != "free" else ""), flush=True)
+        c = r["cue"]
+        print(f"batch {b:4d} Duplex Cue runner ({c['conversations']} items, {c['context_s']:g} s forced + "
+              f"{c['window_s']:g} s free): aggregate {c['aggregate_rtf']:.2f}x, per stream {c['per_stream_rtf']:.2f}x "
+              f"(min {c['per_stream_rtf_min']:.2f}x), model steps {100 * c['step_share']:.0f}% of wall, "
+              f"{c['errors']} errors; peak memory {r['peak_memory_gib']} GiB; {args.cue_items} items at "
+              f"{args.projected_context_s:g} s + {args.projected_window_s:g} s: {r['projected_cue_gpu_hours']} "
+              f"GPU-hours", flush=True)
+    measured = [r for r in runs if not r.get("out_of_memory")]
+    if not measured:
+        return {"mode": "teacher_forcing", "device": device, "smoke": args.smoke, "runs": runs}
+    top = measured[-1]
+    return {"mode": "teacher_forcing", "batch": top["batch"], "forced_all_cost": top["forced_all_cost"],
+            "forced_half_cost": top["forced_half_cost"], "cue_aggregate_rtf": top["cue"]["aggregate_rtf"],
+            "projected_cue_gpu_hours": top["projected_cue_gpu_hours"], "device": device, "smoke": args.smoke,
+            "runs": runs}
+
+
+def runner_figures(model, batches: list[int], turn_s: float, protocol: ProtocolSettings, args, device: str) -> dict:
+    """Conversations through the runner per batch size (module docstring); the best batch's summary."""
+    import torch
+
     runs = []
     for b in batches:
         try:
@@ -139,9 +260,52 @@ def main(argv: list[str] | None = None) -> int:
     measured = [r for r in runs if not r.get("out_of_memory")]
     keeping_pace = [r for r in measured if r["per_stream_rtf"] >= 1.0] or measured
     best = max(keeping_pace, key=lambda r: r["aggregate_rtf"])
-    print(json.dumps({"batch": best["batch"], "aggregate_rtf": best["aggregate_rtf"],
-                      "per_stream_rtf": best["per_stream_rtf"], "projected_gpu_hours": best["projected_gpu_hours"],
-                      "device": device, "smoke": args.smoke, "runs": runs}))
+    return {"batch": best["batch"], "aggregate_rtf": best["aggregate_rtf"], "per_stream_rtf": best["per_stream_rtf"],
+            "projected_gpu_hours": best["projected_gpu_hours"], "device": device, "smoke": args.smoke, "runs": runs}
+
+
+def main(argv: list[str] | None = None) -> int:
+    ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    ap.add_argument("--smoke", action="store_true",
+                    help="tiny model on CPU: batch sizes 1 and 2 through the runner, then teacher forcing at 2 rows")
+    ap.add_argument("--batches", default="1,8,32,64,128", help="batch sizes (comma-separated)")
+    ap.add_argument("--turn-s", type=float, default=4.0, help="mean human turn length in seconds")
+    ap.add_argument("--conversation-s", type=float, default=130.0,
+                    help="mean streamed length of one benchmark conversation (speech, waits and tail), seconds")
+    ap.add_argument("--device", default=None, help="cuda or cpu (default: cuda when available)")
+    ap.add_argument("--teacher-forcing", action="store_true",
+                    help="measure Duplex Cue's teacher forcing (step vs step_forced, the cue runner) instead")
+    ap.add_argument("--steps", type=int, default=100, help="timed model steps per forcing mode")
+    ap.add_argument("--warmup-steps", type=int, default=5, help="untimed steps before them (CUDA graph capture)")
+    ap.add_argument("--cue-context-s", type=float, default=20.0, help="forced seconds of each measured cue item")
+    ap.add_argument("--cue-window-s", type=float, default=WINDOW_S, help="free seconds of each measured cue item")
+    ap.add_argument("--cue-items", type=int, default=300, help="cue items of the GPU-hours projection")
+    ap.add_argument("--projected-context-s", type=float, default=120.0,
+                    help="forced seconds per item in the projection (spec section 9: up to 120 s)")
+    ap.add_argument("--projected-window-s", type=float, default=WINDOW_S,
+                    help="free seconds per item in the projection (spec section 9: 10 s)")
+    args = ap.parse_args(argv)
+    os.environ.setdefault("NO_TORCH_COMPILE", "1" if args.smoke else "0")
+    import torch
+
+    device = args.device or ("cuda" if torch.cuda.is_available() and not args.smoke else "cpu")
+    batches = [1, 2] if args.smoke else [int(b) for b in args.batches.split(",")]
+    if args.smoke:
+        args.steps, args.warmup_steps, args.cue_context_s, args.cue_window_s = 4, 2, 0.8, 0.4
+    t0 = time.perf_counter()
+    model = build(args.smoke, device, max(batches))
+    print(f"model built on {device} in {time.perf_counter() - t0:.1f} s ({'tiny' if args.smoke else 'full size'}, "
+          f"random weights)", flush=True)
+    if args.teacher_forcing:
+        figures = forcing_figures(model, batches[-1:] if args.smoke else batches, args, device)
+    else:
+        turn_s = 0.4 if args.smoke else args.turn_s
+        protocol = ProtocolSettings(tail_s=0.5, fresh_onset_window_s=1.0, endpoint_silence_s=0.5,
+                                    response_cap_s=2.0) if args.smoke else ProtocolSettings()
+        figures = runner_figures(model, batches, turn_s, protocol, args, device)
+        if args.smoke:
+            figures["teacher_forcing"] = forcing_figures(model, batches[-1:], args, device)
+    print(json.dumps(figures))
     return 0
 
 

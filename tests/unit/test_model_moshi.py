@@ -1,7 +1,8 @@
 """The Moshi adapter on a tiny randomly initialised Mimi + LM built from the real ``moshi``
 package (no weights): through the real runner at batch 1 and with refills at batch 2, streams
 of different lengths, per-row resets, and the upstream quirks (no tokens on a stream's first step);
-teacher forcing (``step_forced``, Duplex Cue) per row against Mimi's own encoding of the forced audio.
+teacher forcing (``step_forced``, Duplex Cue) per row against Mimi's own encoding of the forced audio,
+on CPU and, where there is one, on a CUDA device (float32 and bfloat16, CUDA graphs on).
 
 Row independence is checked with each conversation in the same row beside different neighbours:
 moved to another row index, the same stream's logits differ at float rounding (CPU matrix kernels,
@@ -37,9 +38,9 @@ def _no_compile(monkeypatch):
     monkeypatch.setenv("NO_TORCH_COMPILE", "1")
 
 
-def _moshi(**kw):
+def _moshi(device: str = "cpu", **kw):
     m = build_model("moshi", {"tiny": True, "use_sampling": False, "dtype": "float32", "max_batch": 4, **kw})
-    m.load("cpu")
+    m.load(device)
     return m
 
 
@@ -90,6 +91,17 @@ def test_the_row_count_can_change_between_runs():
 # ---------------------------------------------------------------------- teacher forcing (Duplex Cue)
 
 STEPS = 8
+_CUDA = pytest.mark.skipif(not torch.cuda.is_available(), reason="no CUDA device")
+
+
+@pytest.fixture(params=[pytest.param({}, id="cpu"), pytest.param({"device": "cuda"}, id="cuda", marks=_CUDA),
+                        pytest.param({"device": "cuda", "dtype": "bfloat16"}, id="cuda-bf16", marks=_CUDA)])
+def on(request) -> dict:
+    """Where the tiny Moshi of a teacher-forcing test runs (``_moshi`` keywords): on CPU, and on
+    CUDA where there is a device, in float32 and in bfloat16 (the released weights' dtype), with
+    CUDA graphs as Moshi uses them there. CUDA is not bit-identical to the CPU: every comparison
+    is within one device (the model against itself or a fresh Mimi on the same device)."""
+    return request.param
 
 
 def _audio(seed: int, rows: int = 2) -> np.ndarray:
@@ -109,22 +121,23 @@ def _drive(m, heard: np.ndarray, forced: np.ndarray, mask: np.ndarray) -> tuple[
         out = [m.step_forced(h, f, k) if k.any() else m.step(h) for h, f, k in zip(heard, forced, mask, strict=True)]
     finally:
         del m.lm_gen.step
-    return np.stack(out), torch.stack(tokens)[..., 0].numpy()
+    return np.stack(out), torch.stack(tokens)[..., 0].cpu().numpy()
 
 
 def _mimi_codes(mimi, audio: np.ndarray) -> np.ndarray:
     """Encoding of ``float32[n, R, FRAME]`` by a fresh copy of ``mimi`` (not streaming): ``int[n, R, 8]``."""
     mimi = copy.deepcopy(mimi)
+    device = next(mimi.parameters()).device
     with torch.no_grad(), mimi.streaming(audio.shape[1]):
-        return np.stack([mimi.encode(torch.from_numpy(a)[:, None, :])[..., 0].numpy() for a in audio])
+        return np.stack([mimi.encode(torch.from_numpy(a)[:, None, :].to(device))[..., 0].cpu().numpy() for a in audio])
 
 
-def test_forced_steps_hold_mimis_encoding_of_the_forced_audio_as_the_lms_own_tokens():
+def test_forced_steps_hold_mimis_encoding_of_the_forced_audio_as_the_lms_own_tokens(on):
     """The issue's target: on every forced step after a stream's first (where LMGen has no
     tokens) the LM's output tokens are, in all 8 codebooks, the forced audio's Mimi codes of the
     same frame (semantic and delayed acoustic codebooks aligned), and the step returns Mimi's
     decoding of those codes from the first step on."""
-    m = _moshi()
+    m = _moshi(**on)
     mimi = copy.deepcopy(m.mimi)  # before it streams
     heard, forced = _audio(0), _audio(1)
     out, tokens = _drive(m, heard, forced, np.ones((STEPS, 2), bool))
@@ -132,24 +145,25 @@ def test_forced_steps_hold_mimis_encoding_of_the_forced_audio_as_the_lms_own_tok
     assert (tokens[0] == -2).all()
     np.testing.assert_array_equal(tokens[1:, :, 1:], codes[1:])
     assert len(np.unique(codes[:, :, :2])) > 8  # the codes follow the audio: the comparison can fail
-    _, own = _drive(_moshi(), heard, forced, np.zeros((STEPS, 2), bool))
+    _, own = _drive(_moshi(**on), heard, forced, np.zeros((STEPS, 2), bool))
     assert (own[1:, :, 1:] != codes[1:]).any(axis=2).all()  # unforced, every frame of the model's own differs
     decoder = copy.deepcopy(mimi)
     with torch.no_grad(), decoder.streaming(2):
-        rendered = np.stack([decoder.decode(torch.from_numpy(c)[..., None])[:, 0].numpy() for c in codes])
+        rendered = np.stack([decoder.decode(torch.from_numpy(c)[..., None].to(m.device))[:, 0].cpu().numpy()
+                             for c in codes])
     np.testing.assert_allclose(out, np.clip(rendered, -1, 1), atol=1e-6)
     assert np.abs(out).max() > 0.01
 
 
-def test_text_stream_of_a_forced_row_is_the_models_own_or_padding():
+def test_text_stream_of_a_forced_row_is_the_models_own_or_padding(on):
     heard, forced, mask = _audio(0), _audio(1), np.ones((STEPS, 2), bool)
-    own = _drive(_moshi(), heard, forced, mask)[1][2:, :, 0]  # text of frame n, sampled at step n - 1
-    pad = _drive(_moshi(forced_text="pad"), heard, forced, mask)[1][2:, :, 0]
+    own = _drive(_moshi(**on), heard, forced, mask)[1][2:, :, 0]  # text of frame n, sampled at step n - 1
+    pad = _drive(_moshi(**on, forced_text="pad"), heard, forced, mask)[1][2:, :, 0]
     assert (pad == TINY_LM["existing_text_padding_id"]).all()
     assert (own != TINY_LM["existing_text_padding_id"]).any()
 
 
-def test_a_forced_row_beside_a_free_row_is_as_alone_and_generates_on_after_its_forcing_ends():
+def test_a_forced_row_beside_a_free_row_is_as_alone_and_generates_on_after_its_forcing_ends(on):
     """Row 0 forced for 4 steps, then free; row 1 free, then forced for its last 2 steps: each
     row's tokens and audio are the same beside an empty row (silence, never forced) and whatever
     the forced audio of its unforced steps (ignored); after the switch row 0's tokens are its
@@ -158,41 +172,43 @@ def test_a_forced_row_beside_a_free_row_is_as_alone_and_generates_on_after_its_f
     heard, forced = _audio(0), _audio(1)
     mask = np.zeros((STEPS, 2), bool)
     mask[:switch, 0] = mask[-2:, 1] = True
-    both = _drive(_moshi(), heard, forced, mask)
+    both = _drive(_moshi(**on), heard, forced, mask)
     silent, only = np.zeros_like(heard[:, :1]), np.zeros_like(mask)
-    row0 = _drive(_moshi(), np.concatenate([heard[:, :1], silent], 1), forced, np.stack([mask[:, 0], only[:, 1]], 1))
+    row0 = _drive(_moshi(**on), np.concatenate([heard[:, :1], silent], 1), forced,
+                  np.stack([mask[:, 0], only[:, 1]], 1))
     unheard = np.where(mask[:, :, None], forced, _audio(2))  # other audio where not forced
-    row1 = _drive(_moshi(), np.concatenate([silent, heard[:, 1:]], 1), unheard, np.stack([only[:, 0], mask[:, 1]], 1))
+    row1 = _drive(_moshi(**on), np.concatenate([silent, heard[:, 1:]], 1), unheard,
+                  np.stack([only[:, 0], mask[:, 1]], 1))
     for got, alone, row in ((both, row0, 0), (both, row1, 1)):
         np.testing.assert_array_equal(got[1][:, row], alone[1][:, row])
         np.testing.assert_array_equal(got[0][:, row], alone[0][:, row])
-    codes = _mimi_codes(_moshi().mimi, forced)[:, 0]
+    codes = _mimi_codes(_moshi(**on).mimi, forced)[:, 0]
     tokens = both[1][:, 0, 1:]
     np.testing.assert_array_equal(tokens[1:switch], codes[1:switch])
     assert (tokens[switch:] != codes[switch:]).any(axis=1).all()
     assert np.abs(both[0][switch:, 0]).max() > 0.01
 
 
-def test_step_forced_with_no_row_forced_is_step():
+def test_step_forced_with_no_row_forced_is_step(on):
     heard, junk = _audio(0), _audio(1)
-    free = _drive(_moshi(), heard, junk, np.zeros((STEPS, 2), bool))
-    m = _moshi()
+    free = _drive(_moshi(**on), heard, junk, np.zeros((STEPS, 2), bool))
+    m = _moshi(**on)
     unforced = np.stack([m.step_forced(h, f, np.zeros(2, bool)) for h, f in zip(heard, junk, strict=True)])
     np.testing.assert_array_equal(unforced, free[0])
 
 
-def test_a_row_reopened_after_forcing_starts_afresh_its_forced_stream_too():
+def test_a_row_reopened_after_forcing_starts_afresh_its_forced_stream_too(on):
     """Row 0 forced with one recording for 4 steps, then reopened and forced with another while
     row 1 streams on: the second stream's tokens are the fresh encoding of its own audio, and
     its tokens and audio are those of the same stream opened at the start."""
     first, second, heard = _audio(1), _audio(2), _audio(0)
     mask = np.ones((STEPS, 2), bool)
-    m = _moshi()
+    m = _moshi(**on)
     mimi = copy.deepcopy(m.mimi)  # before it streams
     _drive(m, heard[:4], first[:4], mask[:4])
     m.open(0, StreamContext("again", 0, "", _conv(0, 0.1).scene))
     again = _drive(m, heard, second, mask)
-    fresh = _drive(_moshi(), heard, second, mask)
+    fresh = _drive(_moshi(**on), heard, second, mask)
     np.testing.assert_array_equal(again[1][1:, 0, 1:], _mimi_codes(mimi, second)[1:, 0])
     np.testing.assert_array_equal(again[1][:, 0], fresh[1][:, 0])
     np.testing.assert_array_equal(again[0][:, 0], fresh[0][:, 0])
