@@ -80,6 +80,13 @@ def cue_sections(metrics: Mapping[str, Any], examples: Mapping[str, Mapping[str,
                        f"before the cue), up to {metrics['context_s']:g} s of teacher-forced context. Intervals: "
                        f"item bootstrap, {metrics['bootstrap']} resamples, seed {metrics['seed']}, 95 % percentile. "
                        "Only eligible items count (funnel below); error rows never count as a response.")]
+    spend = [e["score"] for e in metrics["models"].values() if e.get("score")]
+    if spend:
+        total = {k: sum(sp.get(k, 0) for sp in spend) for k in ("asr_calls", "label_misses", "label_hits", "usd",
+                                                                 "usd_saved")}
+        intro.append(Paragraph(
+            f"Scoring cost: {total['asr_calls']} ASR calls; labeller {total['label_misses']} paid calls, "
+            f"{total['label_hits']} cached, ${total['usd']:.4f} spent (${total['usd_saved']:.4f} saved by the cache)."))
     if labeler == RULE_LABELER:
         intro.append(Paragraph("The labels come from the offline **rule stand-in**, not from the paper's reviewer: "
                                "read them as a pipeline check (docs/cue.md, \"The rule labeller\")."))

@@ -334,7 +334,8 @@ def test_stages_end_to_end(tmp_path, monkeypatch):
     assert metrics["models"]["yield_now"]["intents"]["all"]["model"]["shares"]["yielded"] == 1.0
     md = store.get(plan.layout.file(plan.reduce, "cue_report.md")).decode()
     html = store.get(plan.layout.file(plan.reduce, "cue_report.html")).decode()
-    for text in ("68.2 %", "34.8 %", "42.4 %", "22.7 %", "208 / 300", "no TEACHER_FORCING", RULE_LABELER):
+    for text in ("68.2 %", "34.8 %", "42.4 %", "22.7 %", "208 / 300", "no TEACHER_FORCING", RULE_LABELER,
+                 "0 paid calls"):
         assert text in md, text
     assert "models not applicable" in html and "| other |" in md
     assert "items/flaky/rec-0-cue.html" in md  # the error row's page: every outcome kind gets one
