@@ -106,6 +106,50 @@ def test_forced_exactly_before_the_switch_with_as_audio_bs_audio_heard_throughou
         assert model.contexts[inp.item.item_id].reference is None  # a real model never sees A's recording
 
 
+class Echo16k(DuplexModel):
+    """At 16 kHz: says the forced audio on forced steps and half of what it hears on free ones (row-local)."""
+
+    def __init__(self):
+        self.info = ModelInfo("echo16k", 16_000, 16_000, 1_280, 1_280, 4, frozenset({TEACHER_FORCING}))
+
+    def load(self, device: str) -> None:
+        pass
+
+    def open(self, row, stream):
+        pass
+
+    def step(self, frames):
+        raise AssertionError("a cue stream is stepped with step_forced only")
+
+    def step_forced(self, frames, forced, mask):
+        return np.where(mask[:, None], forced, 0.5 * frames).astype(np.float32)
+
+
+def _tones(iid: str, onset_s: float, seed: int, dur_s: float = 4.0) -> ContinuationInput:
+    """An item whose two channels are tones under 3 kHz (they pass 16 kHz resampling unchanged)."""
+    rng = np.random.default_rng(seed)
+    t = np.arange(round(dur_s * SR)) / SR
+    ch = [sum(0.1 * np.sin(2 * np.pi * f * t + rng.uniform(0, 2 * np.pi)) for f in rng.uniform(200, 3000, 3))
+          for _ in range(2)]
+    return ContinuationInput(_item(iid, onset_s), quantize(np.stack(ch).astype(np.float32)), seed)
+
+
+def test_resampled_rows_are_aligned_and_independent_of_batching_and_refills():
+    from harness.audio.resample import StreamResampler
+
+    inputs = [_tones("a", 2.58, 0), _tones("b", 0.58, 1), _tones("c", 1.9, 2)]
+    batched = _run(Echo16k(), inputs, rows=2)  # c is opened in a refilled row, after a's or b's stream
+    lag = round(StreamResampler(1, SR, 16_000).delay_s * SR)  # the 24 -> 16 kHz side's fixed delay (12 samples)
+    for inp, r in zip(inputs, batched, strict=True):
+        alone = _run(Echo16k(), [inp])[0]
+        np.testing.assert_array_equal(r.output, alone.output)  # per-row resampler resets: bit for bit
+        span = item_span(inp.item, SR, F, LEAD, CONTEXT, WINDOW)
+        a, b = inp.audio[:, span.start - lag:span.end - lag]  # what the model's output should be, delayed by lag
+        free = span.forced * F
+        for part, want in ((slice(lag + 100, free - 100), a), (slice(free + 100, span.length), 0.5 * b)):
+            np.testing.assert_allclose(r.output[part], want[part], atol=2e-3)  # A forced, then B heard: aligned
+
+
 def _baseline(name: str):
     m = build_model(name)
     m.load("cpu")
