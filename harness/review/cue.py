@@ -176,7 +176,8 @@ def export_cue_review(cfg: RunConfig, store: ObjectStore) -> dict[str, str]:
     when an earlier export with different items exists (it is never overwritten).
     """
     from harness.review.kit import ReviewError
-    from harness.stages.cue_score import ROWS, continuation_records, load_audio, load_corpus
+    from harness.stages.cue_corpus import read_recording
+    from harness.stages.cue_score import ROWS, continuation_records, load_corpus
 
     plan = CuePlan.from_config(cfg)
     lay, sr = plan.layout, cfg.protocol.sample_rate
@@ -202,7 +203,7 @@ def export_cue_review(cfg: RunConfig, store: ObjectStore) -> dict[str, str]:
     for it in items:
         rid = it["recording_id"]
         if rid not in stereo:
-            stereo[rid] = load_audio(store, plan, rid, sr)
+            stereo[rid] = read_recording(store, plan, rid, sr)
         audio[it["item_id"]] = _clip(store, plan, it, stereo[rid][1], sr, cfg.cue.review_context_s, outputs,
                                      stereo[rid][0])
     page = cue_review_page(cfg.run_id, items, recordings, audio, notes, cfg.cue.review_context_s)

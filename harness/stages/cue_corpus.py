@@ -4,7 +4,7 @@
 
 * ``recordings.jsonl``, ``items.jsonl`` (:mod:`harness.cue.corpus`'s JSON lines);
 * ``audio/<recording_id>.flac``: stereo 16-bit FLAC at the timeline rate, channel 0 = A, 1 = B
-  (:func:`recording_flac`; :func:`read_recording` reads it back bit for bit);
+  (:func:`harness.cue.corpus.encode_recording`; :func:`read_recording` reads it back bit for bit);
 * ``problems.json``: what ingest rejected, each with its rule and reason (``[]`` when generated);
 * the marker ``_SUCCESS.json`` last (counts).
 """
@@ -15,10 +15,9 @@ import io
 import logging
 
 import numpy as np
-import soundfile as sf
 
-from harness.audio.io import PCM_SCALE, AudioError, quantize
-from harness.cue.corpus import CueCorpus, ingest, write_items, write_recordings
+from harness.audio.io import AudioError
+from harness.cue.corpus import CueCorpus, decode_recording, encode_recording, ingest, write_items, write_recordings
 from harness.cue.plan import CuePlan
 from harness.runtime.config import RunConfig
 from harness.stages.common import stage_done
@@ -27,33 +26,19 @@ from harness.store.base import ObjectStore, put_json
 log = logging.getLogger("duplex_mpe")
 
 
-def recording_flac(audio: np.ndarray, sample_rate: int) -> bytes:
-    """``float32[2, n]`` (A, B) -> stereo 16-bit FLAC bytes (channel 0 = A), on the grid of
-    :func:`harness.audio.io.quantize`. Raises :class:`~harness.audio.io.AudioError` unless ``[2, n]``."""
-    x = np.asarray(audio)
-    if x.ndim != 2 or x.shape[0] != 2:
-        raise AudioError(f"a recording's audio must be [2, n] (A, B), got shape {x.shape}")
-    pcm = np.round(quantize(x) * PCM_SCALE).astype(np.int16).T
-    buf = io.BytesIO()
-    sf.write(buf, pcm, sample_rate, format="FLAC", subtype="PCM_16")
-    return buf.getvalue()
-
-
 def read_recording(store: ObjectStore, plan: CuePlan, recording_id: str, sample_rate: int) -> np.ndarray:
-    """A stored recording as ``float32[2, n]`` (row 0 = A) exactly as written (16-bit / ``PCM_SCALE``).
+    """A stored recording as ``float32[2, n]`` (row 0 = A) exactly as written
+    (:func:`harness.cue.corpus.decode_recording` of the stored FLAC).
 
     Raises:
-        AudioError: undecodable, not stereo, or not at ``sample_rate`` Hz.
+        AudioError: undecodable, not stereo, or not at ``sample_rate`` Hz (the message names the key).
         FileNotFoundError: no such recording in the corpus.
     """
     key = plan.layout.file(plan.corpus, f"audio/{recording_id}.flac")
     try:
-        pcm, rate = sf.read(io.BytesIO(store.get(key)), dtype="int16", always_2d=True)
-    except (sf.LibsndfileError, RuntimeError, TypeError) as e:
-        raise AudioError(f"{key}: cannot decode: {e}") from None
-    if pcm.shape[1] != 2 or rate != sample_rate:
-        raise AudioError(f"{key}: {pcm.shape[1]} channel(s) at {rate} Hz; expected stereo (A, B) at {sample_rate} Hz")
-    return np.ascontiguousarray(pcm.T.astype(np.float32) / PCM_SCALE)
+        return decode_recording(store.get(key), sample_rate)
+    except AudioError as e:
+        raise AudioError(f"{key}: {e}") from None
 
 
 def build_corpus(cfg: RunConfig) -> CueCorpus:
@@ -88,7 +73,8 @@ def cue_corpus_stage(cfg: RunConfig, store: ObjectStore) -> str:
         raise ValueError(f"cue-corpus: no usable item ({len(problems)} problem(s), listed in "
                          f"{lay.file(plan.corpus, 'problems.json')})")
     for rec in recordings:
-        store.put(lay.file(plan.corpus, f"audio/{rec.recording_id}.flac"), recording_flac(audio[rec.recording_id], sr))
+        store.put(lay.file(plan.corpus, f"audio/{rec.recording_id}.flac"),
+                  encode_recording(audio[rec.recording_id], sr))
     for name, write, rows in (("recordings.jsonl", write_recordings, recordings), ("items.jsonl", write_items, items)):
         fh = io.StringIO()
         write(rows, fh)

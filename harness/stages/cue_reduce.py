@@ -20,7 +20,8 @@ from harness.report.cue import PAPER_ANCHOR, cue_report, example_items, item_pag
 from harness.runtime.config import RunConfig
 from harness.runtime.shard import read_output
 from harness.stages.common import require_stage, stage_done
-from harness.stages.cue_score import ROWS, continuation_records, load_audio, load_corpus
+from harness.stages.cue_corpus import read_recording
+from harness.stages.cue_score import ROWS, continuation_records, load_corpus
 from harness.store.base import ObjectStore, get_json, put_json
 
 log = logging.getLogger("duplex_mpe")
@@ -94,7 +95,7 @@ def _item_pages(cfg: RunConfig, store: ObjectStore, plan: CuePlan, rows_by_model
             row = rows[iid]
             rec = recordings[row["recording_id"]]
             t0, t1 = max(0.0, row["switch_s"] - cfg.cue.review_context_s), row["end_s"]
-            b = span(load_audio(store, plan, rec.recording_id, sr)[1], t0, t1, sr)
+            b = span(read_recording(store, plan, rec.recording_id, sr)[1], t0, t1, sr)
             entry = recs.get(iid, {})
             if entry.get("status") == "ok":
                 out = decode(read_output(store, entry, "flac"), expected_rate=sr)[0]

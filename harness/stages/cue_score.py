@@ -19,7 +19,7 @@ from typing import Any
 import numpy as np
 
 from harness.audio.io import decode
-from harness.cue.corpus import decode_recording, read_items, read_recordings
+from harness.cue.corpus import read_items, read_recordings
 from harness.cue.plan import CuePlan
 from harness.cue.schema import CueItem, Recording
 from harness.cue.scoring import (
@@ -38,6 +38,7 @@ from harness.runtime.config import RunConfig
 from harness.runtime.ledger import read_ledger
 from harness.runtime.shard import read_output
 from harness.stages.common import StageInputMissing, require_stage
+from harness.stages.cue_corpus import read_recording
 from harness.store.base import ObjectStore, get_json, put_json
 from harness.store.layout import cache_prefix
 
@@ -52,12 +53,6 @@ def load_corpus(store: ObjectStore, plan: CuePlan) -> tuple[list[CueItem], dict[
     items = read_items(store.get(lay.file(plan.corpus, "items.jsonl")).decode().splitlines())
     recs = read_recordings(store.get(lay.file(plan.corpus, "recordings.jsonl")).decode().splitlines())
     return items, {r.recording_id: r for r in recs}
-
-
-def load_audio(store: ObjectStore, plan: CuePlan, recording_id: str, sample_rate: int) -> np.ndarray:
-    """A recording's ``float32[2, n]`` (row 0 = A, row 1 = B). Raises
-    :class:`~harness.audio.io.AudioError` when it is not stereo at ``sample_rate``."""
-    return decode_recording(store.get(plan.layout.file(plan.corpus, f"audio/{recording_id}.flac")), sample_rate)
 
 
 def applicability(store: ObjectStore, plan: CuePlan, model: str) -> dict[str, Any] | None:
@@ -96,7 +91,7 @@ class CueScorer:
 
     def audio(self, rid: str) -> np.ndarray:
         if rid not in self._audio:
-            self._audio[rid] = load_audio(self.store, self.plan, rid, self.sr)
+            self._audio[rid] = read_recording(self.store, self.plan, rid, self.sr)
         return self._audio[rid]
 
     def window(self, item: CueItem) -> tuple[float, float, float]:
