@@ -92,7 +92,7 @@ def test_min_n_must_be_positive():
         _compose(["metrics.min_n=0"])
 
 
-@pytest.mark.parametrize("job", ["pipeline", "scenes", "synth", "infer", "vad", "score", "reduce", "status"])
+@pytest.mark.parametrize("job", ["pipeline", "scenes", "synth", "infer", "vad", "score", "reduce", "status", "cue"])
 def test_every_job_entry_point_helps(job):
     import subprocess
     import sys
