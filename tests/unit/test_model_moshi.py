@@ -91,16 +91,20 @@ def test_the_row_count_can_change_between_runs():
 # ---------------------------------------------------------------------- teacher forcing (Duplex Cue)
 
 STEPS = 8
-_CUDA = pytest.mark.skipif(not torch.cuda.is_available(), reason="no CUDA device")
+_CUDA = (pytest.mark.gpu, pytest.mark.skipif(not torch.cuda.is_available(), reason="no CUDA device"))
 
 
 @pytest.fixture(params=[pytest.param({}, id="cpu"), pytest.param({"device": "cuda"}, id="cuda", marks=_CUDA),
                         pytest.param({"device": "cuda", "dtype": "bfloat16"}, id="cuda-bf16", marks=_CUDA)])
-def on(request) -> dict:
+def on(request, monkeypatch) -> dict:
     """Where the tiny Moshi of a teacher-forcing test runs (``_moshi`` keywords): on CPU, and on
     CUDA where there is a device, in float32 and in bfloat16 (the released weights' dtype), with
     CUDA graphs as Moshi uses them there. CUDA is not bit-identical to the CPU: every comparison
-    is within one device (the model against itself or a fresh Mimi on the same device)."""
+    is within one device (the model against itself or a fresh Mimi on the same device), with
+    cuDNN's deterministic algorithms (Mimi's transposed convolutions may otherwise sum in another
+    order from one call to the next), so equal inputs of a row still give equal outputs."""
+    if request.param.get("device") == "cuda":
+        monkeypatch.setattr(torch.backends.cudnn, "deterministic", True)
     return request.param
 
 
