@@ -17,9 +17,9 @@ detector, room tone, echo) restarts exactly when a row is refilled; the resample
 windows restart bit-exactly only on their block grids, so refills happen at multiples of
 :func:`refill_period` (one or two steps for 80 ms models); when every row is free the whole
 state simply starts afresh. The harness paces only models with the ``realtime`` capability (hosted
-services, which hear the stream in real time): step ``k >= 1`` of a fresh state starts no earlier
-than ``k - 1`` frames after its first step was done (so that step's warm-up, the model's or the
-runner's own, never makes the next steps go in a burst to catch up). It records each
+services, which hear the stream in real time): step ``k`` of a fresh state starts no earlier than
+``k`` frames after step 0 started, nor ``k - 1`` frames after step 0 was done (so that step's
+warm-up, the model's or the runner's own, never makes the next steps go in a burst to catch up). It records each
 conversation's wall time and model-step time (its per-stream real-time factor).
 
 Failures (docs/adding-a-model.md):
@@ -516,7 +516,7 @@ def run_conversations(model: DuplexModel, convs: Sequence[ConversationInput], pr
                     st.step_s += dt
             clock += frame
             if paced and clock == frame:  # the first step (the model's and the runner's) may include warm-up:
-                t_fresh = time.perf_counter() - clock / sr  # the clock starts now, or the next steps would burst
+                t_fresh = max(t_fresh, time.perf_counter() - clock / sr)  # restart after it, or the next steps burst
     finally:
         rb.close()
     return results
