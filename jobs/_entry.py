@@ -209,16 +209,28 @@ def existing_run(run: RunConfig, store: ObjectStore, config_name: str = "config"
         fail(f"run {run.run_id!r}: its stored config is not valid for this harness version: {e}")
 
 
-def run_until_stopped(fn: Callable[[RunConfig, ObjectStore], T], run: RunConfig, store: ObjectStore) -> T:
+def run_until_stopped(fn: Callable[[RunConfig, ObjectStore], T], run: RunConfig, store: ObjectStore,
+                      status: Callable[[RunConfig, ObjectStore], str] | None = None,
+                      resume: str | None = None) -> T:
     """``fn(run, store)``; a clean stop prints why, the run's status and how to continue, then
-    exits with :data:`BUDGET_STOP` (budget reached) or :data:`FAILED_SHARDS` (shards failed);
-    a missing input or a resource request no node can hold exits with :data:`CONFIG_ERROR`;
-    an interrupt (Ctrl-C, SIGTERM) exits with 128 + the signal (130, 143) and one message.
-    Completed work is kept."""
+    exits with :data:`BUDGET_STOP` (budget reached) or :data:`FAILED_SHARDS` (shards failed, or
+    synthesis batches lost); a missing input or a resource request no node can hold exits with
+    :data:`CONFIG_ERROR`; an interrupt (Ctrl-C, SIGTERM) exits with 128 + the signal (130, 143)
+    and one message. Completed work is kept. ``status``: the run's status text (default: the
+    Duplex-MPE pipeline's, :func:`~harness.runtime.status.run_status`); ``resume``: the command
+    that continues the run (default: ``make rerun-failed``)."""
     from harness.runtime.executor import BudgetExceeded, UnmetResources
     from harness.runtime.status import run_status
     from harness.stages.common import StageInputMissing
     from harness.stages.infer import InferIncomplete
+    from harness.stages.synth import SynthIncomplete
+
+    if resume is None:
+        if run.store.kind == "local":  # the store overrides the rerun needs to find this run
+            where = "" if run.store.root == "runs" else f' ARGS="store.root={run.store.root}"'
+        else:
+            where = f' ARGS="store=s3 store.bucket={run.store.bucket} ..."'
+        resume = f"make rerun-failed RUN={run.run_id}{where}"
 
     try:
         return fn(run, store)
@@ -227,14 +239,10 @@ def run_until_stopped(fn: Callable[[RunConfig, ObjectStore], T], run: RunConfig,
 
         signum = stop_signal(e)
         fail(f"\ninterrupted ({signal.Signals(signum).name}): completed stages and shards are kept, the attempts "
-             f"that were running are recorded as failed; run the same command again (or make rerun-failed "
-             f"RUN={run.run_id}) to resume", 128 + signum)
-    except (BudgetExceeded, InferIncomplete) as e:
-        if run.store.kind == "local":  # the store overrides the rerun needs to find this run
-            where = "" if run.store.root == "runs" else f' ARGS="store.root={run.store.root}"'
-        else:
-            where = f' ARGS="store=s3 store.bucket={run.store.bucket} ..."'
-        fail(f"\nstopped: {e}\n\n{run_status(run, store)}\n\nto continue: make rerun-failed RUN={run.run_id}{where}"
+             f"that were running are recorded as failed; run the same command again (or {resume}) to resume",
+             128 + signum)
+    except (BudgetExceeded, InferIncomplete, SynthIncomplete) as e:
+        fail(f"\nstopped: {e}\n\n{(status or run_status)(run, store)}\n\nto continue: {resume}"
              + (" (with budget.gpu_hours=... / budget.usd=... in ARGS to raise the budget)"
                 if isinstance(e, BudgetExceeded) else ""),
              BUDGET_STOP if isinstance(e, BudgetExceeded) else FAILED_SHARDS)

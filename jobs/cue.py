@@ -55,11 +55,23 @@ def item_errors(cfg: RunConfig, store: ObjectStore) -> list[tuple[str, str, str]
     return out
 
 
+def cue_status(cfg: RunConfig, store: ObjectStore) -> str:
+    """One line per model: its cue-infer shards complete / missing, failed attempts and spend."""
+    plan = CuePlan.from_config(cfg)
+    lines = ["cue-infer shards:"]
+    for m in cfg.models:
+        led = read_ledger(store, plan, m.name, prefix=plan.infer[m.name])  # type: ignore[arg-type]
+        lines.append(f"  {m.name}: {len(led.markers)}/{len(led.shards)} complete, {len(led.missing)} missing, "
+                     f"{sum(map(len, led.failures.values()))} failed attempt(s), {led.spent_hours:.4f} device-hours")
+    return "\n".join(lines)
+
+
 @hydra.main(version_base="1.3", config_path=CONF_DIR, config_name="cue")
 def main(cfg: DictConfig) -> None:
     run, store = setup(cfg)
     check_ready(run, store, ["infer"])  # the store, each model's stack and resources
-    key = run_until_stopped(run_cue, run, store)
+    key = run_until_stopped(run_cue, run, store, status=cue_status,
+                            resume=f"run the same command again (python -m jobs.cue run_id={run.run_id} ...)")
     where = f"{run.store.root}/{key}" if run.store.kind == "local" else f"{store.describe()} {key}"
     print(f"\ncue report: {where}\n            {where.removesuffix('.md')}.html (distributions, timeline pages)")
     errors = item_errors(run, store)

@@ -16,6 +16,7 @@ from harness.runtime.executor import BudgetExceeded, UnmetResources
 from harness.runtime.plan import RunPlan
 from harness.stages.common import StageInputMissing
 from harness.stages.infer import InferIncomplete
+from harness.stages.synth import SynthIncomplete
 from harness.store.base import LocalStore, put_json
 from jobs import _entry
 
@@ -36,6 +37,7 @@ def _run(tmp_path) -> tuple[RunConfig, LocalStore]:
 @pytest.mark.parametrize(("error", "status", "message"), [
     (BudgetExceeded("the budget leaves 2 shard(s) not started"), 3, "stopped: the budget leaves 2 shard"),
     (InferIncomplete("1 shard(s) failed after 3 attempts"), 4, "stopped: 1 shard(s) failed after 3 attempts"),
+    (SynthIncomplete("1 batch(es) lost"), 4, "stopped: 1 batch(es) lost"),
     (StageInputMissing("stage 'vad' has not completed"), 2, "cannot run: stage 'vad' has not completed"),
     (UnmetResources("model 'silent' asks for num_cpus=1, num_gpus=1"), 2, "cannot schedule: model 'silent'"),
 ])
@@ -49,6 +51,22 @@ def test_each_kind_of_stop_has_its_exit_status(tmp_path, capsys, error, status, 
         _entry.run_until_stopped(stage, cfg, store)
     assert stop.value.code == status
     assert message in capsys.readouterr().err
+
+
+def test_a_stopped_cue_run_shows_its_own_shards_and_how_to_resume_it(tmp_path, capsys):
+    from jobs.cue import cue_status
+
+    cfg, store = _run(tmp_path)
+
+    def stage(run, store):
+        raise InferIncomplete("1 shard(s) failed after 3 attempts")
+
+    with pytest.raises(SystemExit) as stop:
+        _entry.run_until_stopped(stage, cfg, store, status=cue_status, resume="run the same command again")
+    err = capsys.readouterr().err
+    assert stop.value.code == 4
+    assert "cue-infer shards:\n  silent: 0/0 complete" in err and "to continue: run the same command again" in err
+    assert "rerun-failed" not in err
 
 
 def test_a_finished_run_with_conversation_errors_exits_5_and_names_them(tmp_path, capsys):
