@@ -108,6 +108,14 @@ def on(request, monkeypatch) -> dict:
     return request.param
 
 
+# Exact comparisons across separate runs hold on CPU only: on CUDA two runs of the same input
+# differ at float rounding (measured on an H200 with cuDNN deterministic: up to 2e-5 in the audio
+# of step vs step_forced with no row forced, from non-deterministic GEMM kernels), which greedy
+# decoding of a random model (near-tied logits) turns into other tokens. So row independence and
+# reopening are checked on CPU; the forced tokens themselves (exact on CUDA too) on every device.
+ON_CPU: dict = {}
+
+
 def _audio(seed: int, rows: int = 2) -> np.ndarray:
     """``float32[STEPS, rows, FRAME]`` of noise whose level changes every frame (-40 to -6 dBFS)."""
     rng = np.random.default_rng(seed)
@@ -167,7 +175,7 @@ def test_text_stream_of_a_forced_row_is_the_models_own_or_padding(on):
     assert (own != TINY_LM["existing_text_padding_id"]).any()
 
 
-def test_a_forced_row_beside_a_free_row_is_as_alone_and_generates_on_after_its_forcing_ends(on):
+def test_a_forced_row_beside_a_free_row_is_as_alone_and_generates_on_after_its_forcing_ends():
     """Row 0 forced for 4 steps, then free; row 1 free, then forced for its last 2 steps: each
     row's tokens and audio are the same beside an empty row (silence, never forced) and whatever
     the forced audio of its unforced steps (ignored); after the switch row 0's tokens are its
@@ -176,43 +184,43 @@ def test_a_forced_row_beside_a_free_row_is_as_alone_and_generates_on_after_its_f
     heard, forced = _audio(0), _audio(1)
     mask = np.zeros((STEPS, 2), bool)
     mask[:switch, 0] = mask[-2:, 1] = True
-    both = _drive(_moshi(**on), heard, forced, mask)
+    both = _drive(_moshi(**ON_CPU), heard, forced, mask)
     silent, only = np.zeros_like(heard[:, :1]), np.zeros_like(mask)
-    row0 = _drive(_moshi(**on), np.concatenate([heard[:, :1], silent], 1), forced,
+    row0 = _drive(_moshi(**ON_CPU), np.concatenate([heard[:, :1], silent], 1), forced,
                   np.stack([mask[:, 0], only[:, 1]], 1))
     unheard = np.where(mask[:, :, None], forced, _audio(2))  # other audio where not forced
-    row1 = _drive(_moshi(**on), np.concatenate([silent, heard[:, 1:]], 1), unheard,
+    row1 = _drive(_moshi(**ON_CPU), np.concatenate([silent, heard[:, 1:]], 1), unheard,
                   np.stack([only[:, 0], mask[:, 1]], 1))
     for got, alone, row in ((both, row0, 0), (both, row1, 1)):
         np.testing.assert_array_equal(got[1][:, row], alone[1][:, row])
         np.testing.assert_array_equal(got[0][:, row], alone[0][:, row])
-    codes = _mimi_codes(_moshi(**on).mimi, forced)[:, 0]
+    codes = _mimi_codes(_moshi(**ON_CPU).mimi, forced)[:, 0]
     tokens = both[1][:, 0, 1:]
     np.testing.assert_array_equal(tokens[1:switch], codes[1:switch])
     assert (tokens[switch:] != codes[switch:]).any(axis=1).all()
     assert np.abs(both[0][switch:, 0]).max() > 0.01
 
 
-def test_step_forced_with_no_row_forced_is_step(on):
+def test_step_forced_with_no_row_forced_is_step():
     heard, junk = _audio(0), _audio(1)
-    free = _drive(_moshi(**on), heard, junk, np.zeros((STEPS, 2), bool))
-    m = _moshi(**on)
+    free = _drive(_moshi(**ON_CPU), heard, junk, np.zeros((STEPS, 2), bool))
+    m = _moshi(**ON_CPU)
     unforced = np.stack([m.step_forced(h, f, np.zeros(2, bool)) for h, f in zip(heard, junk, strict=True)])
     np.testing.assert_array_equal(unforced, free[0])
 
 
-def test_a_row_reopened_after_forcing_starts_afresh_its_forced_stream_too(on):
+def test_a_row_reopened_after_forcing_starts_afresh_its_forced_stream_too():
     """Row 0 forced with one recording for 4 steps, then reopened and forced with another while
     row 1 streams on: the second stream's tokens are the fresh encoding of its own audio, and
     its tokens and audio are those of the same stream opened at the start."""
     first, second, heard = _audio(1), _audio(2), _audio(0)
     mask = np.ones((STEPS, 2), bool)
-    m = _moshi(**on)
+    m = _moshi(**ON_CPU)
     mimi = copy.deepcopy(m.mimi)  # before it streams
     _drive(m, heard[:4], first[:4], mask[:4])
     m.open(0, StreamContext("again", 0, "", _conv(0, 0.1).scene))
     again = _drive(m, heard, second, mask)
-    fresh = _drive(_moshi(**on), heard, second, mask)
+    fresh = _drive(_moshi(**ON_CPU), heard, second, mask)
     np.testing.assert_array_equal(again[1][1:, 0, 1:], _mimi_codes(mimi, second)[1:, 0])
     np.testing.assert_array_equal(again[1][:, 0], fresh[1][:, 0])
     np.testing.assert_array_equal(again[0][:, 0], fresh[0][:, 0])
