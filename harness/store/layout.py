@@ -6,7 +6,8 @@
     <run>/invocations/<id>.json                     provenance of every invocation (resume, rerun)
     <run>/scenes/<h>/scenes.jsonl | stats.json | _SUCCESS.json
     <run>/synth/<h>/clips/<clip_id>.flac            one clip per distinct (voice, text, settings)
-    <run>/synth/<h>/index.json | _SUCCESS.json      per conversation: clip ids and lengths
+    <run>/synth/<h>/batches/<batch_id>.json         clip lengths of a synthesized batch (resume)
+    <run>/synth/<h>/index.json | _SUCCESS.json      per conversation: clip ids and lengths; failed clips
     <run>/infer/<model>/<h>/plan.json               shard plan, written once
     <run>/infer/<model>/<h>/<shard>/_SUCCESS.json   shard marker: written last, once (conditional put);
                                                     names the attempt and every output's checksum
@@ -17,6 +18,10 @@
     <run>/vad/<model>/<h>/segments.json | _SUCCESS.json
     <run>/score/<model>/<h>/verdicts.json | _SUCCESS.json   ASR transcripts and judge verdicts
     <run>/reduce/<h>/metrics.json | statistics.json | events.parquet | report.md | _SUCCESS.json
+    <run>/cue-corpus/<h>/recordings.jsonl | items.jsonl | audio/<id>.flac | problems.json | _SUCCESS.json
+    <run>/cue-infer/<model>/<h>/...                 Duplex Cue continuations, sharded as infer (docs/cue.md)
+    <run>/cue-score/<model>/<h>/rows.json | _SUCCESS.json
+    <run>/cue-reduce/<h>/cue_metrics.json | cue_report.md | cue_report.html | items/<model>/<item>.html
     _cache/asr/.., _cache/judge/..                  content-addressed ASR and judge results, shared by runs
 
 ``<h>`` is a short hash of the settings that produced the stage's outputs *and* of its
