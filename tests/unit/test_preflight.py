@@ -89,7 +89,7 @@ def test_bad_backend_params_are_found_before_the_stage(tmp_path):
             "params": {"model": "x"}})
     out = found(c)
     assert out[0] == "reference=rule: the rule reference takes no parameters, got ['model']"
-    assert out[1].startswith("judge=anthropic: no price for judge model 'claude-unknown-9'")
+    assert out[1].startswith("judge=anthropic: no price for judge model anthropic/claude-unknown-9 in prices v2")
     assert len(out) == 2
 
 
