@@ -335,7 +335,8 @@ def _reason(e: Exception) -> str:
 
 def run_shards(cfg: RunConfig, store: ObjectStore, work: dict[str, dict[str, list[str]]],
                spent_hours: float = 0.0, shard_estimates: dict[str, float] | None = None,
-               factory: WorkerFactory = InferWorker, roots: dict[str, str] | None = None) -> InferReport:
+               factory: WorkerFactory = InferWorker, roots: dict[str, str] | None = None,
+               stage: str = "infer") -> InferReport:
     """Run ``{model: {shard_id: scene_ids}}`` on Ray actors until done, failed or out of budget.
 
     Args:
@@ -350,6 +351,7 @@ def run_shards(cfg: RunConfig, store: ObjectStore, work: dict[str, dict[str, lis
         roots: ``{model: prefix}`` the shards live under, as the factory's workers'
             :meth:`~harness.runtime.shard.ShardWorker.shard_root` (default: each model's
             ``infer`` prefix); failed attempts are recorded there.
+        stage: the stage's name on the progress bar (``cue-infer`` for Duplex Cue).
 
     Every actor this call starts is stopped before it returns or raises: an idle actor as soon
     as no shard can start on it (its model's queue is empty or the budget stopped the stage),
@@ -425,7 +427,7 @@ def run_shards(cfg: RunConfig, store: ObjectStore, work: dict[str, dict[str, lis
                  {"attempt": record, "reason": reason, "wall_s": round(wall, 3), "device_hours": spend,
                   **({} if usage is None else {"usage": usage})})
 
-    bar = tqdm(total=len(queue), desc="infer shards", unit="shard")
+    bar = tqdm(total=len(queue), desc=f"{stage} shards", unit="shard")
     n_ok = n_err = 0
     try:
         for name, shards in work.items():

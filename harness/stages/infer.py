@@ -66,7 +66,7 @@ def run_sharded(cfg: RunConfig, store: ObjectStore, plan: Any, ids: list[str], r
     if not work:
         return
     with ray_session(cfg):
-        report = run_shards(cfg, store, work, spent, estimates, factory=factory, roots=roots)
+        report = run_shards(cfg, store, work, spent, estimates, factory=factory, roots=roots, stage=stage)
     for (model, shard), reason in sorted(report.failed.items()):
         log.error("%s %s %s failed: %s", stage, model, shard, reason)
     if report.budget_stop:
