@@ -44,11 +44,10 @@ Upstream behaviours handled here, once (docs/models.md, ``## flm_audio``):
 
 from __future__ import annotations
 
-from pathlib import Path
-
 import numpy as np
 
 from harness.models.base import DuplexModel, ModelInfo, RowError, StreamContext
+from harness.weights import local_weights
 
 RATE = 24_000
 FRAME = 1_920  # one Mimi frame: 80 ms at 24 kHz
@@ -78,8 +77,8 @@ class FLMAudioModel(DuplexModel):
     Args:
         weights_path: a local folder with the checkpoint (``config.json``, the LM's safetensors,
             and Mimi's ``tokenizer-e351c8d8-checkpoint125.safetensors``), or a Hugging Face repo
-            id read through the Hugging Face cache (``HF_HOME``; set ``HF_HUB_OFFLINE=1`` where
-            the cache is mounted and nothing may be downloaded).
+            id whose snapshot is already in the local Hugging Face cache (``HF_HOME``); never
+            downloaded (:func:`harness.weights.local_weights`).
         revision: the repo's revision (branch, tag or commit); ignored for a local folder.
         dtype: the LM's torch dtype, ``bfloat16`` (as the upstream server loads it) or ``float32``.
         compile: ``torch.compile`` the LM on CUDA as upstream does (never on CPU).
@@ -179,11 +178,8 @@ class FLMAudioModel(DuplexModel):
         from flmaudio.models import loaders
         from flmaudio.models.modeling_flmaudio import FLMAudioForCausalLM
 
-        root = Path(self.weights_path)
-        if not root.is_dir():
-            from huggingface_hub import snapshot_download
-
-            root = Path(snapshot_download(self.weights_path, revision=self.revision))
+        root = local_weights(self.weights_path, self.revision,
+                             what=f"flm_audio weights {self.weights_path}@{self.revision or 'main'}")
         mimi = loaders.get_mimi(str(root), device)
         lm = FLMAudioForCausalLM.from_pretrained(str(root), device_map=device, torch_dtype=getattr(torch, self.dtype),
                                                  low_cpu_mem_usage=True)

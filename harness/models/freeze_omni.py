@@ -79,6 +79,7 @@ from typing import Any
 import numpy as np
 
 from harness.models.base import TEXT_PROMPT, DuplexModel, ModelInfo, OutputQueue, RowError, StreamContext
+from harness.weights import local_weights
 
 INPUT_RATE = 16_000
 OUTPUT_RATE = 24_000
@@ -235,8 +236,10 @@ class FreezeOmniModel(DuplexModel):
             with _upstream_calls("cpu", loading=True):
                 write_tiny_checkpoint(model_path, llm_path)
         else:
-            model_path = self._resolve(self.weights_path, self.repo, self.revision)
-            llm_path = self._resolve(self.llm_path, self.llm_repo, self.llm_revision)
+            model_path = local_weights(self.weights_path or self.repo, None if self.weights_path else self.revision,
+                                       what=f"freeze_omni weights {self.weights_path or self.repo}")
+            llm_path = local_weights(self.llm_path or self.llm_repo, None if self.llm_path else self.llm_revision,
+                                     what=f"freeze_omni LLM {self.llm_path or self.llm_repo}")
         need = [model_path / p for p in ("audiollm/train.yaml", "audiollm/global_cmvn", "audiollm/final.pt",
                                          "decoder/model.json", "decoder/final.pt", "codec/model.json",
                                          "codec/final.pt")] + [llm_path / "config.json"]
@@ -254,15 +257,6 @@ class FreezeOmniModel(DuplexModel):
             args = SimpleNamespace(model_path=str(model_path), llm_path=str(llm_path), **vars(self.sampling))
             self.pipeline = inferencePipeline(args)
             self.tts = llm2TTS(str(model_path))
-
-    @staticmethod
-    def _resolve(path: str | None, repo: str, revision: str) -> Path:
-        """A local weights folder: ``path``, or ``repo@revision`` in the Hugging Face cache (no download)."""
-        if path:
-            return Path(path)
-        from huggingface_hub import snapshot_download
-
-        return Path(snapshot_download(repo, revision=revision, local_files_only=True))
 
     # -------------------------------------------------------------------------------- streams
 

@@ -32,7 +32,6 @@ import contextlib
 import importlib.util
 import json
 import os
-import re
 import shutil
 import tempfile
 from pathlib import Path
@@ -41,6 +40,7 @@ from typing import Any
 import numpy as np
 
 from harness.models.base import AUDIO_PROMPT, TEXT_PROMPT, DuplexModel, ModelInfo, OutputQueue, RowError, StreamContext
+from harness.weights import WeightsNotFoundError, local_weights
 
 INPUT_RATE = 16_000  # MiniCPMODuplex.SAMPLE_RATE
 OUTPUT_RATE = 24_000  # Token2wav output (MiniCPMODuplex._generate_waveform_from_tokens)
@@ -188,20 +188,12 @@ class MiniCPMO(DuplexModel):
     def _snapshot(self) -> Path:
         """The weights folder: ``weights_path`` itself, or a Hugging Face repo id at ``revision``
         already in the local cache (``HF_HOME``); never downloaded."""
-        if Path(self.weights_path).is_dir():
-            return Path(self.weights_path)
-        if re.fullmatch(r"[\w.-]+/[\w.-]+", self.weights_path):
-            from huggingface_hub import snapshot_download
-            from huggingface_hub.errors import LocalEntryNotFoundError
-
-            try:
-                return Path(snapshot_download(self.weights_path, revision=self.revision, local_files_only=True))
-            except LocalEntryNotFoundError as e:
-                raise FileNotFoundError(f"minicpm_o weights {self.weights_path}@{self.revision} are not in the "
-                                        "Hugging Face cache (HF_HOME); the harness never downloads weights: "
-                                        f"{e}") from e
-        raise FileNotFoundError(f"minicpm_o weights_path {self.weights_path} is neither a directory nor a Hugging "
-                                "Face repo id (a local snapshot of openbmb/MiniCPM-o-4_5)")
+        try:
+            return local_weights(self.weights_path, self.revision,
+                                 what=f"minicpm_o weights {self.weights_path}@{self.revision}")
+        except WeightsNotFoundError as e:
+            raise WeightsNotFoundError(f"{e} (weights_path: a local snapshot of openbmb/MiniCPM-o-4_5 or that "
+                                       "repo id)") from None
 
     def _code_dir(self) -> Path:
         spec = importlib.util.find_spec(self.code_package)

@@ -57,6 +57,7 @@ from harness.models.base import (
     StreamContext,
 )
 from harness.models.moshi import FORCED_TEXT, mimi_twin
+from harness.weights import local_weights
 
 RATE = 24_000  # moshi/models/loaders.py SAMPLE_RATE (Mimi), in and out
 FRAME = 1_920  # one Mimi frame: RATE / 12.5 Hz = 80 ms
@@ -74,8 +75,10 @@ class PersonaPlexModel(DuplexModel):
         weights_path: local directory holding a snapshot of ``nvidia/personaplex-7b-v1``
             (``model.safetensors``, ``tokenizer-e351c8d8-checkpoint125.safetensors``,
             ``tokenizer_spm_32k_3.model`` and the voices as ``voices/`` or ``voices.tgz``), e.g.
-            ``$HF_HOME/hub/models--nvidia--personaplex-7b-v1/snapshots/<revision>``. Required
-            unless ``tiny``; never downloaded (the repo is gated).
+            ``$HF_HOME/hub/models--nvidia--personaplex-7b-v1/snapshots/<revision>``, or that repo
+            id, looked up at ``revision`` in the local Hugging Face cache
+            (:func:`harness.weights.local_weights`). Required unless ``tiny``; never downloaded
+            (the repo is gated).
         revision: the snapshot's commit, recorded in ``ModelInfo.weights`` (the run manifest).
         voice_prompt: file name of the voice prompt in the voices folder: a released voice's
             embeddings (``NATF2.pt``; ``NAT``/``VAR`` + ``F``/``M`` + digit) or a ``.wav`` of
@@ -178,7 +181,8 @@ class PersonaPlexModel(DuplexModel):
         self._prompt_base = voice_frames + 2 * self._lm_gen.audio_silence_frame_cnt
 
     def _weights_dir(self) -> Path:
-        root = Path(self.weights_path)
+        root = local_weights(self.weights_path, self.revision,
+                             what=f"personaplex weights {self.weights_path}@{self.revision or 'main'}")
         missing = [f for f in WEIGHT_FILES if not (root / f).is_file()]
         if missing:
             raise FileNotFoundError(f"personaplex weights_path {root} lacks {', '.join(missing)} (a local snapshot "

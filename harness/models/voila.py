@@ -70,6 +70,7 @@ from typing import Any
 import numpy as np
 
 from harness.models.base import TEXT_PROMPT, DuplexModel, ModelInfo, OutputQueue, RowError, StreamContext
+from harness.weights import local_weights
 
 UPSTREAM_COMMIT = "6ba63bf6d20cac0d88b78bb2158ddcb9f94aec26"  # maitrix-org/Voila main
 RATE = 16_000  # tokenize_func.AUDIO_SR: the codec's rate, in and out
@@ -178,8 +179,10 @@ class VoilaModel(DuplexModel):
                 self.tokenizer = AutoTokenizer.from_pretrained(llm_dir)
                 self.llm = _tiny_llm(VoilaAutonomousModel, len(self.tokenizer))
         else:
-            llm_dir = _local_snapshot(self.weights_path, self.revision, "weights_path")
-            codec_dir = _local_snapshot(self.codec_path, self.codec_revision, "codec_path")
+            llm_dir = local_weights(self.weights_path, self.revision,
+                                    what=f"voila weights_path {self.weights_path}@{self.revision}")
+            codec_dir = local_weights(self.codec_path, self.codec_revision,
+                                      what=f"voila codec_path {self.codec_path}@{self.codec_revision}")
             self.tokenizer = AutoTokenizer.from_pretrained(llm_dir)
             dtype = getattr(torch, self.dtype) if self.device.type == "cuda" else torch.float32
             self.llm = VoilaAutonomousModel.from_pretrained(llm_dir, torch_dtype=dtype, attn_implementation="sdpa",
@@ -366,23 +369,6 @@ class VoilaModel(DuplexModel):
 
 class _StreamFault(Exception):
     """A deterministic fault of one stream (becomes its row's :class:`RowError`)."""
-
-
-def _local_snapshot(path_or_id: str, revision: str, what: str) -> Path:
-    """A local directory, or the hub id's snapshot in the local Hugging Face cache (never downloaded).
-
-    Raises:
-        FileNotFoundError: neither a directory nor in the local cache at ``revision``.
-    """
-    if Path(path_or_id).is_dir():
-        return Path(path_or_id)
-    from huggingface_hub import snapshot_download
-
-    try:
-        return Path(snapshot_download(path_or_id, revision=revision, local_files_only=True))
-    except Exception as e:
-        raise FileNotFoundError(f"voila: {what} {path_or_id!r}@{revision} is neither a directory nor in the local "
-                                f"Hugging Face cache (HF_HOME); the harness never downloads weights ({e})") from e
 
 
 # ---------------------------------------------------------------------- tiny random instance (make model-smoke)

@@ -33,6 +33,7 @@ import numpy as np
 
 from harness.audio.tts import SynthesisError, TtsUnavailableError
 from harness.audio.tts.trim import speech_clip
+from harness.weights import WeightsNotFoundError, local_weights
 
 MODEL_ID = "Qwen/Qwen3-TTS-12Hz-1.7B-CustomVoice"
 VOICES = {"A": "ryan", "B": "aiden", "C": "eric", "D": "dylan"}  # spec section 3
@@ -83,14 +84,12 @@ class Qwen3TTS:
             return self.weights
         s = self.settings
         try:
-            from huggingface_hub import snapshot_download
-
-            return snapshot_download(s.model, revision=s.revision, local_files_only=True)
-        except Exception as e:  # ImportError, LocalEntryNotFoundError, a bad revision
-            raise TtsUnavailableError(
-                f"Qwen3-TTS weights {s.model!r}@{s.revision or 'main'} are not in the local Hugging Face cache "
-                f"(HF_HOME) and tts.params.weights names no folder ({type(e).__name__}: {e}); the harness never "
-                "downloads weights: bake them into the image or pre-fetch them") from None
+            return str(local_weights(s.model, s.revision, what=f"Qwen3-TTS weights {s.model!r}@{s.revision or 'main'}"))
+        except ImportError as e:
+            raise TtsUnavailableError(f"Qwen3-TTS weights: huggingface_hub is not importable ({e}); it is installed "
+                                      "in the synthesis image (images/synth-qwen3)") from None
+        except WeightsNotFoundError as e:
+            raise TtsUnavailableError(f"{e}; tts.params.weights names no folder either") from None
 
     def load(self) -> Any:
         """Load the model once (idempotent) and return it. Raises :class:`TtsUnavailableError` without

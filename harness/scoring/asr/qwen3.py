@@ -28,13 +28,13 @@ import json
 import threading
 from collections.abc import Sequence
 from importlib import metadata
-from pathlib import Path
 from typing import Any
 
 import numpy as np
 
 from harness.scoring.asr import Transcript, prepare_input
 from harness.scoring.asr.text import normalize, words
+from harness.weights import WeightsNotFoundError, local_weights
 
 IMPL_VERSION = "1"
 DECODE_RATE = 16_000
@@ -123,20 +123,14 @@ class Qwen3ASR:
 
     def _resolve(self, repo_or_dir: str) -> str:
         """A local directory for ``repo_or_dir``; no download unless ``allow_download``."""
-        if Path(repo_or_dir).is_dir():
-            return repo_or_dir
         try:
-            from huggingface_hub import snapshot_download
+            return str(local_weights(repo_or_dir, what=f"the weights of {repo_or_dir!r}",
+                                     allow_download=self.allow_download))
         except ImportError as e:
             raise RuntimeError(f"cannot look up {repo_or_dir!r} in the Hugging Face cache: {e}; "
                                f"{INSTALL_HINT}") from None
-        try:
-            return snapshot_download(repo_or_dir, local_files_only=not self.allow_download)
-        except Exception as e:
-            raise RuntimeError(
-                f"the weights of {repo_or_dir!r} are not in the Hugging Face cache ({type(e).__name__}: {e}); "
-                "the harness does not download them at run time: bake them into the image or pre-fetch them"
-            ) from None
+        except WeightsNotFoundError as e:
+            raise RuntimeError(str(e)) from None
 
     def load(self) -> Any:
         """Load the model once (idempotent) and return the ``Qwen3ASRModel``."""
