@@ -26,6 +26,13 @@ completion marker exists is skipped by the stage itself, so it needs nothing):
   (:func:`harness.runtime.shard.cuda_problem`; unless ``infer.allow_cpu_for_gpu_actors``).
   On a joined cluster the executor checks the nodes after connecting
   (:func:`harness.runtime.executor.require_resources`) and each GPU actor checks CUDA itself.
+
+For Duplex Cue (``jobs.cue``, stages ``cue-corpus`` / ``cue-score``; docs/cue.md) the same
+pattern and messages (:func:`cue_problems`): ``cue.manifest`` is a file (before the corpus is
+ingested); the labeller ``cue.labeler`` when it is an LLM backend (its params, SDK and key) and
+the transcriber ``cue.transcriber`` (its stack imports; a backend that never downloads, e.g.
+``qwen3``, also has its weights, and its forced aligner's, in the local cache or folder), while
+a model's cue-score is not complete.
 """
 
 from __future__ import annotations
@@ -184,7 +191,62 @@ def problems(cfg: RunConfig, store: ObjectStore, stages: Collection[str]) -> lis
             from harness.models.registry import model_class
 
             out += backend_problems(f"model={m.name}", model_class(m.target), f"model {m.name!r} in the infer stage")
-    return out + resource_problems(cfg, work)
+    return out + cue_problems(cfg, readable, stages) + resource_problems(cfg, work)
+
+
+def cue_problems(cfg: RunConfig, store: ObjectStore | None, stages: Collection[str]) -> list[str]:
+    """What the Duplex Cue stages among ``stages`` (``cue-corpus``, ``cue-score``) lack (see the
+    module docstring); ``store`` None: it cannot be read, so every stage is pending."""
+    from harness.cue.plan import CuePlan
+    from harness.cue.scoring import build_labeler
+    from harness.scoring.asr import build_asr
+    from harness.stages.cue_score import transcriber_params
+
+    plan, c = CuePlan.from_config(cfg), cfg.cue
+
+    def done(prefix: str) -> bool:
+        return store is not None and store.exists(plan.layout.marker(prefix))
+
+    out = []
+    if "cue-corpus" in stages and c.manifest and not done(plan.corpus) and not os.path.isfile(c.manifest):
+        out.append(f"cue.manifest={c.manifest}: {'a directory' if os.path.isdir(c.manifest) else 'no such file'} "
+                   "(a JSONL cue manifest of recordings and cue items: docs/formats.md, \"Duplex Cue corpus\")")
+    if "cue-score" not in stages or all(done(plan.score[m.name]) for m in cfg.models):
+        return out
+    try:
+        labeler = build_labeler(c.labeler, c.labeler_params)
+    except (ValueError, TypeError) as e:
+        out.append(f"cue.labeler={c.labeler}: {e}")
+    else:
+        backend = getattr(labeler, "backend", None)  # an LLM labeller's judge backend; the rule has none
+        if backend is not None:
+            out += backend_problems(f"cue.labeler={c.labeler}", backend, "the cue-score stage")
+    try:
+        asr = build_asr(c.transcriber, **transcriber_params(cfg))
+    except (RuntimeError, ValueError, TypeError) as e:
+        out.append(f"cue.transcriber={c.transcriber}: {e}")
+    else:
+        out += [f"cue.transcriber={c.transcriber}: {p}" for p in weights_problems(asr)]
+    return out
+
+
+def weights_problems(asr: object) -> list[str]:
+    """Weights an ASR backend that never downloads (``allow_download`` False) would not find:
+    its ``model`` and ``forced_aligner`` (a folder or a Hugging Face repo id in the local cache;
+    :func:`harness.weights.local_weights`). A backend without ``allow_download`` has none to check."""
+    from harness.weights import local_weights
+
+    if getattr(asr, "allow_download", True):
+        return []
+    out = []
+    for what in ("model", "forced_aligner"):
+        where = getattr(asr, what, None)
+        if where:
+            try:
+                local_weights(where, what=f"the {what.replace('_', ' ')} weights {where!r}")
+            except (FileNotFoundError, ImportError) as e:
+                out.append(str(e))
+    return out
 
 
 def preflight(cfg: RunConfig, store: ObjectStore, stages: Collection[str]) -> None:

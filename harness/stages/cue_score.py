@@ -208,12 +208,18 @@ def cue_score_stage(cfg: RunConfig, store: ObjectStore) -> dict[str, str]:
     return dict(plan.score)
 
 
+def transcriber_params(cfg: RunConfig) -> dict[str, Any]:
+    """The params of the transcriber ``cue.transcriber``: ``asr.params`` when it is the run's ASR
+    kind (``asr.kind``), else the backend's defaults."""
+    return dict(cfg.asr.params) if cfg.cue.transcriber == cfg.asr.kind else {}
+
+
 def _scorer(cfg: RunConfig, store: ObjectStore, plan: CuePlan) -> CueScorer:
     from harness.scoring.asr import build_asr
     from harness.scoring.cache import ContentCache
 
-    params = cfg.asr.params if cfg.cue.transcriber == cfg.asr.kind else {}
-    transcriber = WordTranscriber(build_asr(cfg.cue.transcriber, **params), ContentCache(store, cache_prefix("asr")),
+    transcriber = WordTranscriber(build_asr(cfg.cue.transcriber, **transcriber_params(cfg)),
+                                  ContentCache(store, cache_prefix("asr")),
                                   cfg.protocol.sample_rate)
     labeler = build_labeler(cfg.cue.labeler, cfg.cue.labeler_params, store, cache_prefix("cue-label"))
     return CueScorer(cfg, store, plan, labeler, transcriber)

@@ -244,3 +244,61 @@ def test_a_hosted_model_without_its_key_is_named_before_infer(tmp_path, monkeypa
         "only); needed by model 'openai_realtime' in the infer stage"]
     monkeypatch.setenv("OPENAI_API_KEY", "sk-not-a-real-key")
     assert found(c, ["infer"]) == []
+
+
+# -- Duplex Cue (jobs.cue) ------------------------------------------------------------------------
+CUE = ("cue-corpus", "cue-infer", "cue-score", "cue-reduce")
+
+
+def test_cue_an_llm_labeller_needs_its_sdk_and_key_the_rule_nothing(tmp_path, monkeypatch):
+    assert found(cfg(tmp_path), CUE) == []  # the defaults: the rule and pocketsphinx, offline
+    c = cfg(tmp_path, cue={"labeler": "anthropic", "labeler_params": {"model": "claude-sonnet-4-5"}})
+    assert found(c, CUE) == [
+        "cue.labeler=anthropic: no API key: set ANTHROPIC_API_KEY in the environment (keys are read from the "
+        "environment only); needed by the cue-score stage"]
+    assert found(c, ["cue-corpus", "cue-infer", "cue-reduce"]) == []  # only cue-score labels
+    assert found(c, STAGES) == []  # a Duplex-MPE job does not label cue items
+    monkeypatch.setitem(sys.modules, "anthropic", None)
+    monkeypatch.setenv("ANTHROPIC_API_KEY", "sk-ant-not-a-real-key")
+    assert found(c, CUE) == [
+        "cue.labeler=anthropic: the `anthropic` package is not importable (import of anthropic halted; None in "
+        f"sys.modules); {INSTALL_HINT}"]
+    assert found(cfg(tmp_path, cue={"labeler": "rule", "labeler_params": {"nope": 1}}), CUE)[0].startswith(
+        "cue.labeler=rule: ")
+    # a model whose cue-score is complete needs no labeller
+    from harness.cue.plan import CuePlan
+
+    plan = CuePlan.from_config(c)
+    put_json(LocalStore(c.store.root), plan.layout.marker(plan.score["silent"]), {})
+    monkeypatch.delenv("ANTHROPIC_API_KEY")
+    assert found(c, CUE) == []
+
+
+def test_cue_the_gpu_transcriber_needs_its_stack_and_its_weights(tmp_path, monkeypatch):
+    from harness.scoring.asr import qwen3
+
+    c = cfg(tmp_path, cue={"transcriber": "qwen3"})
+    for mod in ("transformers", "qwen_asr"):
+        monkeypatch.setitem(sys.modules, mod, None)
+    assert found(c, CUE) == [
+        "cue.transcriber=qwen3: cannot import transformers (import of transformers halted; None in sys.modules), "
+        f"qwen_asr (import of qwen_asr halted; None in sys.modules): {qwen3.INSTALL_HINT}"]
+    monkeypatch.setattr(qwen3, "_require", lambda: "0.0")  # the stack imports: now its weights
+    monkeypatch.setenv("HF_HUB_CACHE", str(tmp_path / "empty-cache"))
+    [problem] = found(c, CUE)
+    assert problem.startswith(f"cue.transcriber=qwen3: the model weights {qwen3.DEFAULT_MODEL!r}"), problem
+    weights = tmp_path / "qwen3-asr"
+    weights.mkdir()
+    assert found(cfg(tmp_path, cue={"transcriber": "qwen3"}, asr={"kind": "qwen3", "params": {"model": str(weights)}}),
+                 CUE) == []  # asr.params apply when the transcriber is the run's ASR kind
+
+
+def test_cue_a_manifest_that_is_not_a_file_is_named_before_the_corpus(tmp_path):
+    missing = tmp_path / "cues.jsonl"
+    hint = '(a JSONL cue manifest of recordings and cue items: docs/formats.md, "Duplex Cue corpus")'
+    assert found(cfg(tmp_path, cue={"manifest": str(missing)}), CUE) == [f"cue.manifest={missing}: no such file {hint}"]
+    assert found(cfg(tmp_path, cue={"manifest": str(tmp_path)}), CUE) == [
+        f"cue.manifest={tmp_path}: a directory {hint}"]
+    assert found(cfg(tmp_path, cue={"manifest": str(missing)}), ["cue-score"]) == []  # only the corpus reads it
+    missing.write_text("")
+    assert found(cfg(tmp_path, cue={"manifest": str(missing)}), CUE) == []
