@@ -7,7 +7,7 @@ ARGS  ?=
 STAMP := .venv/.setup-stamp
 APT_PKGS := espeak-ng sox chromium
 
-.PHONY: cue-demo model-smoke help setup demo test test-fast lint bench status rerun-failed review-export review-import clean-runs images k8s-render corpus
+.PHONY: cue-demo model-smoke help setup demo test test-fast lint bench status rerun-failed review-export review-import cue-review-export cue-review-import clean-runs images k8s-render corpus
 
 help:  ## list targets
 	@grep -E '^[a-z0-9-]+:.*##' $(MAKEFILE_LIST) | awk -F':.*## ' '{printf "  make %-12s %s\n", $$1, $$2}'
@@ -70,6 +70,14 @@ review-export: setup  ## review page + CSV to fill in for a run (RUN=..., ARGS=.
 
 review-import: setup  ## import two filled CSVs (RUN=..., REVIEWS=a.csv,b.csv, ADJUDICATION=c.csv optional)
 	$(PY) -m jobs.review run_id=$(RUN) review.action=import review.csv=[$(REVIEWS)] \
+	  $(if $(ADJUDICATION),review.adjudication=$(ADJUDICATION)) $(ARGS)
+
+# The Duplex Cue review kit (docs/cue.md, "Human review") on a jobs.cue run (CUE_RUN, default cue-demo).
+cue-review-export: setup  ## cue review page + CSV to fill in for a cue run (CUE_RUN=cue-demo, ARGS=...)
+	$(PY) -m jobs.review run_id=$(CUE_RUN) review.kind=cue review.action=export $(ARGS)
+
+cue-review-import: setup  ## import two filled cue CSVs (CUE_RUN=cue-demo, REVIEWS=a.csv,b.csv, ADJUDICATION=c.csv optional)
+	$(PY) -m jobs.review run_id=$(CUE_RUN) review.kind=cue review.action=import review.csv=[$(REVIEWS)] \
 	  $(if $(ADJUDICATION),review.adjudication=$(ADJUDICATION)) $(ARGS)
 
 # Container images and KubeRay manifests (docs/cluster.md). IMAGE_TAG defaults to the commit.

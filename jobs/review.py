@@ -2,14 +2,18 @@
 
     python -m jobs.review run_id=demo review.action=export
     python -m jobs.review run_id=demo review.action=import review.csv=[a.csv,b.csv] [review.adjudication=c.csv]
+    python -m jobs.review run_id=cue-demo review.kind=cue review.action=export     # a Duplex Cue run's items
 
 The export writes a self-contained review page and the CSV to fill in; the import validates
-two reviewers' CSVs, stores the results and adds them to the run's report.
+two reviewers' CSVs, stores the results and adds them to the run's report. ``review.kind``:
+``mpe`` (default) the Duplex-MPE kit (docs/review.md), ``cue`` the Duplex Cue kit on a run of
+``jobs.cue`` (docs/cue.md, "Human review"; its results are stored beside the cue review page).
 """
 
 import hydra
 from omegaconf import DictConfig, OmegaConf, open_dict
 
+from harness.review.cue import export_cue_review, import_cue_reviews
 from harness.review.forms import ReviewFormError
 from harness.review.kit import ReviewError, export_review, import_reviews
 from harness.review.results import load_results, update_report
@@ -26,18 +30,24 @@ def main(cfg: DictConfig) -> None:
     with open_dict(cfg):
         review = OmegaConf.to_container(cfg.pop("review"), resolve=True)
     run, store = setup(cfg)
+    kind = review.get("kind") or "mpe"
+    if kind not in ("mpe", "cue"):
+        fail(f"config error: review.kind must be mpe (Duplex-MPE) or cue (Duplex Cue), got {kind!r}")
     run = existing_run(run, store, config_name="review", allowed=new_stage_version, job="jobs.review")
+    export, import_ = (export_cue_review, import_cue_reviews) if kind == "cue" else (export_review, import_reviews)
     try:
         if review["action"] == "export":
-            keys = export_review(run, store)
+            keys = export(run, store)
             print(f"\nreview page: {_where(run, keys['page'])}\nCSV to fill in (a copy per reviewer): "
                   f"{_where(run, keys['csv'])}")
         elif review["action"] == "import":
             csvs = review["csv"] if isinstance(review["csv"], list) else [review["csv"]]
-            results = import_reviews(run, store, [c for c in csvs if c], review["adjudication"])
+            results = import_(run, store, [c for c in csvs if c], review["adjudication"])
             keys = results["keys"]
             print(f"\nresults: {_where(run, keys['markdown'])}\n{len(results['disagreements'])} disagreement(s), "
                   f"{results['open_disagreements']} open: {_where(run, keys['disagreements'])}")
+            if kind == "cue":  # the cue report does not render review results: they stay beside the review page
+                return
             plan = RunPlan.from_config(run)
             # the stored results, so that the section is exactly what reduce renders from them
             report = update_report(store, plan.reduce, load_results(store, plan.review), run.run_id)

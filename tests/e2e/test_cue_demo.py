@@ -16,8 +16,8 @@ pytestmark = pytest.mark.slow
 REPO = Path(__file__).resolve().parents[2]
 
 
-def cue_job(*args: str) -> subprocess.CompletedProcess:
-    return subprocess.run([sys.executable, "-m", "jobs.cue", *args], cwd=REPO, capture_output=True, text=True,
+def cue_job(*args: str, job: str = "jobs.cue") -> subprocess.CompletedProcess:
+    return subprocess.run([sys.executable, "-m", job, *args], cwd=REPO, capture_output=True, text=True,
                           timeout=600, env={**os.environ, "RAY_AUTH_MODE": "disabled", "NO_TORCH_COMPILE": "1"})
 
 
@@ -46,3 +46,26 @@ def test_cue_job_on_a_tiny_corpus(tmp_path):
     assert again.returncode == 0, again.stderr[-3000:]
     log = again.stdout + again.stderr
     assert "1 complete, 0 to run" in log and "infer shards" not in log
+
+    # the cue review kit from the command line (make cue-review-export / cue-review-import)
+    run = ("run_id=cue-e2e", f"store.root={tmp_path}", "review.kind=cue")
+    out = cue_job(*run, "review.action=export", job="jobs.review")
+    assert out.returncode == 0, out.stderr[-3000:]
+    [items_path] = tmp_path.glob("cue-e2e/cue-review/*/items.json")
+    assert f"review page: {items_path.parent / 'review.html'}" in out.stdout
+    items = json.loads(items_path.read_text())["items"]
+    assert items and all(it["kind"] == "cue" for it in items)
+    other = {"continued": "yielded", "adapted": "continued", "yielded": "adapted"}  # bob differs on one item
+    for name, flip in (("ann.csv", None), ("bob.csv", items[0]["item_id"])):
+        rows = ["item_id,kind,verdict,transcript_ok,notes"] + [
+            f"{it['item_id']},cue,{other[it['judge_label']] if it['item_id'] == flip else it['judge_label']},yes,"
+            for it in items]
+        (tmp_path / name).write_text("\n".join(rows) + "\n")
+    out = cue_job(*run, "review.action=import", f"review.csv=[{tmp_path / 'ann.csv'},{tmp_path / 'bob.csv'}]",
+                  job="jobs.review")
+    assert out.returncode == 0, out.stderr[-3000:]
+    assert "1 disagreement(s), 1 open" in out.stdout
+    results = json.loads(next(tmp_path.glob("cue-e2e/cue-review/*/results.json")).read_text())
+    assert results["kinds"]["cue"]["reviewer_agreement"]["verdict"]["agree"] == len(items) - 1
+    bad = cue_job(*run[:2], "review.kind=other", "review.action=export", job="jobs.review")
+    assert bad.returncode == 2 and "review.kind must be mpe" in bad.stderr + bad.stdout
