@@ -25,6 +25,9 @@ def test_help_names_the_stages_and_the_overrides():
     out = cue_job("--help")
     assert out.returncode == 0, out.stderr[-2000:]
     assert "cue-corpus -> cue-infer" in out.stdout and "cue.manifest=" in out.stdout
+    out = cue_job("--help", job="jobs.review")
+    assert out.returncode == 0, out.stderr[-2000:]
+    assert "review.kind=cue review.action=export" in out.stdout and "make cue-review-export" in out.stdout
 
 
 def test_cue_job_on_a_tiny_corpus(tmp_path):
