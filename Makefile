@@ -83,7 +83,7 @@ cue-review-import: setup  ## import two filled cue CSVs (CUE_RUN=cue-demo, REVIE
 # Container images and KubeRay manifests (docs/cluster.md). IMAGE_TAG defaults to the commit.
 REGISTRY  ?=
 IMAGE_TAG ?= $(shell git rev-parse --short=12 HEAD 2>/dev/null || echo dev)
-IMAGE_FAMILIES := moshi personaplex minicpm-o flm-audio freeze-omni voila qwen-asr
+IMAGE_FAMILIES := moshi personaplex minicpm-o flm-audio freeze-omni voila qwen-asr synth-qwen3
 image = $(if $(REGISTRY),$(REGISTRY)/)duplex-mpe-$(1):$(IMAGE_TAG)
 
 images:  ## build the images where a Docker engine runs (REGISTRY=..., IMAGE_TAG=..., PUSH=1 to push)
