@@ -6,8 +6,9 @@ Inputs (the storage contract of docs/cue.md): the corpus (``recordings.jsonl``, 
 ``json`` + ``flac`` per item). Outputs under ``CuePlan.score[model]``: ``rows.json`` (one row per
 item, :func:`harness.cue.scoring.item_row`) and the marker (counts, ASR calls, labeller hits,
 misses and cost). A model whose cue-infer marker says ``applicable: false`` gets an empty
-``rows.json`` and a marker saying so. Runs in the calling process (the transcriber and the
-labeller load once per stage); a completed model is skipped.
+``rows.json`` and a marker saying so. Runs on the score stage's pool of Ray actors
+(:class:`CueScoring`: the transcriber and the labeller load once per actor), batches of one
+model's items; a completed model is skipped.
 """
 
 from __future__ import annotations
@@ -39,7 +40,7 @@ from harness.runtime.ledger import read_ledger
 from harness.runtime.shard import read_output
 from harness.stages.common import StageInputMissing, require_stage
 from harness.stages.cue_corpus import read_recording
-from harness.store.base import ObjectStore, get_json, put_json
+from harness.store.base import ObjectStore, get_json, open_store, put_json
 from harness.store.layout import cache_prefix
 
 log = logging.getLogger("duplex_mpe")
@@ -105,25 +106,29 @@ class CueScorer:
 
         return detect(waves, self.sr, self.cfg.vad, self.cfg.vad.device)
 
-    def references(self) -> dict[str, tuple[np.ndarray, float, tuple]]:
-        """Per item: A's channel from start_s to end_s, its origin and its VAD speech (once for all models)."""
-        if not self._reference:
-            spans = {}
-            for it in self.items:
+    def references(self, items: list[CueItem]) -> dict[str, tuple[np.ndarray, float, tuple]]:
+        """Per item of ``items``: A's channel from start_s to end_s, its origin and its VAD speech
+        (computed once per item for all models; the VAD runs on the items not yet seen, batched)."""
+        spans = {}
+        for it in items:
+            if it.item_id not in self._reference and it.item_id not in spans:
                 start, _, end = self.window(it)
                 spans[it.item_id] = (span(self.audio(it.recording_id)[0], start, end, self.sr), start)
+        if spans:
             segs = self._vad([a for a, _ in spans.values()])
-            self._reference = {iid: (a, t0, segments_s(s, t0, self.sr))
-                               for (iid, (a, t0)), s in zip(spans.items(), segs, strict=True)}
+            self._reference.update({iid: (a, t0, segments_s(s, t0, self.sr))
+                                    for (iid, (a, t0)), s in zip(spans.items(), segs, strict=True)})
         return self._reference
 
-    def score_model(self, model: str) -> tuple[list[dict[str, Any]], int]:
-        """Rows for every corpus item (in corpus order) and the number of error rows."""
-        recs = continuation_records(self.store, self.plan, model)
-        refs = self.references()
+    def score_items(self, model: str, recs: dict[str, dict[str, Any]], item_ids: list[str]) -> list[dict[str, Any]]:
+        """Rows of the corpus items ``item_ids`` (in corpus order); ``recs``: their cue-infer shard
+        marker entries (``{item_id: entry}``; an item without one gets an error row)."""
+        wanted = set(item_ids)
+        items = [it for it in self.items if it.item_id in wanted]
+        refs = self.references(items)
         outputs: dict[str, tuple[np.ndarray, float]] = {}
         errors: dict[str, str] = {}
-        for it in self.items:
+        for it in items:
             entry = recs.get(it.item_id)
             if entry is None:
                 errors[it.item_id] = "no continuation output (the item is not in the cue-infer shard plan)"
@@ -141,7 +146,7 @@ class CueScorer:
         model_segs = dict(zip(ids, self._vad([outputs[i][0] for i in ids]), strict=True))
         rows = []
         label = getattr(self.labeler, "description", self.labeler.name)
-        for it in self.items:
+        for it in items:
             _, switch, end = self.window(it)
             if it.item_id in errors:
                 rows.append(item_row(it, switch, end, label, error=errors[it.item_id]))
@@ -159,7 +164,7 @@ class CueScorer:
                 rows.append(item_row(it, switch, end, label, model=m, reference=r, model_label=ml, reference_label=rl))
             except Exception as e:  # one item's failure (ASR, an LLM API error) is its error row
                 rows.append(item_row(it, switch, end, label, error=f"scoring failed: {type(e).__name__}: {e}"))
-        return rows, sum(r["error"] is not None for r in rows)
+        return rows
 
     def _words_of(self, item: CueItem, vocab: list[str]):
         """For recordings without word times: the ASR's words of one channel over a span."""
@@ -171,36 +176,73 @@ class CueScorer:
         return words
 
 
+class CueScoring:
+    """A scoring actor of cue-score: the transcriber and labeller build once (per Ray actor, or once
+    in the calling process with ``score.actors=0``), then :meth:`score` runs batches of one model's items."""
+
+    def __init__(self, cfg: RunConfig):
+        store = open_store(cfg.store)
+        self.scorer = _scorer(cfg, store, CuePlan.from_config(cfg))
+
+    def score(self, model: str, items: list[tuple[str, dict[str, Any] | None]]) -> dict[str, Any]:
+        """``items``: (item id, its cue-infer shard marker entry or None). Returns the rows by item
+        id and this batch's counts (:func:`_counters`)."""
+        before = _counters(self.scorer)
+        rows = self.scorer.score_items(model, {iid: e for iid, e in items if e is not None}, [iid for iid, _ in items])
+        after = _counters(self.scorer)
+        return {"model": model, "rows": {r["item_id"]: r for r in rows}, **{k: after[k] - before[k] for k in after}}
+
+
 def cue_score_stage(cfg: RunConfig, store: ObjectStore) -> dict[str, str]:
-    """Score every model's continuations (see the module docstring). Returns ``{model: prefix}``.
+    """Score every model's continuations (see the module docstring) on the scoring actors of the
+    score stage (:func:`harness.stages.score.on_scoring_actors`: ``score.num_cpus`` /
+    ``num_gpus`` / ``actors``, ``score.actors=0`` in this process), batches of ``score.batch``
+    items of one model, the longest fed spans first (VAD time grows with them). Returns
+    ``{model: prefix}``; ``rows.json`` is in corpus order whatever the batching.
 
     Raises:
         StageInputMissing: the corpus, or a (applicable) model's cue-infer outputs, are incomplete.
     """
+    from harness.stages.score import heaviest_first, on_scoring_actors
+
     plan = CuePlan.from_config(cfg)
     lay = plan.layout
     require_stage(store, plan, plan.corpus, "cue-corpus")  # type: ignore[arg-type]
     todo = [m.name for m in cfg.models if not store.exists(lay.marker(plan.score[m.name]))]
     for name in sorted(set(m.name for m in cfg.models) - set(todo)):
         log.info("cue-score %s: complete at %s, skipped", name, plan.score[name])
-    scorer: CueScorer | None = None
+    items = load_corpus(store, plan)[0]
+    work: dict[str, list[tuple[str, dict[str, Any] | None]]] = {}
     for name in todo:
-        prefix = plan.score[name]
         na = applicability(store, plan, name)
         if na is not None:
-            put_json(store, lay.file(prefix, ROWS), [])
-            put_json(store, lay.marker(prefix), {"applicable": False, "reason": na.get("reason", "")})
+            put_json(store, lay.file(plan.score[name], ROWS), [])
+            put_json(store, lay.marker(plan.score[name]), {"applicable": False, "reason": na.get("reason", "")})
             log.info("cue-score %s: not applicable (%s)", name, na.get("reason", ""))
-            continue
-        if scorer is None:
-            scorer = _scorer(cfg, store, plan)
-        before = _counters(scorer)
-        rows, n_err = scorer.score_model(name)
-        after = _counters(scorer)
+        else:
+            recs = continuation_records(store, plan, name)
+            work[name] = [(it.item_id, recs.get(it.item_id)) for it in items]
+    if not work:
+        return dict(plan.score)
+    c = cfg.cue
+    fed = {it.item_id: min(it.switch_s(c.switch_lead_s), c.context_s) + c.window_s for it in items}
+    weight = {(name, iid): fed[iid] for name in work for iid, _ in work[name]}
+    merged = {name: {"rows": {}, "asr_calls": 0, "label_hits": 0, "label_misses": 0, "usd": 0.0, "usd_saved": 0.0}
+              for name in work}
+    for part in on_scoring_actors(cfg, CueScoring, heaviest_first(work, weight, cfg.score.batch),
+                                  "cue-score batches"):
+        acc = merged[part.pop("model")]
+        acc["rows"].update(part.pop("rows"))
+        for k, v in part.items():
+            acc[k] += v
+    for name, acc in merged.items():
+        prefix = plan.score[name]
+        by_id = acc.pop("rows")
+        rows = [by_id[it.item_id] for it in items]
         put_json(store, lay.file(prefix, ROWS), rows)
+        n_err = sum(r["error"] is not None for r in rows)
         marker = {"applicable": True, "items": len(rows), "eligible": sum(r["eligible"] for r in rows),
-                  "errors": n_err, "transcriber": cfg.cue.transcriber, "labeler": cfg.cue.labeler,
-                  **{k: after[k] - before[k] for k in after}}
+                  "errors": n_err, "transcriber": cfg.cue.transcriber, "labeler": cfg.cue.labeler, **acc}
         put_json(store, lay.marker(prefix), marker)
         log.info("cue-score %s: %d items, %d eligible, %d errors, %d ASR calls, labeller %d hits / %d misses, $%.4f",
                  name, marker["items"], marker["eligible"], n_err, marker["asr_calls"], marker["label_hits"],

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 import logging
+from collections.abc import Iterator, Mapping, Sequence
 from dataclasses import replace
 from typing import Any
 
@@ -86,10 +87,49 @@ class ConversationScoring:
                 **counts}
 
 
+Batch = tuple[str, list[tuple[str, Any]]]  # (model, [(item id, its infer record), ...])
+
+
+def heaviest_first(todo: Mapping[str, Sequence[tuple[str, Any]]], weight: Mapping[tuple[str, str], float],
+                   size: int) -> list[Batch]:
+    """``todo`` (per model, ``(item id, record)`` pairs) cut into batches of at most ``size``
+    items: each model's items by ``weight[(model, id)]`` descending (then id), the batches by
+    their total weight descending, so that the longest start first (a pool's tail stays short)."""
+    out = []
+    for name, items in todo.items():
+        ordered = sorted(items, key=lambda item, m=name: (-weight[(m, item[0])], item[0]))
+        out += [(name, ordered[i:i + size]) for i in range(0, len(ordered), size)]
+    return sorted(out, key=lambda b: -sum(weight[(b[0], iid)] for iid, _ in b[1]))
+
+
+def on_scoring_actors(cfg: RunConfig, actor_class: type, batches: Sequence[Batch], desc: str) -> Iterator[dict]:
+    """``actor_class(cfg).score(model, items)`` of every batch, in completion order, on a pool of
+    Ray actors of ``score.num_cpus`` / ``score.num_gpus`` each (``score.actors``, or as many as
+    the cluster holds; at most one a batch); ``score.actors=0``: one instance in the calling
+    process, no Ray (batches in order). Raises
+    :class:`harness.runtime.executor.UnmetResources` when no node can hold an actor."""
+    sc = cfg.score
+    if sc.actors == 0:
+        scorer = actor_class(cfg)
+        yield from tqdm((scorer.score(*b) for b in batches), total=len(batches), desc=desc, unit="batch")
+        return
+    with ray_session(cfg):
+        import ray
+        from ray.util import ActorPool
+
+        require_resources({"the scoring actor (score.num_cpus / score.num_gpus)": (sc.num_cpus, sc.num_gpus)},
+                          cfg.cluster.resource_wait_s)
+        n_actors = actor_count(sc.actors, sc.num_cpus, sc.num_gpus, len(batches))
+        actor = ray.remote(num_cpus=sc.num_cpus, num_gpus=sc.num_gpus)(actor_class)
+        pool = ActorPool([actor.remote(cfg) for _ in range(n_actors)])
+        yield from tqdm(pool.map_unordered(lambda a, b: a.score.remote(*b), batches), total=len(batches),
+                        desc=desc, unit="batch")
+
+
 def score_stage(cfg: RunConfig, store: ObjectStore) -> dict[str, str]:
     """Transcribe and judge every window with model speech (spec section 5) on a pool of Ray
-    actors (``score.num_cpus`` / ``num_gpus`` each, ``score.actors`` or as many as the cluster
-    holds), batches of ``score.batch``, the batches with the most speech first."""
+    actors (:func:`on_scoring_actors`), batches of ``score.batch``, the batches with the most
+    speech first (:func:`heaviest_first`)."""
     plan = RunPlan.from_config(cfg)
     lay = plan.layout
     todo, speech = {}, {}
@@ -101,32 +141,18 @@ def score_stage(cfg: RunConfig, store: ObjectStore) -> dict[str, str]:
             speech.update({(m.name, s): sum(e - b for b, e in v["segments"]) for s, v in segs.items()
                            if v["status"] == "ok"})
             # most speech first: ASR time grows with it, so the longest batches start first
-            todo[m.name] = sorted(((s, recs[s]) for s, v in segs.items() if v["status"] == "ok"),
-                                  key=lambda item, m=m.name: (-speech[(m, item[0])], item[0]))
+            todo[m.name] = [(s, recs[s]) for s, v in segs.items() if v["status"] == "ok"]
     if not todo:
         return dict(plan.score)
-    batches = sorted(((name, items[i:i + cfg.score.batch]) for name, items in todo.items()
-                      for i in range(0, len(items), cfg.score.batch)),
-                     key=lambda b: -sum(speech[(b[0], sid)] for sid, _ in b[1]))
     merged = {name: {"results": {}, "usage": {}, "asr_calls": 0, "judge_hits": 0, "judge_misses": 0, "usd": 0.0,
                      "usd_saved": 0.0} for name in todo}
-    with ray_session(cfg):
-        import ray
-        from ray.util import ActorPool
-
-        sc = cfg.score
-        require_resources({"the scoring actor (score.num_cpus / score.num_gpus)": (sc.num_cpus, sc.num_gpus)},
-                          cfg.cluster.resource_wait_s)
-        n_actors = actor_count(sc.actors, sc.num_cpus, sc.num_gpus, len(batches))
-        actor = ray.remote(num_cpus=sc.num_cpus, num_gpus=sc.num_gpus)(ConversationScoring)
-        pool = ActorPool([actor.remote(cfg) for _ in range(n_actors)])
-        parts = pool.map_unordered(lambda a, b: a.score.remote(*b), batches)
-        for part in tqdm(parts, total=len(batches), desc="score batches", unit="batch"):
-            acc = merged[part.pop("model")]
-            acc["results"].update(part.pop("results"))
-            add_usage(acc["usage"], part.pop("usage"))
-            for k, v in part.items():
-                acc[k] += v
+    for part in on_scoring_actors(cfg, ConversationScoring, heaviest_first(todo, speech, cfg.score.batch),
+                                  "score batches"):
+        acc = merged[part.pop("model")]
+        acc["results"].update(part.pop("results"))
+        add_usage(acc["usage"], part.pop("usage"))
+        for k, v in part.items():
+            acc[k] += v
     for name, acc in merged.items():
         prefix = plan.score[name]
         put_json(store, lay.file(prefix, "verdicts.json"), acc.pop("results"))
