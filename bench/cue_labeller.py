@@ -41,7 +41,7 @@ def main() -> None:
     from harness.cue.corpus import encode_recording, write_items, write_recordings
     from harness.cue.generate import generate_cue_corpus
     from harness.cue.plan import CuePlan
-    from harness.runtime.config import CueSettings, ModelSettings, RunConfig, StoreSettings
+    from harness.runtime.config import CueSettings, ModelSettings, RunConfig, ScoreSettings, StoreSettings
     from harness.runtime.shard import ShardAttempt
     from harness.stages.cue_reduce import cue_reduce_stage
     from harness.stages.cue_score import cue_score_stage
@@ -54,7 +54,7 @@ def main() -> None:
     names = ("replay", "yield_now", "ignore")
     cfg = RunConfig(run_id="cue-bench", models=tuple(ModelSettings(n, n) for n in names),
                     cue=CueSettings(n_items=args.items, seed=args.seed, labeler=args.labeler),
-                    store=StoreSettings(root=tmp))
+                    store=StoreSettings(root=tmp), score=ScoreSettings(actors=0))  # in this process: CPU-s count
     store, plan = open_store(cfg.store), CuePlan.from_config(cfg)
     lay, sr = plan.layout, cfg.protocol.sample_rate
     for name, fn, xs in (("items.jsonl", write_items, corpus.items),
