@@ -230,7 +230,8 @@ def test_cue_infer_stage_writes_the_contract_and_a_second_invocation_skips_compl
     store = open_store(cfg.store)
     sent: list[dict] = []
 
-    def in_process(cfg_, store_, work, spent, estimates, factory, roots):  # run_shards without Ray
+    def in_process(cfg_, store_, work, spent, estimates, factory, roots, stage):  # run_shards without Ray
+        assert stage == "cue-infer"
         sent.append({m: sorted(shards) for m, shards in work.items()})
         done = [factory(cfg_, next(m for m in cfg_.models if m.name == name), store_).run(shard, ids)
                 for name, shards in work.items() for shard, ids in shards.items()]
