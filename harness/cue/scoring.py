@@ -28,7 +28,7 @@ from __future__ import annotations
 import hashlib
 import threading
 from collections.abc import Callable, Iterable, Mapping, Sequence
-from dataclasses import dataclass, field, replace
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
@@ -37,7 +37,7 @@ import numpy as np
 from harness.cue.schema import RESPONSES, CueItem, Recording, Word
 from harness.scoring.asr import ASR
 from harness.scoring.asr.text import words as tokens
-from harness.scoring.cache import ContentCache
+from harness.scoring.cache import ContentCache, MeteredCache
 from harness.scoring.judge import Cost, build_judge, parse_label
 from harness.scoring.judge.llm import PROMPTS_DIR, LLMJudge, _data, load_prompt
 
@@ -205,7 +205,7 @@ def _lines(entries: Iterable[tuple[str, Word]]) -> str:
     return "\n".join(f"{t:.2f} {spk}: {_data(' '.join(ws))}" for spk, t, ws in out) or "(nothing)"
 
 
-class LLMLabeler:
+class LLMLabeler(MeteredCache):
     """The LLM reviewer: one call per response, cached by content, cost counted.
 
     Args:
@@ -234,10 +234,7 @@ class LLMLabeler:
         self.prompt = load_prompt(Path(prompts_dir if prompts_dir is not None else PROMPTS_DIR) / prompt,
                                   PROMPT_FIELDS)
         self.description = f"LLM reviewer: {self.name} `{self.model}`, prompt `{self.prompt.version}`"
-        self.cache = ContentCache(store, cache_prefix) if store is not None else None
-        self.hits = self.misses = 0
-        self.cost = self.saved = Cost()
-        self._lock = threading.Lock()
+        super().__init__(ContentCache(store, cache_prefix) if store is not None else None)
 
     def prompt_text(self, view: CueView, response: Response) -> str:
         onset = view.item.cue_onset_s
@@ -259,22 +256,7 @@ class LLMLabeler:
 
     def label(self, view: CueView, response: Response) -> Labelled:
         prompt = self.prompt_text(view, response)
-        computed: list[Labelled] = []
-
-        def compute() -> dict[str, Any]:
-            computed.append(self._ask(prompt))
-            return computed[0].to_dict()
-
-        stored = self.cache.get_or_compute(self.key_parts(prompt), compute) if self.cache is not None else compute()
-        with self._lock:
-            if computed:
-                self.misses += 1
-                self.cost = self.cost + computed[0].cost
-                return computed[0]
-            original = Labelled.from_dict(stored)
-            self.hits += 1
-            self.saved = self.saved + original.cost
-        return replace(original, cost=Cost())
+        return self.paid(self.key_parts(prompt), lambda: self._ask(prompt), Labelled)
 
 
 Labeler = RuleLabeler | LLMLabeler

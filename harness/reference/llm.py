@@ -25,14 +25,12 @@
 from __future__ import annotations
 
 import re
-import threading
-from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
 from harness.reference import RESPOND, SILENT, UNPARSEABLE, Decision, TurnInput
-from harness.scoring.cache import ContentCache
-from harness.scoring.judge import Cost, build_judge
+from harness.scoring.cache import ContentCache, MeteredCache
+from harness.scoring.judge import build_judge
 from harness.scoring.judge.llm import PROMPTS_DIR, LLMJudge, _data, load_prompt
 
 PROMPT = "reference_v1.txt"
@@ -66,7 +64,7 @@ def format_history(history: tuple[Any, ...]) -> str:
     return "\n".join(f"{_data(t.speaker)}: {_data(t.text)}" for t in history)
 
 
-class LLMReference:
+class LLMReference(MeteredCache):
     """A text reference on an LLM backend.
 
     Args:
@@ -101,12 +99,7 @@ class LLMReference:
                                   PROMPT_FIELDS)
         self.prompt_version = self.prompt.version
         self.description = f"LLM text reference: {self.name} `{self.model}`, prompt `{self.prompt_version}`"
-        self.cache = ContentCache(store, cache_prefix) if store is not None else None
-        self.hits = 0
-        self.misses = 0
-        self.cost = Cost()
-        self.saved = Cost()
-        self._lock = threading.Lock()
+        super().__init__(ContentCache(store, cache_prefix) if store is not None else None)
 
     def prompt_text(self, turn: TurnInput) -> str:
         return self.prompt.render(duty=_data(turn.duty), history=format_history(turn.history),
@@ -126,28 +119,7 @@ class LLMReference:
     def decide(self, turn: TurnInput, run: int) -> Decision:
         if run < 1:
             raise ValueError(f"run index must be >= 1, got {run}")
-        if self.cache is None:
-            return self._paid(self._ask(turn))
-        computed: list[Decision] = []
-
-        def compute() -> dict[str, Any]:
-            computed.append(self._ask(turn))
-            return computed[0].to_dict()
-
-        stored = self.cache.get_or_compute(self.key_parts(turn, run), compute)
-        if computed:
-            return self._paid(computed[0])
-        original = Decision.from_dict(stored)
-        with self._lock:
-            self.hits += 1
-            self.saved = self.saved + original.cost
-        return replace(original, cost=Cost())
-
-    def _paid(self, d: Decision) -> Decision:
-        with self._lock:
-            self.misses += 1
-            self.cost = self.cost + d.cost
-        return d
+        return self.paid(self.key_parts(turn, run), lambda: self._ask(turn), Decision)
 
     def stats(self) -> dict[str, Any]:
         """Counters as JSON: backend, model, hits, misses (paid calls), cost spent and saved, and

@@ -32,10 +32,12 @@ import json
 import threading
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import replace
-from typing import Any
+from typing import Any, TypeVar
 
 from harness.scoring.judge import TASKS, ContextTurn, Cost, Judge, Verdict
 from harness.store.base import ObjectStore, check_key, get_json, put_json
+
+R = TypeVar("R")  # a paid result: has cost, to_dict() and from_dict()
 
 SCHEMA = 1
 _MISSING = object()
@@ -124,7 +126,48 @@ def window_inputs(transcript: str, context: Sequence[ContextTurn], speech_s: flo
             "speech_s": round(float(speech_s), 3), "overlap_s": round(float(overlap_s), 3)}
 
 
-class CachedJudge:
+class MeteredCache:
+    """Paid results behind an optional :class:`ContentCache`, with the counters every LLM backend
+    reports: ``hits``, ``misses`` (paid calls), ``cost`` (what the misses spent) and ``saved``
+    (the original cost of the hits). Shared by :class:`CachedJudge`, the LLM text reference and
+    the Duplex Cue LLM labeller.
+
+    Args:
+        cache: where results are kept; None pays for every call (nothing is kept).
+    """
+
+    def __init__(self, cache: ContentCache | None):
+        self.cache = cache
+        self.hits = 0
+        self.misses = 0
+        self.cost = Cost()
+        self.saved = Cost()
+        self._lock = threading.Lock()
+
+    def paid(self, key_parts: Mapping[str, Any], fn: Callable[[], R], result_type: type[R]) -> R:
+        """``fn()``'s result for ``key_parts``: computed (and counted as a miss) unless cached; a hit
+        is ``result_type.from_dict`` of the stored value with its ``cost`` zeroed (nothing was spent
+        this time) and its original cost added to :attr:`saved`. ``R`` has ``cost``, ``to_dict``
+        and ``from_dict``. Errors from ``fn`` propagate and are never cached."""
+        computed: list[R] = []
+
+        def compute() -> dict[str, Any]:
+            computed.append(fn())
+            return computed[0].to_dict()
+
+        stored = self.cache.get_or_compute(key_parts, compute) if self.cache is not None else compute()
+        with self._lock:
+            if computed:
+                self.misses += 1
+                self.cost = self.cost + computed[0].cost
+                return computed[0]
+            original = result_type.from_dict(stored)
+            self.hits += 1
+            self.saved = self.saved + original.cost
+        return replace(original, cost=Cost())
+
+
+class CachedJudge(MeteredCache):
     """Any :class:`~harness.scoring.judge.Judge`, with its verdicts cached in ``store`` under ``prefix``.
 
     It is a Judge itself (same ``name``, ``model``, ``prompt_version``). Counters: ``hits``,
@@ -132,18 +175,13 @@ class CachedJudge:
     """
 
     def __init__(self, judge: Judge, store: ObjectStore, prefix: str):
+        super().__init__(ContentCache(store, prefix))
         self.judge = judge
-        self.cache = ContentCache(store, prefix)
         self.name = judge.name
         self.model = judge.model
         self.prompt_version = judge.prompt_version
         versions = getattr(judge, "prompt_versions", None) or {}
         self.prompt_versions = {t: versions.get(t, judge.prompt_version) for t in TASKS}
-        self.hits = 0
-        self.misses = 0
-        self.cost = Cost()
-        self.saved = Cost()
-        self._lock = threading.Lock()
 
     def key_parts(self, task: str, inputs: Mapping[str, Any]) -> dict[str, Any]:
         if task not in TASKS:
@@ -164,23 +202,7 @@ class CachedJudge:
         return Verdict.from_dict(d) if d is not None else None
 
     def _cached(self, task: str, inputs: Mapping[str, Any], fn: Callable[[], Verdict]) -> Verdict:
-        computed: list[Verdict] = []
-
-        def compute() -> dict[str, Any]:
-            v = fn()
-            computed.append(v)
-            return v.to_dict()
-
-        d = self.cache.get_or_compute(self.key_parts(task, inputs), compute)
-        with self._lock:
-            if computed:
-                self.misses += 1
-                self.cost = self.cost + computed[0].cost
-                return computed[0]
-            original = Verdict.from_dict(d)
-            self.hits += 1
-            self.saved = self.saved + original.cost
-        return replace(original, cost=Cost())
+        return self.paid(self.key_parts(task, inputs), fn, Verdict)
 
     def judge_answer(self, transcript: str, gold: str, question: str) -> Verdict:
         return self._cached("answer", answer_inputs(transcript, gold, question),
@@ -204,4 +226,5 @@ class CachedJudge:
                 "cost": self.cost.to_dict(), "saved": self.saved.to_dict(), "usage": self.usage()}
 
 
-__all__ = ["CachedJudge", "ContentCache", "answer_inputs", "canonical_json", "content_key", "window_inputs"]
+__all__ = ["CachedJudge", "ContentCache", "MeteredCache", "answer_inputs", "canonical_json", "content_key",
+           "window_inputs"]
