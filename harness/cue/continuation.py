@@ -238,16 +238,7 @@ def run_continuations(model: DuplexModel, inputs: Sequence[ContinuationInput], s
                     CueStreamContext(item.item_id, inp.seed, "", None, **cheat))
 
     try:
-        while True:
-            if not any(slots):
-                if not rb.queue:
-                    break
-                if clock:
-                    fresh_state()
-            if clock % period == 0:
-                for b in range(n_rows):
-                    if slots[b] is None:
-                        refill(b)
+        while rb.admit(clock, period, fresh_state, refill):
             for b in rb.live():
                 st = slots[b]
                 if st.t >= st.span.length + lag:

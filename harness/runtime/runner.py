@@ -273,6 +273,22 @@ class RowBatch:
         self.slots: list[Any] = [None] * self.n_rows
         self.stepped = False
 
+    def admit(self, clock: int, period: int, fresh_state: Callable[[], None], refill: Callable[[int], None]) -> bool:
+        """The head of a runner's step loop at stream sample ``clock``: False when every row is free
+        and the queue is empty (the run is over); when every row is free mid-run, ``fresh_state()``
+        first (the whole per-row state simply restarts); at multiples of ``period`` samples (the
+        grid where per-row resets are exact, :func:`refill_period`), ``refill(b)`` for each free row."""
+        if not any(self.slots):
+            if not self.queue:
+                return False
+            if clock:
+                fresh_state()
+        if clock % period == 0:
+            for b in range(self.n_rows):
+                if self.slots[b] is None:
+                    refill(b)
+        return True
+
     def live(self) -> list[int]:
         """The rows holding a stream."""
         return [b for b in range(self.n_rows) if self.slots[b] is not None]
@@ -454,16 +470,7 @@ def run_conversations(model: DuplexModel, convs: Sequence[ConversationInput], pr
                  StreamContext(c.scene.scene_id, c.seed, c.duty_text, c.scene))
 
     try:
-        while True:
-            if not any(slots):
-                if not queue_:
-                    break
-                if clock:
-                    fresh_state()
-            if clock % period == 0:
-                for b in range(n_rows):
-                    if slots[b] is None:
-                        refill(b)
+        while rb.admit(clock, period, fresh_state, refill):
             for b in range(n_rows):
                 st = slots[b]
                 if st is None:
