@@ -17,13 +17,27 @@ import logging
 import numpy as np
 
 from harness.audio.io import AudioError
-from harness.cue.corpus import CueCorpus, decode_recording, encode_recording, ingest, write_items, write_recordings
+from harness.cue.corpus import (
+    CueCorpus,
+    decode_recording,
+    encode_recording,
+    ingest,
+    read_items,
+    write_items,
+    write_recordings,
+)
 from harness.cue.plan import CuePlan
+from harness.cue.schema import CueItem
 from harness.runtime.config import RunConfig
 from harness.stages.common import stage_done
 from harness.store.base import ObjectStore, put_json
 
 log = logging.getLogger("duplex_mpe")
+
+
+def load_items(store: ObjectStore, plan: CuePlan) -> list[CueItem]:
+    """The corpus's items, in corpus order."""
+    return read_items(store.get(plan.layout.file(plan.corpus, "items.jsonl")).decode().splitlines())
 
 
 def read_recording(store: ObjectStore, plan: CuePlan, recording_id: str, sample_rate: int) -> np.ndarray:

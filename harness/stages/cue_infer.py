@@ -18,24 +18,17 @@ import logging
 
 from harness.audio.io import AudioError, encode
 from harness.cue.continuation import ContinuationInput, ContinuationResult, run_continuations
-from harness.cue.corpus import read_items
 from harness.cue.plan import CuePlan
-from harness.cue.schema import CueItem
 from harness.models.base import TEACHER_FORCING
 from harness.models.registry import build_model
 from harness.runtime.config import RunConfig
 from harness.runtime.shard import InferWorker, ShardAttempt
 from harness.stages.common import require_stage
-from harness.stages.cue_corpus import read_recording
+from harness.stages.cue_corpus import load_items, read_recording
 from harness.stages.infer import run_sharded
 from harness.store.base import ObjectStore, json_bytes, put_json
 
 log = logging.getLogger("duplex_mpe")
-
-
-def load_items(store: ObjectStore, plan: CuePlan) -> list[CueItem]:
-    """The corpus's items, in corpus order."""
-    return read_items(store.get(plan.layout.file(plan.corpus, "items.jsonl")).decode().splitlines())
 
 
 class CueInferWorker(InferWorker):

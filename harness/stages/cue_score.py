@@ -20,7 +20,7 @@ from typing import Any
 import numpy as np
 
 from harness.audio.io import decode
-from harness.cue.corpus import read_items, read_recordings
+from harness.cue.corpus import read_recordings
 from harness.cue.plan import CuePlan
 from harness.cue.schema import CueItem, Recording
 from harness.cue.scoring import (
@@ -39,7 +39,7 @@ from harness.runtime.config import RunConfig
 from harness.runtime.ledger import read_ledger
 from harness.runtime.shard import read_output
 from harness.stages.common import StageInputMissing, require_stage
-from harness.stages.cue_corpus import read_recording
+from harness.stages.cue_corpus import load_items, read_recording
 from harness.store.base import ObjectStore, get_json, open_store, put_json
 from harness.store.layout import cache_prefix
 
@@ -50,10 +50,8 @@ ROWS = "rows.json"
 
 def load_corpus(store: ObjectStore, plan: CuePlan) -> tuple[list[CueItem], dict[str, Recording]]:
     """The corpus's items and recordings (by id)."""
-    lay = plan.layout
-    items = read_items(store.get(lay.file(plan.corpus, "items.jsonl")).decode().splitlines())
-    recs = read_recordings(store.get(lay.file(plan.corpus, "recordings.jsonl")).decode().splitlines())
-    return items, {r.recording_id: r for r in recs}
+    recs = read_recordings(store.get(plan.layout.file(plan.corpus, "recordings.jsonl")).decode().splitlines())
+    return load_items(store, plan), {r.recording_id: r for r in recs}
 
 
 def applicability(store: ObjectStore, plan: CuePlan, model: str) -> dict[str, Any] | None:
@@ -211,7 +209,7 @@ def cue_score_stage(cfg: RunConfig, store: ObjectStore) -> dict[str, str]:
     todo = [m.name for m in cfg.models if not store.exists(lay.marker(plan.score[m.name]))]
     for name in sorted(set(m.name for m in cfg.models) - set(todo)):
         log.info("cue-score %s: complete at %s, skipped", name, plan.score[name])
-    items = load_corpus(store, plan)[0]
+    items = load_items(store, plan)
     work: dict[str, list[tuple[str, dict[str, Any] | None]]] = {}
     for name in todo:
         na = applicability(store, plan, name)
