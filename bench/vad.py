@@ -17,7 +17,9 @@ timeline, at least ``--minutes`` of audio in all.
 * **online**: the runner's detector, a :class:`~harness.vad.silero.StreamingDetector` of
   ``--rows`` rows fed 80 ms chunks, rows refilled as streams end (continuous batching); its
   probabilities over each stream's complete windows are segmented as the ``vad`` stage does.
-  ``identical_segments`` / ``identical_probabilities``: ours equals online on every stream.
+  ``identical_segments`` / ``identical_probabilities``: ours equals online on every stream;
+  ``max_probability_difference``: the largest difference of a window's probability between the
+  two (the promise is ``harness.vad.silero.PROB_TOLERANCE``; docs/vad.md).
 
 Also printed: the **resampling fidelity** of the streaming 24 <-> 16 kHz resampler fed 80 ms
 frames, and of resampling each 80 ms frame on its own (what it replaced), against whole-signal
@@ -43,6 +45,7 @@ import torch
 from harness.audio.resample import StreamResampler, resample
 from harness.audio.tts.espeak import EspeakTTS
 from harness.vad.silero import (
+    PROB_TOLERANCE,
     SILERO_RATE,
     StreamingDetector,
     VadSettings,
@@ -228,10 +231,12 @@ def main() -> None:
     t_on, on_probs = online(streams, args.rows, settings)
     on_segs = segment_probs(on_probs, SR, settings.rules)
     same_probs = all(np.array_equal(a, b) for a, b in zip(probs, on_probs, strict=True))
+    max_diff = max((float(np.abs(a - b).max()) for a, b in zip(probs, on_probs, strict=True) if len(a)), default=0.0)
     same_segs = all(np.array_equal(a, b) for a, b in zip(ours_segs, on_segs, strict=True))
     n_diff = sum(not np.array_equal(a, b) for a, b in zip(ours_segs, on_segs, strict=True))
     print(f"online detector ({args.rows} rows, 80 ms pushes): {audio_s / t_on:8.1f} audio-s/s; "
-          f"identical probabilities {same_probs}, identical segments {same_segs} ({n_diff} streams differ)")
+          f"identical probabilities {same_probs} (largest difference {max_diff:.1e}, promised <= "
+          f"{PROB_TOLERANCE:.0e}), identical segments {same_segs} ({n_diff} streams differ)")
     speech = {"baseline": sum(e - s for segs in base_segs for s, e in segs) / SR,
               "ours": sum(int((s[:, 1] - s[:, 0]).sum()) for s in ours_segs) / SR}
     print(f"speech found: baseline {speech['baseline']:.0f} s, ours {speech['ours']:.0f} s "
@@ -260,6 +265,8 @@ def main() -> None:
         "audio_seconds_per_second": round(audio_s / t_ours, 1),
         "identical_segments": same_segs,
         "identical_probabilities": same_probs,
+        "max_probability_difference": max_diff,
+        "within_tolerance": max_diff <= PROB_TOLERANCE,
         "baseline_audio_seconds_per_second": round(audio_s / t_base, 1),
         "online_audio_seconds_per_second": round(audio_s / t_on, 1),
         "cpu_seconds_ours": round(cpu_ours, 2),

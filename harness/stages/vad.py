@@ -28,10 +28,11 @@ log = logging.getLogger("duplex_mpe")
 
 
 def reuses_online_detector(cfg: RunConfig) -> bool:
-    """True when the scored detector computes the same Silero probabilities as the online one
-    (same model; the streaming resampler gives the same 16 kHz samples online and offline; the
-    post-processing rules may differ), so the ``vad`` stage post-processes the probabilities
-    ``infer`` stored instead of re-running Silero."""
+    """True when the scored detector is the online one (same model; the streaming resampler gives
+    the same 16 kHz samples online and offline; the post-processing rules may differ), so the
+    ``vad`` stage post-processes the probabilities ``infer`` stored, exactly what the scheduler
+    acted on, instead of re-running Silero (which would agree within
+    :data:`~harness.vad.silero.PROB_TOLERANCE`, not bit for bit)."""
     return cfg.vad.model == cfg.detector.model
 
 

@@ -15,6 +15,7 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from harness.vad.segments import SegmentRules, SpeechTracker, SpeechView, segments_from_probs
+from harness.vad.silero import PROB_TOLERANCE
 
 SR = 1000
 FRAME = 10
@@ -296,3 +297,21 @@ ENDPOINT_CASES = {
 def test_view_endpoint(name):
     probs, n, after, want = ENDPOINT_CASES[name]
     assert _view_after(probs, n).endpoint(after, 2000) == want
+
+
+@settings(max_examples=200, deadline=None)
+@given(probs=st.lists(st.floats(0.0, 1.0, width=32), min_size=1, max_size=300), rules=RULE_SET,
+       seed=st.integers(0, 2**32 - 1))
+def test_segments_depend_on_threshold_comparisons_only(probs, rules, seed):
+    """The detector's cross-batch guarantee (harness.vad.silero.PROB_TOLERANCE) rests on this:
+    probabilities moved by less than the tolerance, none of them crossing a threshold, give exactly
+    the same segments."""
+    p = np.asarray(probs, np.float32)
+    thresholds = np.array([rules.threshold, rules.neg_threshold], np.float32)
+    p = p[np.abs(p[:, None] - thresholds).min(axis=1) > PROB_TOLERANCE]  # keep the windows clear of both
+    noise = np.random.default_rng(seed).uniform(-0.5, 0.5, len(p)).astype(np.float32) * PROB_TOLERANCE
+    q = np.clip(p + noise, 0.0, 1.0)
+    assert all(np.array_equal(p >= t, q >= t) for t in thresholds)
+    n = np.array([len(p)])
+    np.testing.assert_array_equal(segments_from_probs(p[None], n, FRAME, rules, SR)[0],
+                                  segments_from_probs(q[None], n, FRAME, rules, SR)[0])

@@ -6,6 +6,7 @@ import numpy as np
 import pytest
 
 from harness.vad.silero import SileroProbs, StreamingDetector, VadSettings, detect
+from tests.fixtures.vad_checks import assert_probs_agree
 
 SR = 24_000
 
@@ -55,8 +56,9 @@ def test_online_chunks_equal_offline(utterance):
 
 
 def test_probabilities_do_not_depend_on_chunking(utterance):
-    """Streaming resampling: the same 16 kHz samples, hence bit-identical Silero probabilities,
-    whether the output arrives in 80 ms frames, odd chunks or all at once."""
+    """Streaming resampling: the same 16 kHz samples, hence the same Silero probabilities (within
+    PROB_TOLERANCE: other chunks are other kernel shapes) and segments, whether the output arrives
+    in 80 ms frames, odd chunks or all at once."""
     x = _place(utterance, 0.7, 5.0)[None]
     runs = []
     for chunk in (x.shape[1], 1920, 1001, 7777):
@@ -64,7 +66,7 @@ def test_probabilities_do_not_depend_on_chunking(utterance):
         runs.append(np.concatenate([sp.push(x[:, i:i + chunk]) for i in range(0, x.shape[1], chunk)], axis=1))
     assert runs[0].shape == (1, 156)  # 5 s = 80,000 samples at 16 kHz: (80,000 - 8) // 512 windows
     for r in runs[1:]:
-        np.testing.assert_array_equal(r, runs[0])
+        assert_probs_agree(list(r), list(runs[0]))
 
 
 def test_complete_frames_leave_out_the_resampler_look_ahead():
