@@ -23,7 +23,8 @@ import tempfile
 import time
 from dataclasses import replace
 
-from harness.runtime.config import RunConfig, TtsSettings
+from harness.audio.tts.settings import TtsSettings
+from harness.runtime.config import RunConfig
 from harness.runtime.plan import RunPlan
 from harness.scenes.generator import generate_pairs
 from harness.scenes.schema import validate_scenes

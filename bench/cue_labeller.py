@@ -41,11 +41,12 @@ def main() -> None:
     from harness.cue.corpus import encode_recording, write_items, write_recordings
     from harness.cue.generate import generate_cue_corpus
     from harness.cue.plan import CuePlan
-    from harness.runtime.config import CueSettings, ModelSettings, RunConfig, ScoreSettings, StoreSettings
+    from harness.runtime.config import CueSettings, ModelSettings, RunConfig, ScoreSettings
     from harness.runtime.shard import ShardAttempt
     from harness.stages.cue_reduce import cue_reduce_stage
     from harness.stages.cue_score import cue_score_stage
-    from harness.store.base import get_json, open_store, put_json
+    from harness.store.base import get_json, put_json
+    from harness.store.settings import StoreSettings, open_store
 
     t = time.perf_counter()
     corpus = generate_cue_corpus(args.items, args.seed)

@@ -14,8 +14,9 @@ from omegaconf import DictConfig, OmegaConf
 from omegaconf.errors import MissingMandatoryValue
 
 from harness.runtime.config import ConfigError, RunConfig
-from harness.store.base import ObjectStore, StoreError, open_store
+from harness.store.base import ObjectStore, StoreError
 from harness.store.layout import check_id
+from harness.store.settings import open_store
 
 T = TypeVar("T")
 INVALID_RUN_DIR = "_invalid_run_id"  # reserved (leading "_"): no run can be named so

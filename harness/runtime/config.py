@@ -11,83 +11,19 @@ import hashlib
 import json
 from dataclasses import dataclass, field
 from typing import Any
-from urllib.parse import urlsplit
 
-from harness.audio.preamble import DUTY_TEXT
+from harness.audio.tts.settings import TtsSettings
+from harness.checks import require_integer, require_positive
 from harness.protocol.scheduler import ProtocolSettings
-from harness.scenes.generator import check_profile, check_share
-from harness.store.base import check_key
+from harness.scenes.settings import ScenesSettings
 from harness.store.layout import check_id
+from harness.store.settings import StoreSettings
 from harness.vad.segments import SegmentRules
 from harness.vad.silero import VadSettings
 
 
 class ConfigError(ValueError):
     """A configuration value is missing, unknown or invalid."""
-
-
-@dataclass(frozen=True)
-class ScenesSettings:
-    n_pairs: int = 32
-    seed: int = 20260902
-    four_party_share: float = 0.25
-    n4_share: float = 0.6
-    manifest: str | None = None  # import a JSONL manifest instead of generating scenes
-    profile: str = "compact"  # generator profile: compact (demo) or paper (harness/scenes/generator.py)
-
-    def __post_init__(self) -> None:
-        _integer(self, "n_pairs", "seed")
-        check_profile(self.profile)
-        if self.manifest is None and self.n_pairs < 1:
-            raise ValueError(f"n_pairs must be >= 1 (or give a manifest), got {self.n_pairs}")
-        for name in ("four_party_share", "n4_share"):
-            check_share(name, getattr(self, name))
-
-
-TTS_EXECUTION_KEYS = ("batch", "num_cpus", "num_gpus", "actors")  # change speed, never the audio
-
-
-@dataclass(frozen=True)
-class TtsSettings:
-    """The synth stage's settings (spec section 3; conf/tts/, docs/configuration.md)."""
-
-    engine: str = "espeak"  # harness.audio.tts.ENGINES: espeak | qwen3
-    voices: dict[str, str] = field(default_factory=lambda: {
-        "A": "en-us+m1", "B": "en-gb+m3", "C": "en-us+f2", "D": "en-gb-scotland+f4"})
-    narrator: str = "en-us+m7"
-    words_per_minute: int = 175  # espeak only
-    preamble_text: str = DUTY_TEXT
-    # backend settings (qwen3: model, revision, language, instruct, dtype, seed; weights and
-    # device say where it runs and are not part of the audio's identity)
-    params: dict[str, Any] = field(default_factory=dict)
-    batch: int = 32  # distinct clips per synthesis task (one generate call for qwen3)
-    num_cpus: float = 1  # per synthesis actor
-    num_gpus: float = 0  # per synthesis actor: 1 for qwen3 on a cluster
-    actors: int | None = None  # None: as many as the Ray cluster holds; 0: in the driver process, no Ray
-
-    def __post_init__(self) -> None:
-        from harness.audio.tts import ENGINES
-
-        if self.engine not in ENGINES:
-            raise ValueError(f"engine {self.engine!r} is not one of: {', '.join(ENGINES)}")
-        _integer(self, "batch")
-        _positive(self, "batch")
-        if self.num_cpus < 0 or self.num_gpus < 0:
-            raise ValueError("num_cpus and num_gpus must be >= 0")
-        if self.actors is not None and (isinstance(self.actors, bool) or not isinstance(self.actors, int)
-                                        or self.actors < 0):
-            raise ValueError(f"actors must be null or an integer >= 0, got {self.actors!r}")
-
-    def audio_settings(self) -> dict[str, Any]:
-        """The settings that change the audio (the synth stage's hash): not the execution settings
-        (:data:`TTS_EXECUTION_KEYS`) nor ``params.weights`` / ``params.device`` (where the model
-        is and runs). ``params`` is left out when empty, so the keys of runs made before it existed
-        stay the same."""
-        d = {k: v for k, v in dataclasses.asdict(self).items() if k not in TTS_EXECUTION_KEYS}
-        params = {k: v for k, v in d.pop("params").items() if k not in ("weights", "device")}
-        if params:
-            d["params"] = params
-        return d
 
 
 MODEL_ROLES = ("evaluated", "baseline", "reference")  # model.<name>.role (harness.metrics.analyses)
@@ -110,9 +46,9 @@ class ModelSettings:
 
     def __post_init__(self) -> None:
         check_id(self.name, "model name")
-        _positive(self, "batch_size")
+        require_positive(self, "batch_size")
         if self.step_timeout_s is not None:
-            _positive(self, "step_timeout_s")
+            require_positive(self, "step_timeout_s")
         if self.num_gpus < 0 or self.num_cpus < 0:
             raise ValueError("num_gpus and num_cpus must be >= 0")
         if self.role not in MODEL_ROLES:
@@ -136,10 +72,10 @@ class InferSettings:
     BATCHES_PER_SHARD = 8
 
     def __post_init__(self) -> None:
-        _positive(self, "max_duration_s", "torch_threads", "step_timeout_s", "first_step_timeout_s")
+        require_positive(self, "max_duration_s", "torch_threads", "step_timeout_s", "first_step_timeout_s")
         if self.shard_size is not None:
-            _integer(self, "shard_size")
-            _positive(self, "shard_size")
+            require_integer(self, "shard_size")
+            require_positive(self, "shard_size")
         if self.actors_per_model is not None and self.actors_per_model < 1:
             raise ValueError("actors_per_model must be >= 1 or null")
 
@@ -163,7 +99,7 @@ class ClusterSettings:
     resource_wait_s: float = 0.0  # wait this long for a node that can hold an actor's request, then fail
 
     def __post_init__(self) -> None:
-        _positive(self, "shard_attempts")
+        require_positive(self, "shard_attempts")
         if self.resource_wait_s < 0:
             raise ValueError("resource_wait_s must be >= 0")
         if self.max_restarts < 0 or self.max_task_retries < 0:
@@ -195,43 +131,6 @@ class BudgetSettings:
                 raise ValueError(f"budget.{name} must be >= 0 or null")
         if self.usd is not None and self.usd_per_gpu_hour <= 0:
             raise ValueError("budget.usd needs budget.usd_per_gpu_hour > 0")
-
-
-@dataclass(frozen=True)
-class StoreSettings:
-    """Where a run's objects live (docs/storage.md). There is no credentials field on purpose:
-    S3 credentials come only from boto3's standard chain (environment, profile, role)."""
-
-    kind: str = "local"  # local | s3
-    root: str = "runs"  # local: the store's directory; every kind: where Hydra writes its logs
-    bucket: str | None = None  # s3 only, required
-    prefix: str = ""  # s3: key prefix inside the bucket ("" = bucket root)
-    endpoint_url: str | None = None  # s3: None = AWS; e.g. http://minio:9000, https://storage.googleapis.com
-    region: str | None = None  # s3: None = boto3's chain (AWS_REGION, profile)
-    addressing_style: str = "auto"  # s3: auto | path | virtual
-    max_attempts: int = 8  # s3: botocore standard retry mode, total attempts per request
-    multipart_threshold_mb: float = 8  # s3: objects from this size (MiB) use multipart transfers
-    multipart_chunk_mb: float = 8  # s3: part size (MiB; S3's minimum is 5, boto3 raises smaller ones)
-
-    def __post_init__(self) -> None:
-        if self.kind not in ("local", "s3"):
-            raise ValueError(f"kind {self.kind!r} is not one of: local, s3")
-        if self.kind == "s3" and not self.bucket:
-            raise ValueError("kind s3 needs a bucket")
-        if self.prefix.strip("/"):
-            check_key(self.prefix.strip("/"))
-        if self.addressing_style not in ("auto", "path", "virtual"):
-            raise ValueError(f"addressing_style {self.addressing_style!r} is not one of: auto, path, virtual")
-        if self.max_attempts < 1:
-            raise ValueError("max_attempts must be >= 1")
-        if not (self.multipart_threshold_mb > 0 and self.multipart_chunk_mb > 0):
-            raise ValueError("multipart_threshold_mb and multipart_chunk_mb must be > 0")
-        if self.endpoint_url is not None:
-            url = urlsplit(self.endpoint_url)
-            if url.scheme not in ("http", "https") or not url.hostname:
-                raise ValueError("endpoint_url must be an http:// or https:// URL with a host")
-            if url.username is not None or url.password is not None:  # the URL itself is never echoed
-                raise ValueError("endpoint_url must not hold credentials; use boto3's credential chain")
 
 
 @dataclass(frozen=True)
@@ -273,7 +172,7 @@ class ScoreSettings:
     actors: int | None = None  # None: as many as the Ray cluster's CPUs (or GPUs) hold
 
     def __post_init__(self) -> None:
-        _positive(self, "batch")
+        require_positive(self, "batch")
 
 
 @dataclass(frozen=True)
@@ -283,10 +182,10 @@ class MetricsSettings:
     suspect_peak_dbfs: float = -60.0  # a model whose output peak stays below this everywhere is flagged suspect
 
     def __post_init__(self) -> None:
-        _integer(self, "min_n")
+        require_integer(self, "min_n")
         if self.min_n < 1:
             raise ValueError("metrics.min_n must be >= 1")
-        _positive(self, "yield_deadline_s")
+        require_positive(self, "yield_deadline_s")
 
 
 @dataclass(frozen=True)
@@ -308,8 +207,8 @@ class CueSettings:
     shard_size: int = 32  # items per shard of the continuation stage
 
     def __post_init__(self) -> None:
-        _integer(self, "n_items", "seed", "bootstrap", "shard_size")
-        _positive(self, "n_items", "context_s", "window_s", "review_context_s", "bootstrap", "shard_size")
+        require_integer(self, "n_items", "seed", "bootstrap", "shard_size")
+        require_positive(self, "n_items", "context_s", "window_s", "review_context_s", "bootstrap", "shard_size")
         if isinstance(self.switch_lead_s, bool) or not isinstance(self.switch_lead_s, int | float) \
                 or self.switch_lead_s < 0:
             raise ValueError(f"switch_lead_s must be a number >= 0, got {self.switch_lead_s!r}")
@@ -386,22 +285,6 @@ class RunConfig:
         if not cfg.models:
             raise ConfigError("no model selected (e.g. model=[silent,babble,oracle])")
         return cfg
-
-
-def _positive(obj: Any, *names: str) -> None:
-    """Raise ValueError naming the first of ``names`` whose value on ``obj`` is not a number > 0."""
-    for name in names:
-        v = getattr(obj, name)
-        if isinstance(v, bool) or not isinstance(v, int | float) or not v > 0:
-            raise ValueError(f"{name} must be a number > 0, got {v!r}")
-
-
-def _integer(obj: Any, *names: str) -> None:
-    """Raise ValueError naming the first of ``names`` whose value on ``obj`` is not an integer."""
-    for name in names:
-        v = getattr(obj, name)
-        if isinstance(v, bool) or not isinstance(v, int):
-            raise ValueError(f"{name} must be an integer, got {v!r}")
 
 
 def _vad(values: dict[str, Any] | None, where: str) -> VadSettings:

@@ -48,7 +48,8 @@ from harness.pricing import PriceTable
 from harness.runtime.config import BudgetSettings, ModelSettings, RunConfig
 from harness.runtime.plan import RunPlan
 from harness.runtime.shard import InferWorker, ShardSummary, ShardWorker, device_hours, new_attempt_id
-from harness.store.base import ObjectStore, get_json, open_store, put_json
+from harness.store.base import ObjectStore, get_json, put_json
+from harness.store.settings import open_store
 
 log = logging.getLogger("duplex_mpe.executor")
 

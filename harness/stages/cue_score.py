@@ -40,8 +40,9 @@ from harness.runtime.ledger import read_ledger
 from harness.runtime.shard import read_output
 from harness.stages.common import StageInputMissing, require_stage
 from harness.stages.cue_corpus import load_items, read_recording
-from harness.store.base import ObjectStore, get_json, open_store, put_json
+from harness.store.base import ObjectStore, get_json, put_json
 from harness.store.layout import cache_prefix
+from harness.store.settings import open_store
 
 log = logging.getLogger("duplex_mpe")
 

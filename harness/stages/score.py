@@ -21,8 +21,9 @@ from harness.runtime.shard import read_output
 from harness.scenes.schema import Scene
 from harness.stages.common import load_scenes, require_stage, stage_done
 from harness.stages.infer import infer_records
-from harness.store.base import ObjectStore, get_json, open_store, put_json
+from harness.store.base import ObjectStore, get_json, put_json
 from harness.store.layout import cache_prefix
+from harness.store.settings import open_store
 
 log = logging.getLogger("duplex_mpe")
 

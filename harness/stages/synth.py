@@ -42,7 +42,8 @@ from harness.audio.tts import SynthesisError, TtsUnavailableError, build_tts
 from harness.runtime.config import RunConfig
 from harness.runtime.plan import RunPlan
 from harness.stages.common import load_scenes, require_stage, stage_done
-from harness.store.base import ObjectStore, get_json, open_store, put_json
+from harness.store.base import ObjectStore, get_json, put_json
+from harness.store.settings import open_store
 
 log = logging.getLogger("duplex_mpe")
 

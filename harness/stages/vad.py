@@ -19,7 +19,8 @@ from harness.runtime.shard import read_output
 from harness.stages.common import load_scenes, require_infer, stage_done
 from harness.stages.infer import infer_records
 from harness.stages.score import scored_windows
-from harness.store.base import ObjectStore, open_store, put_json
+from harness.store.base import ObjectStore, put_json
+from harness.store.settings import open_store
 from harness.vad.silero import frame_samples, segment_probs, speech_probs
 from harness.vad.sweep import sweep_points, sweep_scores, sweep_segments
 from harness.vad.tables import probability_bytes, segment_table_bytes, sweep_table_bytes

@@ -16,10 +16,7 @@ import secrets
 import unicodedata
 from collections.abc import Callable, Iterator
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, Protocol
-
-if TYPE_CHECKING:
-    from harness.runtime.config import StoreSettings
+from typing import Any, Protocol
 
 
 class InvalidKey(ValueError):
@@ -163,17 +160,3 @@ def put_json(store: ObjectStore, key: str, obj: Any, if_absent: bool = False) ->
 
 def get_json(store: ObjectStore, key: str) -> Any:
     return json.loads(store.get(key))
-
-
-def open_store(settings: StoreSettings) -> ObjectStore:
-    """Build the store that config ``store`` names: ``kind: local`` -> :class:`LocalStore` at
-    ``root``; ``kind: s3`` -> :class:`harness.store.s3.S3Store` (boto3 is imported only then).
-    ``StoreSettings`` has already validated the values (``ConfigError`` otherwise)."""
-    if settings.kind == "local":
-        return LocalStore(settings.root)
-    from harness.store.s3 import S3Store
-
-    return S3Store(settings.bucket, settings.prefix, endpoint_url=settings.endpoint_url, region=settings.region,
-                   addressing_style=settings.addressing_style, max_attempts=settings.max_attempts,
-                   multipart_threshold_mb=settings.multipart_threshold_mb,
-                   multipart_chunk_mb=settings.multipart_chunk_mb)

@@ -66,7 +66,8 @@ def test_pipeline_on_s3_with_injected_faults_completes_and_loses_nothing():
     """The whole pipeline against S3 over real HTTP (moto) behind a proxy failing 10 % of requests."""
     from harness.runtime.status import run_status
     from harness.stages import run_pipeline
-    from harness.store.base import get_json, open_store
+    from harness.store.base import get_json
+    from harness.store.settings import open_store
     from tests.fixtures.s3 import s3_endpoint
 
     with s3_endpoint(fail_rate=0.1, seed=7) as ep:

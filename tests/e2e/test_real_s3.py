@@ -15,11 +15,12 @@ from pathlib import Path
 
 import pytest
 
-from harness.runtime.config import RunConfig, StoreSettings
+from harness.runtime.config import RunConfig
 from harness.runtime.ledger import read_ledger
 from harness.runtime.manifest import load_run_config
 from harness.runtime.plan import RunPlan
-from harness.store.base import PROBE_KEY, get_json, open_store
+from harness.store.base import PROBE_KEY, get_json
+from harness.store.settings import StoreSettings, open_store
 from tests.fixtures.seaweed import SeaweedEndpoint, seaweed_fixture, seaweed_s3_fixture  # noqa: F401
 
 REPO = Path(__file__).resolve().parents[2]

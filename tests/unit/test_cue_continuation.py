@@ -213,12 +213,13 @@ def test_cue_infer_stage_writes_the_contract_and_a_second_invocation_skips_compl
     from harness.cue.corpus import CueCorpus
     from harness.cue.plan import CuePlan
     from harness.cue.schema import Recording
-    from harness.runtime.config import CueSettings, ModelSettings, RunConfig, StoreSettings
+    from harness.runtime.config import CueSettings, ModelSettings, RunConfig
     from harness.runtime.executor import InferReport
     from harness.runtime.ledger import read_ledger
     from harness.runtime.shard import read_output
     from harness.stages.cue_infer import cue_infer_stage
-    from harness.store.base import get_json, open_store
+    from harness.store.base import get_json
+    from harness.store.settings import StoreSettings, open_store
 
     inputs = [_input("a", 2.58, 0), _input("b", 0.58, 1), _input("c", 1.9, 2)]
     corpus = CueCorpus([Recording(i.item.recording_id, SR, i.audio.shape[1]) for i in inputs],

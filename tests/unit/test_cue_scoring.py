@@ -279,10 +279,11 @@ def _energy_vad(self, waves):
 
 def test_stages_end_to_end(tmp_path, monkeypatch):
     from harness.cue.plan import CuePlan
-    from harness.runtime.config import CueSettings, ModelSettings, RunConfig, ScoreSettings, StoreSettings
+    from harness.runtime.config import CueSettings, ModelSettings, RunConfig, ScoreSettings
     from harness.stages.cue_reduce import cue_reduce_stage
     from harness.stages.cue_score import CueScorer, cue_score_stage
-    from harness.store.base import get_json, open_store, put_json
+    from harness.store.base import get_json, put_json
+    from harness.store.settings import StoreSettings, open_store
 
     asr = _FakeASR()
     monkeypatch.setattr("harness.scoring.asr.build_asr", lambda kind, **params: asr)
@@ -395,7 +396,8 @@ def test_the_actor_pool_writes_what_the_calling_process_writes(tmp_path, monkeyp
     from harness.cue.plan import CuePlan
     from harness.runtime.config import RunConfig
     from harness.stages.cue_score import cue_score_stage
-    from harness.store.base import get_json, open_store
+    from harness.store.base import get_json
+    from harness.store.settings import open_store
 
     monkeypatch.setenv("RAY_AUTH_MODE", "disabled")
     ray_tmp = tempfile.mkdtemp(prefix="ray-", dir="/tmp")  # Ray's socket paths must stay under 108 bytes

@@ -20,9 +20,10 @@ from harness.reference.evaluate import (
 )
 from harness.reference.llm import ANTHROPIC_MAX_OUTPUT_TOKENS, LLMReference, parse_decision
 from harness.reference.rule import RuleReference
-from harness.runtime.config import ModelSettings, ReferenceSettings, RunConfig, ScenesSettings
+from harness.runtime.config import ModelSettings, ReferenceSettings, RunConfig
 from harness.runtime.plan import RunPlan
 from harness.scenes.schema import Label, Scene, Target, Turn
+from harness.scenes.settings import ScenesSettings
 from harness.scoring.cache import CachedJudge
 from harness.scoring.judge import CORRECT, Cost
 from harness.scoring.judge.lexical import LexicalJudge

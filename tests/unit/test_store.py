@@ -15,10 +15,11 @@ from pathlib import Path
 import pytest
 from omegaconf import OmegaConf
 
-from harness.runtime.config import ConfigError, RunConfig, StoreSettings
-from harness.store.base import PROBE_KEY, InvalidKey, LocalStore, StoreError, check_key, open_store
+from harness.runtime.config import ConfigError, RunConfig
+from harness.store.base import PROBE_KEY, InvalidKey, LocalStore, StoreError, check_key
 from harness.store.layout import RunLayout, check_id, settings_hash
 from harness.store.s3 import S3Store
+from harness.store.settings import StoreSettings, open_store
 from tests.fixtures.s3 import S3Endpoint, aws_test_env, moto_url_fixture, s3_fixture  # noqa: F401
 from tests.fixtures.seaweed import SeaweedEndpoint, seaweed_fixture, seaweed_s3_fixture  # noqa: F401
 

@@ -14,12 +14,9 @@ failed with. This module imports no backend until :func:`build_tts` is called.
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
-if TYPE_CHECKING:
-    from harness.runtime.config import TtsSettings
-
-ENGINES = ("espeak", "qwen3")
+from harness.audio.tts.settings import ENGINES, TtsSettings
 
 
 class SynthesisError(RuntimeError):
