@@ -29,8 +29,8 @@ from harness.runtime.plan import RunPlan
 from harness.scenes.generator import generate_pairs
 from harness.scenes.schema import validate_scenes
 from harness.scenes.stats import corpus_stats
+from harness.stages import run_stage
 from harness.stages.common import load_scenes
-from harness.stages.scenes import scenes_stage
 from harness.stages.synth import synth_stage
 from harness.store.base import LocalStore, get_json
 
@@ -45,7 +45,7 @@ def _synth(pairs: int, seed: int, actors: int, root: str) -> dict:
         "cluster": {"num_cpus": max(actors, 1), "ray_tmp": f"/tmp/dmpe-bench-ray-{os.getpid()}"}})
     cfg = replace(cfg, tts=replace(cfg.tts, actors=actors))
     store = LocalStore(root)
-    scenes_stage(cfg, store)
+    run_stage("scenes", cfg, store)
     startup = 0.0
     if actors:
         import ray

@@ -1,40 +1,44 @@
-"""The ``reference`` stage: the text-conditioned reference (spec section 7)."""
+"""The ``reference`` stage: the text-conditioned reference (spec section 7; docs/reference.md)."""
 
 from __future__ import annotations
 
-import logging
-
+from harness.products.reference import REFERENCE
+from harness.products.scenes import SceneSet
 from harness.runtime.config import RunConfig
-from harness.runtime.plan import RunPlan
-from harness.stages.common import load_scenes, require_stage, stage_done
-from harness.store.base import ObjectStore, put_json
+from harness.runtime.driver import Output, Stage, Unit
+from harness.runtime.plan import REFERENCE_VERSION, RunPlan
+from harness.store.base import ObjectStore
 from harness.store.layout import cache_prefix
 
-log = logging.getLogger("duplex_mpe")
 
+class ReferenceStage(Stage):
+    """``reference.runs`` passes over every turn of every scene, its scores and the agreement
+    between passes, in ``reference.json``."""
 
-def reference_stage(cfg: RunConfig, store: ObjectStore) -> str:
-    """The text-conditioned reference (spec section 7): ``reference.runs`` passes over every turn
-    of every scene, its scores and the agreement between passes, in ``reference.json``."""
-    from harness.reference import build_reference
-    from harness.reference.evaluate import run_reference
-    from harness.scoring.cache import CachedJudge
-    from harness.scoring.judge import build_judge
+    name, version = "reference", REFERENCE_VERSION
 
-    plan = RunPlan.from_config(cfg)
-    require_stage(store, plan, plan.scenes, "scenes")
-    if stage_done(store, plan, plan.reference, "reference"):
-        return plan.reference
-    rc = cfg.reference
-    reference = build_reference(rc.kind, store=store, cache_prefix=cache_prefix("reference"), **rc.params)
-    judge = CachedJudge(build_judge(cfg.judge.kind, **cfg.judge.params), store, cache_prefix("judge"))
-    out = run_reference(load_scenes(store, plan), reference, judge, cfg.tts.preamble_text, rc.runs,
-                        cfg.metrics.min_n, rc.workers)
-    lay = plan.layout
-    put_json(store, lay.file(plan.reference, "reference.json"), out)
-    put_json(store, lay.marker(plan.reference), {"kind": rc.kind, "turns": len(out["turns"]),
-                                                 "errors": len(out["errors"]), "cost": out["cost"]})
-    ref_cost = out["cost"]["reference"]
-    log.info("reference %s: %d decisions, %d errors, %d calls / %d cache hits, $%.4f", rc.kind, len(out["turns"]),
-             len(out["errors"]), ref_cost["misses"], ref_cost["hits"], ref_cost["cost"]["usd"])
-    return plan.reference
+    def __init__(self, cfg: RunConfig):
+        self.cfg = cfg
+
+    def units(self, plan: RunPlan) -> list[Unit]:
+        return [Unit(self.name, plan.reference)]
+
+    def inputs(self, plan: RunPlan) -> list[Unit]:
+        return [Unit("scenes", plan.scenes)]
+
+    def compute(self, store: ObjectStore, plan: RunPlan, todo: list[Unit]):
+        from harness.reference import build_reference
+        from harness.reference.evaluate import run_reference
+        from harness.scoring.cache import CachedJudge
+        from harness.scoring.judge import build_judge
+
+        cfg, rc = self.cfg, self.cfg.reference
+        reference = build_reference(rc.kind, store=store, cache_prefix=cache_prefix("reference"), **rc.params)
+        judge = CachedJudge(build_judge(cfg.judge.kind, **cfg.judge.params), store, cache_prefix("judge"))
+        scenes = SceneSet.read(store, plan.layout, plan.scenes).scenes
+        out = run_reference(list(scenes), reference, judge, cfg.tts.preamble_text, rc.runs, cfg.metrics.min_n,
+                            rc.workers)
+        ref_cost = out["cost"]["reference"]
+        yield todo[0], Output({"kind": rc.kind, "turns": len(out["turns"]), "errors": len(out["errors"]),
+                               "calls": ref_cost["misses"], "cache_hits": ref_cost["hits"], "cost": out["cost"]},
+                              {REFERENCE: out})

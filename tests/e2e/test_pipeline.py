@@ -141,15 +141,15 @@ def test_changed_vad_setting_reruns_vad_onward_only(run):
 
 
 def test_failed_synthesis_marks_scene_error(tmp_path):
+    from harness.stages import run_stage
     from harness.stages.common import load_scenes
-    from harness.stages.scenes import scenes_stage
     from harness.stages.synth import synth_stage
 
     cfg = _cfg(tmp_path)
     cfg = replace(cfg, models=(ModelSettings("silent", "silent"),),
                   tts=replace(cfg.tts, voices={**cfg.tts.voices, "D": "nonexistentvoice"}))
     store = LocalStore(cfg.store.root)
-    scenes_stage(cfg, store)
+    run_stage("scenes", cfg, store)
     synth_stage(cfg, store)
     plan = RunPlan.from_config(cfg)
     index = get_json(store, plan.layout.file(plan.synth, "index.json"))

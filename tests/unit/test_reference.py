@@ -27,8 +27,7 @@ from harness.scenes.settings import ScenesSettings
 from harness.scoring.cache import CachedJudge
 from harness.scoring.judge import CORRECT, Cost
 from harness.scoring.judge.lexical import LexicalJudge
-from harness.stages.reference import reference_stage
-from harness.stages.scenes import scenes_stage
+from harness.stages import run_stage
 from harness.store.base import LocalStore, get_json
 from harness.store.layout import cache_prefix
 from tests.fixtures.fake_llm import FakeAnthropic, FakeGemini, ProviderAPI, provider_env
@@ -398,9 +397,9 @@ def test_llm_reference_bad_parameters(tmp_path):
 def test_reference_stage_writes_reference_json_and_the_report_shows_it(tmp_path):
     store = LocalStore(tmp_path)
     cfg = RunConfig(run_id="ref", scenes=ScenesSettings(n_pairs=3), models=(ModelSettings("silent", "silent"),))
-    scenes_stage(cfg, store)
+    run_stage("scenes", cfg, store)
     plan = RunPlan.from_config(cfg)
-    assert reference_stage(cfg, store) == plan.reference
+    assert run_stage("reference", cfg, store) == plan.reference
     out = get_json(store, plan.layout.file(plan.reference, "reference.json"))
     marker = get_json(store, plan.layout.marker(plan.reference))
     assert marker["turns"] == len(out["turns"]) > 0 and marker["errors"] == 0
@@ -408,7 +407,7 @@ def test_reference_stage_writes_reference_json_and_the_report_shows_it(tmp_path)
     # every explicit T names Aria and no implicit T does (validate_pair): the rule gives 1.0 / 0.0
     assert [out["passes"][0]["scores"][c]["fresh_onset_response_rate"]["successes"]
             for c in ("explicit", "implicit")] == [3, 0]
-    assert reference_stage(cfg, store) == plan.reference  # complete: skipped
+    assert run_stage("reference", cfg, store) == plan.reference  # complete: skipped
     # a reference setting changes the reference and reduce prefixes only
     other = RunPlan.from_config(RunConfig(run_id="ref", scenes=ScenesSettings(n_pairs=3),
                                           models=(ModelSettings("silent", "silent"),),

@@ -183,7 +183,7 @@ def test_imported_manifest_with_a_duplicate_id_records_it_as_invalid(tmp_path):
     other half of that pair is then rejected too (a pair is never evaluated half)."""
     from harness.runtime.config import RunConfig
     from harness.runtime.plan import RunPlan
-    from harness.stages.scenes import scenes_stage
+    from harness.stages import run_stage
     from harness.store.base import LocalStore, get_json
 
     first, implicit, later = _scene(), _scene(scene_id="p00042-implicit", condition="implicit"), _scene()
@@ -192,14 +192,15 @@ def test_imported_manifest_with_a_duplicate_id_records_it_as_invalid(tmp_path):
     cfg = RunConfig.from_dict({"run_id": "dup", "scenes": {"manifest": str(path)},
                                "model": {"silent": {"target": "silent"}}, "store": {"root": str(tmp_path / "store")}})
     store = LocalStore(tmp_path / "store")
-    prefix = scenes_stage(cfg, store)
+    prefix = run_stage("scenes", cfg, store)
     plan = RunPlan.from_config(cfg)
     assert get_json(store, plan.layout.file(prefix, "invalid.json")) == {
         SID: f"manifest line 3: scene {SID!r}: scene id on manifest lines 1 and 3; none of them is used (which one "
              "is right is unknown) [rule duplicate_id]",
         "p00042-implicit": "scene 'p00042-implicit': pair 'p00042' has no explicit version [rule pair_incomplete]"}
     assert read_manifest(store.get(plan.layout.file(prefix, "scenes.jsonl")).decode().splitlines()) == []
-    assert get_json(store, plan.layout.marker(prefix)) == {"scenes": 0, "invalid": 2}
+    marker = get_json(store, plan.layout.marker(prefix))
+    assert (marker["stage"], marker["scenes"], marker["invalid"]) == ("scenes", 0, 2)
 
 
 def test_round_trip_hand_made_and_generated():

@@ -20,8 +20,8 @@ from harness.runtime.plan import RunPlan
 from harness.runtime.runner import ModelFailure, ModelStalled
 from harness.runtime.shard import CorruptOutput, InferWorker, read_output
 from harness.scoring.flow import ConversationScorer
+from harness.stages import run_stage
 from harness.stages.infer import infer_records
-from harness.stages.scenes import scenes_stage
 from harness.stages.score import ERROR_KEY, ConversationScoring, score_stage
 from harness.stages.synth import synth_stage
 from harness.stages.vad import segment_stored_probs, vad_stage
@@ -33,7 +33,7 @@ def test_corrupt_and_wrong_rate_clips_fail_their_conversations(tmp_path):
                                "model": {"silent": {"target": "silent"}},
                                "store": {"root": str(tmp_path)}})
     store = LocalStore(tmp_path)
-    scenes_stage(cfg, store)
+    run_stage("scenes", cfg, store)
     synth_stage(cfg, store)
     plan = RunPlan.from_config(cfg)
     index = get_json(store, plan.layout.file(plan.synth, "index.json"))
@@ -69,7 +69,7 @@ def _model_run(tmp_path, models: dict[str, dict], **cfg) -> tuple[RunConfig, Loc
     cfg = RunConfig.from_dict({"run_id": "fail", "scenes": {"n_pairs": 1, "seed": 3, "n4_share": 0.0},
                                "model": models, "store": {"root": str(tmp_path)}, **cfg})
     store = LocalStore(tmp_path)
-    scenes_stage(cfg, store)
+    run_stage("scenes", cfg, store)
     synth_stage(cfg, store)
     plan = RunPlan.from_config(cfg)
     ids = sorted(get_json(store, plan.layout.file(plan.synth, "index.json"))["conversations"])
@@ -168,7 +168,7 @@ def _babble_shard(tmp_path, run_id: str) -> tuple[RunConfig, LocalStore, RunPlan
     cfg = RunConfig.from_dict({"run_id": run_id, "scenes": {"n_pairs": 1, "seed": 3, "n4_share": 0.0},
                                "model": {"babble": {"target": "babble"}}, "store": {"root": str(tmp_path)}})
     store = LocalStore(tmp_path)
-    scenes_stage(cfg, store)
+    run_stage("scenes", cfg, store)
     synth_stage(cfg, store)
     plan = RunPlan.from_config(cfg)
     ids = sorted(get_json(store, plan.layout.file(plan.synth, "index.json"))["conversations"])

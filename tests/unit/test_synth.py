@@ -18,8 +18,8 @@ from harness.audio.tts import SynthesisError
 from harness.audio.tts.espeak import EspeakTTS
 from harness.runtime.config import RunConfig
 from harness.runtime.plan import RunPlan
+from harness.stages import run_stage
 from harness.stages.common import load_scenes
-from harness.stages.scenes import scenes_stage
 from harness.stages.synth import SynthIncomplete, synth_stage
 from harness.store.base import LocalStore, get_json
 
@@ -72,7 +72,7 @@ def _cfg(root: Path, n_pairs: int = 1, four_party_share: float = 0.0, cluster: d
 def _scenes(root: Path, **kw) -> tuple[RunConfig, LocalStore, RunPlan]:
     cfg = _cfg(root, **kw)
     store = LocalStore(root)
-    scenes_stage(cfg, store)
+    run_stage("scenes", cfg, store)
     return cfg, store, RunPlan.from_config(cfg)
 
 
