@@ -71,8 +71,8 @@ class SilentModel(_Baseline):
 class BabbleModel(_Baseline):
     name = "babble"
 
-    def __init__(self, gap_s: float = 0.15, **kw):
-        super().__init__(**kw)
+    def __init__(self, gap_s: float = 0.15, voice: str = "en-us+f3", max_batch: int = 64):
+        super().__init__(voice, max_batch)
         self.gap_s = gap_s
         self._phase = np.zeros(self.info.max_batch, np.int64)
 
@@ -97,8 +97,9 @@ class OracleModel(_Baseline):
     name = "oracle"
     capabilities = frozenset({READS_SCHEDULE})
 
-    def __init__(self, answer_delay_s: float = 0.5, stop_delay_s: float = 0.3, **kw):
-        super().__init__(**kw)
+    def __init__(self, answer_delay_s: float = 0.5, stop_delay_s: float = 0.3, voice: str = "en-us+f3",
+                 max_batch: int = 64):
+        super().__init__(voice, max_batch)
         self.answer_delay = round(answer_delay_s * RATE)
         self.stop_delay = round(stop_delay_s * RATE)
         self._cache: dict[str, np.ndarray] = {}

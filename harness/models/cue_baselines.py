@@ -50,8 +50,8 @@ class ReplayModel(_Forced, _Baseline):
     name = "replay"
     capabilities = frozenset({TEACHER_FORCING, READS_SCHEDULE})
 
-    def __init__(self, **kw):
-        super().__init__(**kw)
+    def __init__(self, voice: str = "en-us+f3", max_batch: int = 64):
+        super().__init__(voice, max_batch)
         self._ref: list[np.ndarray | None] = [None] * self.info.max_batch
 
     def open(self, row: int, stream: StreamContext) -> None:
