@@ -83,7 +83,8 @@ cue-review-import: setup  ## import two filled cue CSVs (CUE_RUN=cue-demo, REVIE
 # Container images and KubeRay manifests (docs/cluster.md). IMAGE_TAG defaults to the commit.
 REGISTRY  ?=
 IMAGE_TAG ?= $(shell git rev-parse --short=12 HEAD 2>/dev/null || echo dev)
-IMAGE_FAMILIES := moshi personaplex minicpm-o flm-audio freeze-omni voila qwen-asr synth-qwen3
+# every images/<family>/Dockerfile but the base's: a new family is a new folder, never an edit here
+IMAGE_FAMILIES := $(sort $(filter-out base,$(patsubst images/%/Dockerfile,%,$(wildcard images/*/Dockerfile))))
 image = $(if $(REGISTRY),$(REGISTRY)/)duplex-mpe-$(1):$(IMAGE_TAG)
 
 images:  ## build the images where a Docker engine runs (REGISTRY=..., IMAGE_TAG=..., PUSH=1 to push)
@@ -92,8 +93,9 @@ images:  ## build the images where a Docker engine runs (REGISTRY=..., IMAGE_TAG
 	  --build-arg IMAGE_REF=$(call image,base) -t $(call image,base) .
 	@set -e; for f in $(IMAGE_FAMILIES); do \
 	  echo "docker build images/$$f -> $(call image,$$f)"; \
+	  pins=$$(if [ -f images/$$f/build-args ]; then sed -n 's/^\([A-Z_][A-Z0-9_]*=.*\)$$/--build-arg \1/p' images/$$f/build-args; fi); \
 	  DOCKER_BUILDKIT=1 docker build --build-arg BASE_IMAGE=$(call image,base) --build-arg IMAGE_REF=$(call image,$$f) \
-	    -t $(call image,$$f) images/$$f; \
+	    $$pins -t $(call image,$$f) images/$$f; \
 	done
 	@if [ -n "$(PUSH)" ]; then set -e; for f in base $(IMAGE_FAMILIES); do docker push $(call image,$$f); done; fi
 

@@ -97,7 +97,6 @@ class FLMAudioModel(DuplexModel):
         ValueError: a decoding setting or ``max_steps`` out of range, or an unknown ``dtype``.
     """
 
-    SMOKE_REQUIREMENTS = ("transformers==4.51.3",)
     SOURCE_DIRS = (".",)  # flmaudio/ is at the checkout's root
 
     def __init__(self, weights_path: str = "CofeAI/FLM-Audio", revision: str | None = None,

@@ -1,4 +1,4 @@
-"""Freeze-Omni (VITA-MLLM/Freeze-Omni, GitHub ``3e17af4``) as a full-duplex model.
+"""Freeze-Omni (VITA-MLLM/Freeze-Omni at the commit ``images/freeze-omni/build-args`` pins) as a full-duplex model.
 
 Freeze-Omni is a frozen Qwen2-7B-Instruct with a streaming speech encoder, a "state head"
 that decides when the user has finished (``models/audioLLM.py``), and a speech decoder
@@ -185,7 +185,6 @@ class FreezeOmniModel(DuplexModel):
             (``make model-smoke``) instead of reading weights.
     """
 
-    SMOKE_REQUIREMENTS = ("transformers==4.45.2", "librosa==0.10.2.post1", "PyYAML==6.0.2")
     SOURCE_DIRS = (".",)
 
     def __init__(self, weights_path: str | None = None, llm_path: str | None = None,

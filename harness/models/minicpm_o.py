@@ -1,7 +1,7 @@
 """MiniCPM-o 4.5 in duplex mode (openbmb/MiniCPM-o-4_5; upstream ``MiniCPMODuplex``).
 
-Upstream code: ``MiniCPMO45/modeling_minicpmo.py`` of OpenBMB/MiniCPM-o-Demo (pinned in
-``images/minicpm-o/Dockerfile``; the same files ship as remote code in the weights repo),
+Upstream code: ``MiniCPMO45/modeling_minicpmo.py`` of OpenBMB/MiniCPM-o-Demo (at the commit
+``images/minicpm-o/build-args`` pins; the same files ship as remote code in the weights repo),
 imported as the package ``MiniCPMO45`` (the upstream README's duplex example does the same).
 Weights come from ``weights_path``: a local snapshot of openbmb/MiniCPM-o-4_5 (config,
 safetensors, tokenizer, ``assets/token2wav`` vocoder) or that repo id in the mounted Hugging
@@ -88,7 +88,6 @@ class MiniCPMO(DuplexModel):
         ValueError: a setting out of range (at construction).
     """
 
-    SMOKE_REQUIREMENTS = ("transformers==4.51.0", "accelerate==1.6.0")
     SOURCE_DIRS = (".",)  # the MiniCPM-o-Demo checkout root holds the package MiniCPMO45
 
     def __init__(self, weights_path: str | None = None, revision: str | None = None,

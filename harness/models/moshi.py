@@ -1,4 +1,5 @@
-"""Moshi (kyutai/moshiko-pytorch-bf16) through Kyutai's ``moshi`` package (PyPI ``moshi==0.2.13``).
+"""Moshi (kyutai/moshiko-pytorch-bf16) through Kyutai's ``moshi`` package (PyPI; the release
+``images/moshi/requirements.txt`` pins).
 
 One step is one Mimi frame: 1,920 samples at 24 kHz (80 ms) in and out. Rows batch natively:
 ``LMGen`` keeps per-row offsets and honours reset and exec masks (``moshi/models/lm.py``
@@ -135,7 +136,6 @@ class MoshiModel(DuplexModel):
             (teacher forcing relies on Moshi's layout).
     """
 
-    SMOKE_REQUIREMENTS = ("moshi==0.2.13",)
     SOURCE_DIRS: tuple[str, ...] = ()
 
     def __init__(self, hf_repo: str = "kyutai/moshiko-pytorch-bf16", revision: str = "main",

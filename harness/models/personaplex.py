@@ -105,10 +105,6 @@ class PersonaPlexModel(DuplexModel):
             or a voice prompt that is neither ``.pt`` nor ``.wav``.
     """
 
-    # the image's pins (images/personaplex/requirements.txt; a test keeps them equal): the harness's
-    # torch/numpy stay, upstream's torch<2.5 and numpy<2.2 caps are not installed
-    SMOKE_REQUIREMENTS = ("einops==0.7.0", "sentencepiece==0.2.0", "safetensors==0.4.5", "huggingface-hub==0.24.7",
-                          "sphn==0.1.4", "aiohttp==3.10.11", "pyloudnorm==0.2.0")
     SOURCE_DIRS = ("moshi",)  # the checkout's moshi/ holds the package `moshi` (PersonaPlex's fork)
 
     def __init__(self, weights_path: str | None = None, revision: str | None = None, voice_prompt: str = "NATF2.pt",

@@ -4,9 +4,10 @@ The five systems other than Moshi come from GitHub only, so the test suite check
 adapters against stand-ins. This smoke run checks the real thing without weights:
 
 1. outside: a throw-away virtualenv that sees the harness's own packages (torch, numpy,
-   silero-vad: a path file names the calling interpreter's site-packages) gets the adapter's
-   extra pins (``SMOKE_REQUIREMENTS`` of the adapter class) installed from the package index,
-   with the harness's pins as constraints;
+   silero-vad: a path file names the calling interpreter's site-packages) gets the pins of the
+   model's image installed from the package index (``images/<family>/requirements.txt`` of
+   the family its config's ``image`` names: the same file the image installs, with the
+   harness's pins as constraints; :func:`family_pins`);
 2. inside that environment: the checkout's source folders (``SOURCE_DIRS`` of the adapter
    class, relative to ``SRC``) go first on ``sys.path``, the adapter is built with
    ``tiny=True`` (its ``load`` then builds a tiny randomly initialised instance of the real
@@ -14,8 +15,10 @@ adapters against stand-ins. This smoke run checks the real thing without weights
    of espeak-ng speech through :func:`harness.runtime.runner.run_conversations`, with
    ``min(2, max_batch)`` rows so a batched adapter is refilled mid-run.
 
-The last line printed is one JSON object: model, upstream commit, statuses, steps and the
-per-stream real-time factor; the exit status is 0 only when every conversation streamed.
+The last line printed is one JSON object: model, the checkout's upstream commit and the one
+the image pins (``UPSTREAM_COMMIT`` in ``images/<family>/build-args``; a checkout at another
+commit is run, and said so on stderr), statuses, steps and the per-stream real-time factor; the
+exit status is 0 only when every conversation streamed.
 """
 
 from __future__ import annotations
@@ -33,6 +36,42 @@ from pathlib import Path
 import numpy as np
 
 REPO = Path(__file__).resolve().parents[2]
+IMAGES = REPO / "images"
+IMAGE_PREFIX = "duplex-mpe-"  # an image is duplex-mpe-<family>, built from images/<family>/ (`make images`)
+
+
+def image_family(model_name: str, conf_dir: Path | None = None) -> str | None:
+    """The image family of model config ``model_name`` (its ``image: duplex-mpe-<family>``), None
+    for a model that runs in the base image (``image: null``). ``conf_dir``: the model configs
+    (default: ``conf/model``).
+
+    Raises:
+        ValueError: an unknown model, or an image that is not ``duplex-mpe-<family>`` of a folder
+            ``images/<family>/`` with a Dockerfile.
+    """
+    from harness.models.registry import CONF_DIR, model_config
+
+    image = model_config(model_name, conf_dir or CONF_DIR).get("image")
+    if image is None:
+        return None
+    family = str(image).removeprefix(IMAGE_PREFIX)
+    if not image.startswith(IMAGE_PREFIX) or not (IMAGES / family / "Dockerfile").is_file():
+        raise ValueError(f"model {model_name!r}: image {image!r} is not {IMAGE_PREFIX}<family> of a folder "
+                         f"{IMAGES}/<family>/ with a Dockerfile")
+    return family
+
+
+def family_pins(family: str) -> tuple[list[str], dict[str, str]]:
+    """What image family ``family`` pins, each written once in its folder: the requirements
+    (``images/<family>/requirements.txt``, its lines without comments and options, e.g.
+    ``transformers==4.51.3``) and the build arguments (``images/<family>/build-args``, ``KEY=VALUE``
+    lines, e.g. ``UPSTREAM_COMMIT``: ``{}`` without that file)."""
+    folder = IMAGES / family
+    lines = [ln.split("#")[0].strip() for ln in (folder / "requirements.txt").read_text().splitlines()]
+    args_file = folder / "build-args"
+    args = [ln.strip() for ln in args_file.read_text().splitlines()] if args_file.is_file() else []
+    return ([ln for ln in lines if ln and not ln.startswith("-")],
+            dict(ln.split("=", 1) for ln in args if ln and not ln.startswith("#")))
 
 
 def smoke_scenes():
@@ -100,7 +139,13 @@ def run_inside(model_name: str, src: Path | None) -> dict:
     if src is not None:
         commit = subprocess.run(["git", "-C", str(src), "rev-parse", "HEAD"], capture_output=True,
                                 text=True).stdout.strip() or None
-    return {"model": model_name, "upstream_commit": commit, "statuses": [r.status for r in res],
+    family = image_family(model_name)
+    pinned = family_pins(family)[1].get("UPSTREAM_COMMIT") if family else None
+    if pinned and commit != pinned:
+        print(f"model-smoke: {src} is at {commit or 'an unknown commit'}, not the commit images/{family}/build-args "
+              f"pins ({pinned})", file=sys.stderr)
+    return {"model": model_name, "upstream_commit": commit, "pinned_commit": pinned,
+            "statuses": [r.status for r in res],
             "reasons": [r.reason for r in res if r.status != "ok"],
             "max_abs_output": max((float(np.abs(r.output).max(initial=0)) for r in res if r.output is not None),
                                   default=None),
@@ -109,10 +154,8 @@ def run_inside(model_name: str, src: Path | None) -> dict:
 
 
 def run_outside(model_name: str, src: Path, venv: Path) -> int:
-    """Create the throw-away environment, install the adapter's pins, rerun this module inside it."""
-    from harness.models.registry import model_class
-
-    reqs = list(getattr(model_class(model_name), "SMOKE_REQUIREMENTS", ()))
+    """Create the throw-away environment, install the pins of the model's image, rerun this module inside it."""
+    family = image_family(model_name)
     py = venv / "bin" / "python"
     if not py.exists():
         subprocess.run([sys.executable, "-m", "venv", str(venv)], check=True)
@@ -121,11 +164,13 @@ def run_outside(model_name: str, src: Path, venv: Path) -> int:
         purelib = subprocess.run([str(py), "-c", "import sysconfig; print(sysconfig.get_paths()['purelib'])"],
                                  capture_output=True, text=True, check=True).stdout.strip()
         (Path(purelib) / "duplex_mpe_harness.pth").write_text(sysconfig.get_paths()["purelib"] + "\n")
-    if reqs:
-        print(f"installing into {venv}: {' '.join(reqs)}", flush=True)
-        # the harness pins as constraints: an adapter's pins may not move torch or numpy under the harness
-        subprocess.run([str(py), "-m", "pip", "install", "-q", "--disable-pip-version-check",
-                        "-c", str(REPO / "requirements.txt"), *reqs], check=True)
+    if family is not None:
+        reqs = IMAGES / family / "requirements.txt"
+        print(f"installing into {venv}: {' '.join(family_pins(family)[0])} ({reqs})", flush=True)
+        # the image's own file, whose `-c ../../requirements.txt` keeps the harness pins: a model's pins may not
+        # move torch or numpy under the harness
+        subprocess.run([str(py), "-m", "pip", "install", "-q", "--disable-pip-version-check", "-r", str(reqs)],
+                       check=True)
     env = {**os.environ, "PYTHONPATH": str(REPO), "NO_TORCH_COMPILE": "1", "NO_CUDA_GRAPH": "1"}
     return subprocess.run([str(py), "-m", "harness.models.smoke", "--inside", "--model", model_name,
                            "--src", str(src)], env=env, cwd=REPO).returncode
@@ -133,7 +178,7 @@ def run_outside(model_name: str, src: Path, venv: Path) -> int:
 
 def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(prog="make model-smoke", description=__doc__.split("\n\n")[0])
-    ap.add_argument("--model", required=True, help="registered model name, e.g. flm_audio")
+    ap.add_argument("--model", required=True, help="model config name (conf/model/<name>.yaml), e.g. flm_audio")
     ap.add_argument("--src", type=Path, help="checkout of the upstream repository at the pinned commit")
     ap.add_argument("--venv", type=Path, help="throw-away virtualenv (default: a folder under the temp dir)")
     ap.add_argument("--inside", action="store_true", help=argparse.SUPPRESS)

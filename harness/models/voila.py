@@ -72,7 +72,6 @@ import numpy as np
 from harness.models.base import TEXT_PROMPT, DuplexModel, ModelInfo, OutputQueue, RowError, StreamContext
 from harness.weights import local_weights
 
-UPSTREAM_COMMIT = "6ba63bf6d20cac0d88b78bb2158ddcb9f94aec26"  # maitrix-org/Voila main
 RATE = 16_000  # tokenize_func.AUDIO_SR: the codec's rate, in and out
 FRAME = 640  # tokenize_func.SEG_LEN: one codec frame (40 ms, 25 Hz)
 CHANNELS = 2  # user, agent
@@ -125,7 +124,6 @@ class VoilaModel(DuplexModel):
             ``codec_context_frames`` < 0.
     """
 
-    SMOKE_REQUIREMENTS = ("transformers==4.51.3", "einops==0.8.1", "librosa==0.10.2.post1")
     SOURCE_DIRS = (".",)  # flat modules model.py, audio_transformer.py, voila_tokenizer.py, tokenize_func.py
 
     def __init__(self, weights_path: str = "maitrix-org/Voila-autonomous-preview", revision: str = "main",
@@ -151,8 +149,7 @@ class VoilaModel(DuplexModel):
         self.max_text_steps = min(max_text_steps, TINY_MAX_TEXT_STEPS) if tiny else int(max_text_steps)
         self.codec_context_frames, self.max_tokens = int(codec_context_frames), max_tokens
         self.dtype, self.tiny = dtype, tiny
-        weights = (f"tiny-random maitrix-org/Voila@{UPSTREAM_COMMIT[:7]}" if tiny else
-                   f"{weights_path}@{revision}+{codec_path}@{codec_revision}")
+        weights = "random:tiny" if tiny else f"{weights_path}@{revision}+{codec_path}@{codec_revision}"
         self.info = ModelInfo("voila", RATE, RATE, FRAME, FRAME, max_batch=1, capabilities=frozenset({TEXT_PROMPT}),
                               weights=weights)
         self._streams: list[_Stream | None] = [None] * self.info.max_batch

@@ -9,6 +9,7 @@ yamllint. Each check is also shown to reject a broken input.
 
 from __future__ import annotations
 
+import os
 import re
 import shutil
 import subprocess
@@ -19,6 +20,9 @@ import kubernetes_validate
 import pytest
 import yaml
 
+from harness.models.registry import model_configs
+from harness.models.smoke import family_pins, image_family
+
 ROOT = Path(__file__).resolve().parents[2]
 BIN = Path(sys.executable).parent
 IMAGES = ROOT / "images"
@@ -27,9 +31,9 @@ YAMLLINT_CONF = K8S / ".yamllint.yaml"
 KUBE_VERSION = "1.32.0"
 DOCKERFILES = sorted(IMAGES.glob("*/Dockerfile"))
 FAMILIES = sorted(p.parent.name for p in DOCKERFILES if p.parent.name != "base")
+# the families a model config's image names (the others are stage images: scoring, synthesis; docs/cluster.md)
+MODEL_FAMILIES = sorted({f for name in model_configs() if (f := image_family(name))})
 BASELINES = ("silent", "babble", "oracle")
-# stage images with no overlay of their own (docs/cluster.md: scoring with Qwen3-ASR, synthesis with Qwen3-TTS)
-STAGE_IMAGES = ("qwen-asr", "synth-qwen3")
 OVERLAYS = sorted(p.parent.name for p in (K8S / "overlays").glob("*/kustomization.yaml"))
 GPU_MODELS = sorted(set(OVERLAYS) - set(BASELINES))
 RUN_ID = "t-2026.1"
@@ -60,10 +64,66 @@ def instructions(dockerfile: Path) -> list[tuple[str, str]]:
 # ---------------------------------------------------------------------------------- images
 
 
-def test_one_dockerfile_per_family_and_the_base():
+def make_variable(name: str) -> str:
+    """The value make gives ``name`` in the Makefile (its database, printed without running anything)."""
+    proc = subprocess.run(["make", "-s", "-C", str(ROOT), "-pn", "images"], capture_output=True, text=True, check=True)
+    (line,) = [ln for ln in proc.stdout.splitlines() if ln.startswith(f"{name} := ")]
+    return line.split(":= ", 1)[1]
+
+
+def test_the_image_families_are_the_folders_and_every_model_image_is_one(tmp_path):
+    """Adding a family is adding its folder: make's list is derived from images/*/Dockerfile, and every
+    model config's image names one of them (duplex-mpe-<family>)."""
     assert [p.parent.name for p in DOCKERFILES if p.parent.name == "base"] == ["base"]
-    assert set(FAMILIES) == {"moshi", "personaplex", "minicpm-o", "flm-audio", "freeze-omni", "voila", "qwen-asr",
-                             "synth-qwen3"}
+    assert make_variable("IMAGE_FAMILIES").split() == FAMILIES
+    assert set(MODEL_FAMILIES) <= set(FAMILIES) and "moshi" in MODEL_FAMILIES
+    (tmp_path / "x.yaml").write_text('x: {target: "m:C", image: duplex-mpe-no-such-family}\n')
+    with pytest.raises(ValueError, match=r"image 'duplex-mpe-no-such-family' is not duplex-mpe-<family> of a folder"):
+        image_family("x", tmp_path)
+
+
+@pytest.fixture
+def fake_docker(tmp_path, monkeypatch) -> Path:
+    """A ``docker`` first on PATH that answers ``docker info`` and logs every call (one line each)."""
+    log = tmp_path / "docker.log"
+    (tmp_path / "docker").write_text(f'#!/bin/sh\necho "$*" >> {log}\n')
+    (tmp_path / "docker").chmod(0o755)
+    monkeypatch.setenv("PATH", f"{tmp_path}:{os.environ['PATH']}")
+    return log
+
+
+def test_each_pin_is_written_once_in_its_family_folder_and_make_images_passes_it(fake_docker):
+    """An upstream commit is a build argument of images/<family>/build-args only: the Dockerfile declares
+    it without a default, `make images` passes it, model-smoke reads the same file, and no adapter or
+    Dockerfile holds a commit or a requirement pin of its own (so none can disagree with the image)."""
+    proc = subprocess.run(["make", "-s", "-C", str(ROOT), "images", "IMAGE_TAG=t"], capture_output=True, text=True,
+                          check=False)
+    assert proc.returncode == 0, proc.stderr
+    builds = {ln.split()[-1]: ln.split() for ln in fake_docker.read_text().splitlines() if ln.startswith("build ")}
+    assert sorted(builds) == [".", *(f"images/{f}" for f in FAMILIES)]
+    commit = re.compile(r"\b[0-9a-f]{40}\b")
+    for family in FAMILIES:
+        args = family_pins(family)[1]
+        declared = {a.split("=", 1)[0]: "=" in a for i, a in instructions(IMAGES / family / "Dockerfile") if i == "ARG"}
+        for key, value in args.items():
+            assert declared.get(key) is False, f"{family}: build-args {key} must be an ARG without a default"
+            assert f"{key}={value}" in builds[f"images/{family}"], f"{family}: make images does not pass {key}"
+        required = {k for k, has_default in declared.items() if not has_default} - {"BASE_IMAGE"}
+        assert required <= set(args), f"{family}: ARGs {sorted(required - set(args))} are in no build-args"
+        assert not commit.search((IMAGES / family / "Dockerfile").read_text()), f"{family}: a commit in the Dockerfile"
+        fetches_source = any(i == "ADD" and ".git#" in a for i, a in instructions(IMAGES / family / "Dockerfile"))
+        assert fetches_source == ("UPSTREAM_COMMIT" in args), f"{family}: source from git needs its UPSTREAM_COMMIT"
+    pin = re.compile(r"[\"'][A-Za-z0-9_.\-\[\]]+==\d")
+    for adapter in (ROOT / "harness" / "models").glob("*.py"):
+        text = adapter.read_text()
+        assert not commit.search(text) and not pin.search(text), f"{adapter.name} repeats a pin of its image"
+
+
+def test_the_test_environments_moshi_is_the_images():
+    """requirements-nodeps.txt installs Kyutai's moshi for the tiny-model tests: the release the image pins."""
+    dev = [ln.strip() for ln in (ROOT / "requirements-nodeps.txt").read_text().splitlines()
+           if ln.startswith("moshi==")]
+    assert len(dev) == 1 and dev == [p for p in family_pins("moshi")[0] if p.startswith("moshi==")]
 
 
 @pytest.mark.parametrize("dockerfile", DOCKERFILES, ids=lambda p: p.parent.name)
@@ -157,7 +217,7 @@ def rendered(tmp_path_factory) -> dict[str, tuple[Path, list[dict]]]:
 
 
 def test_every_model_has_an_overlay_and_every_family_image_is_used():
-    assert set(OVERLAYS) == set(BASELINES) | {f for f in FAMILIES if f not in STAGE_IMAGES}
+    assert set(OVERLAYS) == set(BASELINES) | set(MODEL_FAMILIES)
     # each overlay's RayJob selects a model config that exists (family flm-audio -> conf/model/flm_audio.yaml)
     for overlay in OVERLAYS:
         entry = (K8S / "overlays" / overlay / "kustomization.yaml").read_text()
