@@ -21,6 +21,7 @@ TEXT_PROMPT = "text_prompt"  # takes the duty instruction as text
 AUDIO_PROMPT = "audio_prompt"  # takes a spoken prompt before streaming
 TEACHER_FORCING = "teacher_forcing"  # can be forced on its output stream (Duplex Cue)
 READS_SCHEDULE = "reads_schedule"  # a self-test that cheats: sees scene and placements
+VOCABULARY = "vocabulary"  # listens with a recogniser biased to what is said in the room (StreamContext.vocabulary)
 REALTIME = "realtime"  # a remote service that runs against the wall clock: the runner paces its steps
 
 
@@ -55,19 +56,26 @@ class ModelInfo:
 
 @dataclass(frozen=True)
 class StreamContext:
-    """What a model is told when a stream opens.
+    """What a model is told when a stream opens. What a model may see follows from what it
+    declares (``ModelInfo.capabilities``); the runner fills the rest with nothing.
 
     Attributes:
         conversation_id: the scene id.
         seed: per-conversation seed derived from (run seed, conversation id).
         duty_text: the duty instruction as text (for models with ``text_prompt``).
-        scene: the script; only ``reads_schedule`` self-tests may look at it.
+        scene: the script, answer key included: given only to ``reads_schedule`` self-tests,
+            ``None`` for every other model.
+        vocabulary: what is said in the room (each human turn's text, then the duty text; never
+            the answer key: :func:`harness.scoring.flow.scene_vocabulary` without
+            ``bias_with_gold``), the prior of a model's own recogniser: given only to models
+            declaring ``vocabulary``, empty for the others.
     """
 
     conversation_id: str
     seed: int
     duty_text: str
-    scene: Scene
+    scene: Scene | None = None
+    vocabulary: tuple[str, ...] = ()
 
 
 class RowError(Exception):

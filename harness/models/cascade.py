@@ -8,9 +8,11 @@ It decides from the room audio alone, so it shows a real explicit/implicit gap w
 2. **ASR**: the offline recogniser of the scoring stage
    (:class:`~harness.scoring.asr.pocketsphinx.PocketsphinxASR`) transcribes the turn's first
    ``head_s`` (and the whole turn and the earlier ones only when it answers). Its
-   vocabulary prior is the scene's text (its turns and the duty instruction), exactly as the
-   scoring ASR gets it: a stand-in for a strong open-vocabulary recogniser. The cascade reads
-   nothing else of the script: no labels, targets, order or timing.
+   vocabulary prior is what is said in the room (the turns' texts and the duty instruction,
+   never the answer key), exactly as the scoring ASR gets it: a stand-in for a strong
+   open-vocabulary recogniser. It declares ``vocabulary`` and gets that text as
+   :attr:`StreamContext.vocabulary`; it does not declare ``reads_schedule``, so it never sees
+   the script (no labels, targets, order, timing or answers).
 3. **Addressee rule**: the turn is for the assistant when it says the assistant's name
    (``name``), or when it is a question (it starts with a question word) that begins within
    ``follow_up_s`` of the end of the assistant's last reply. The spoken duty instruction comes
@@ -33,7 +35,7 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
-from harness.models.base import DuplexModel, ModelInfo, OutputQueue, StreamContext
+from harness.models.base import VOCABULARY, DuplexModel, ModelInfo, OutputQueue, StreamContext
 
 RATE = 24_000
 FRAME = 1_920
@@ -96,7 +98,7 @@ class CascadeModel(DuplexModel):
         self.name, self.voice, self.name_phones = name.lower(), voice, tuple(name_phones)
         self.head, self.context_turns = round(head_s * RATE), context_turns
         self.endpoint_s, self.follow_up, self.duty_overlap = endpoint_s, round(follow_up_s * RATE), duty_overlap
-        self.info = ModelInfo("cascade", RATE, RATE, FRAME, FRAME, max_batch, frozenset(), weights=None)
+        self.info = ModelInfo("cascade", RATE, RATE, FRAME, FRAME, max_batch, frozenset({VOCABULARY}), weights=None)
         self._rows: list[_Listener | None] = [None] * max_batch
         self._fresh: set[int] = set()
         self._det = None
@@ -115,8 +117,7 @@ class CascadeModel(DuplexModel):
         self._vad = VadSettings(rules=SegmentRules(min_speech_s=0.2, min_silence_s=self.endpoint_s))
 
     def open(self, row: int, stream: StreamContext) -> None:
-        vocabulary = [t.text for t in stream.scene.turns] + ([stream.duty_text] if stream.duty_text else [])
-        self._rows[row] = _Listener(vocabulary, frozenset(_words(stream.duty_text)) - STOPWORDS)
+        self._rows[row] = _Listener(list(stream.vocabulary), frozenset(_words(stream.duty_text)) - STOPWORDS)
         self._fresh.add(row)
 
     def close(self, row: int) -> None:

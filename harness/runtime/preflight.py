@@ -17,6 +17,11 @@ completion marker exists is skipped by the stage itself, so it needs nothing):
   never read beyond "set and not empty", nor printed;
 * **the ASR** (``asr.*``; ``score``): the backend is built, which imports its stack and checks
   its params but loads no weights (weights load on the first transcription);
+* **each model's params** (``model.<name>.params``), whatever the stages: bound to its
+  adapter's constructor without building it (:func:`harness.models.registry.check_params`;
+  issue 19 item 12), so an unknown or misspelt key is named, with the keys the adapter
+  accepts, before anything runs (a model whose class cannot be imported here is checked where
+  it runs);
 * **each model** whose ``infer`` is not complete: its class's module imports (the model's
   stack; no weights), else the message names the model and the image it runs in
   (``model.<name>.image``);
@@ -124,6 +129,22 @@ def model_problem(m: ModelSettings) -> str | None:
     return None
 
 
+def params_problem(m: ModelSettings) -> str | None:
+    """Why model ``m``'s ``params`` do not bind to its adapter's constructor, or None (also when its
+    class cannot be imported here: :func:`model_problem` reports that where infer needs it)."""
+    from harness.models.registry import check_params, model_class
+
+    try:
+        cls = model_class(m.target)
+    except (ImportError, ValueError):
+        return None
+    try:
+        check_params(cls, m.params)
+    except ValueError as e:
+        return f"model {m.name!r} ({m.target}): model.{m.name}.params: {e}"
+    return None
+
+
 def resource_problems(cfg: RunConfig, work: Pending) -> list[str]:
     """Requests the local Ray node (``cluster.num_cpus`` or this machine's cores,
     ``cluster.num_gpus``) cannot hold, and models it would give GPUs where torch sees no
@@ -158,6 +179,7 @@ def problems(cfg: RunConfig, store: ObjectStore, stages: Collection[str]) -> lis
     if work.scenes and manifest and not os.path.isfile(manifest):
         out.append(f"scenes.manifest={manifest}: {'a directory' if os.path.isdir(manifest) else 'no such file'} "
                    "(a JSONL scene manifest, one scene per line)")
+    out += [p for m in cfg.models if (p := params_problem(m))]
     judge_needed_by = ["score"] if work.score else []
     if work.reference:
         rc = cfg.reference

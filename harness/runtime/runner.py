@@ -54,9 +54,10 @@ from harness.audio.assemble import Track
 from harness.audio.io import PCM_SCALE, quantize
 from harness.audio.resample import StreamResampler
 from harness.audio.room_tone import RoomTone
-from harness.models.base import READS_SCHEDULE, REALTIME, DuplexModel, RowError, StreamContext
+from harness.models.base import READS_SCHEDULE, REALTIME, VOCABULARY, DuplexModel, ModelInfo, RowError, StreamContext
 from harness.protocol.scheduler import Event, Placement, ProtocolSettings, Scheduler
 from harness.scenes.schema import Scene
+from harness.scoring.flow import scene_vocabulary
 from harness.vad.silero import StreamingDetector, VadSettings
 
 
@@ -103,6 +104,16 @@ class ConversationResult:
             "step_s": round(self.step_s, 3),
             "usage": self.usage,
         }
+
+
+def stream_context(conv: ConversationInput, info: ModelInfo) -> StreamContext:
+    """What a model opening ``conv`` is told: the script (answer key included) only when it declares
+    ``reads_schedule``, the room's vocabulary only when it declares ``vocabulary`` (issue 20: no
+    other model can see the answer key)."""
+    caps = info.capabilities
+    return StreamContext(conv.scene.scene_id, conv.seed, conv.duty_text,
+                         scene=conv.scene if READS_SCHEDULE in caps else None,
+                         vocabulary=tuple(scene_vocabulary(conv.scene, conv.duty_text)) if VOCABULARY in caps else ())
 
 
 class ModelFailure(RuntimeError):
@@ -466,8 +477,7 @@ def run_conversations(model: DuplexModel, convs: Sequence[ConversationInput], pr
             prev_out[b] = 0.0
             slots[b] = _Stream(i, c, sched, RoomTone(protocol.room_tone, protocol.room_tone_dbfs, c.seed, sr),
                                drop=lag if clock else 0, opened=time.perf_counter())
-            call("open", f"open of {c.scene.scene_id} in row {b}", model.open, b,
-                 StreamContext(c.scene.scene_id, c.seed, c.duty_text, c.scene))
+            call("open", f"open of {c.scene.scene_id} in row {b}", model.open, b, stream_context(c, info))
 
     try:
         while rb.admit(clock, period, fresh_state, refill):

@@ -202,6 +202,34 @@ def test_a_model_whose_infer_is_complete_needs_nothing(tmp_path, adapter_module)
     assert problems(c, store, STAGES) == []  # infer and score complete: neither model nor judge is needed
 
 
+# -- model params ---------------------------------------------------------------------------------
+def test_a_model_param_the_adapter_does_not_take_is_named_with_the_accepted_ones_whatever_the_stages(tmp_path):
+    c = cfg(tmp_path, model={"oracle": {"target": "oracle", "params": {"voice": "en-us+f3", "answer_delay": 1}},
+                             "cascade": {"target": "cascade", "params": {"endpoint_s": 0.3, "max_batch": 4}},
+                             "silent": {"target": "silent", "params": {"api_key": "x", "sk": 1}}})
+    expected = [
+        "model 'oracle' (oracle): model.oracle.params: unknown parameter 'answer_delay'; OracleModel accepts: "
+        "answer_delay_s, stop_delay_s, voice, max_batch",
+        "model 'silent' (silent): model.silent.params: unknown parameters 'api_key', 'sk'; SilentModel accepts: "
+        "voice, max_batch"]
+    assert found(c) == expected
+    for stages in (["scenes"], ["reduce"], ["cue-corpus"]):  # before anything runs, whatever runs
+        assert found(c, stages) == expected, stages
+    assert found(cfg(tmp_path, model={"oracle": {"target": "oracle", "params": {"answer_delay_s": 1}}})) == []
+
+
+def test_a_required_param_that_is_missing_is_named(tmp_path, monkeypatch):
+    (tmp_path / "h12_needs_a_path.py").write_text(
+        "from harness.models.baselines import SilentModel\n\n"
+        "class Needy(SilentModel):\n    def __init__(self, weights_path: str, voice: str = 'x'):\n"
+        "        super().__init__(voice)\n")
+    monkeypatch.syspath_prepend(str(tmp_path))
+    c = cfg(tmp_path, model={"needy": {"target": "h12_needs_a_path:Needy", "params": {"voice": "y"}}})
+    assert found(c, ["scenes"]) == [
+        "model 'needy' (h12_needs_a_path:Needy): model.needy.params: missing a required argument: 'weights_path'; "
+        "Needy accepts: weights_path, voice"]
+
+
 # -- one message, exit status 2 -------------------------------------------------------------------
 def test_a_scene_manifest_that_is_not_a_file_is_named_before_the_scenes_stage(tmp_path):
     missing = tmp_path / "nope.jsonl"
@@ -234,6 +262,18 @@ def test_the_pipeline_without_the_judge_key_exits_2_before_writing_anything(tmp_
                                  + ANTHROPIC_KEY_MISSING.format("the score stage")), out.stderr[-3000:]
     assert sorted(p.name for p in (tmp_path / "x").iterdir()) == ["logs"]  # Hydra's log dir only: no run.json
     assert sorted(p.name for p in tmp_path.iterdir()) == ["_probe", "x"]  # and the store probe's object
+
+
+def test_the_pipeline_with_a_misspelt_model_param_exits_2_before_the_scenes_stage(tmp_path):
+    out = subprocess.run([sys.executable, "-m", "jobs.pipeline", "run_id=x", f"store.root={tmp_path}", "scenes=tiny",
+                          "+model.oracle.params.bogus=1"], cwd=REPO, capture_output=True, text=True, timeout=600,
+                         env={**os.environ, "RAY_AUTH_MODE": "disabled"})
+    assert out.returncode == 2, out.stderr[-3000:]
+    assert out.stderr.startswith(
+        "preflight: 1 problem(s); nothing was started:\n  - model 'oracle' "
+        "(harness.models.baselines:OracleModel): model.oracle.params: unknown parameter 'bogus'; OracleModel "
+        "accepts: answer_delay_s, stop_delay_s, voice, max_batch"), out.stderr[-3000:]
+    assert sorted(p.name for p in (tmp_path / "x").iterdir()) == ["logs"]  # no run.json, no scenes
 
 
 def test_a_hosted_model_without_its_key_is_named_before_infer(tmp_path, monkeypatch):

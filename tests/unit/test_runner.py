@@ -386,3 +386,45 @@ def test_a_realtime_model_is_paced_admitted_when_it_says_so_and_metered(scene):
     for r in res:
         rec = r.record(SR)
         assert rec["usage"] == {"audio_in_s": pytest.approx(-(-len(r.output) // FRAME) * FRAME / SR, abs=0.09)}
+
+
+# --- what a model is told when a stream opens: only what it declares (issue 20) -----------------
+
+class _Listener(DuplexModel):
+    """Says nothing; keeps every StreamContext it is opened with."""
+
+    def __init__(self, capabilities: frozenset[str] = frozenset()):
+        self.info = ModelInfo("listener", SR, SR, FRAME, FRAME, 2, capabilities)
+        self.opened: list = []
+
+    def load(self, device: str) -> None:
+        pass
+
+    def open(self, row: int, stream) -> None:
+        self.opened.append(stream)
+
+    def step(self, frames: np.ndarray) -> np.ndarray:
+        return np.zeros((frames.shape[0], FRAME), np.float32)
+
+
+def test_only_a_model_that_declares_reads_schedule_sees_the_script_and_vocabulary_never_has_the_answer():
+    from harness.models.base import READS_SCHEDULE, VOCABULARY
+
+    turns = (Turn("A", "Ben, the train leaves at seven.", Label.N2, Target.HUMAN),
+             Turn("B", "Aria, when does the train leave?", Label.T, Target.ARIA),
+             Turn("A", "Dana, is the shop open?", Label.N4_Q, Target.HUMAN, answer="until nine"))
+    secret = Scene("s0-explicit", "s0", "explicit", ("A", "B"), turns, "at half past six")
+    conv = replace(_conv(secret, 3, clip_s=0.2), duty_text="Answer when addressed.")
+    told = {}
+    for caps in (frozenset(), frozenset({VOCABULARY}), frozenset({READS_SCHEDULE})):
+        m = _Listener(caps)
+        (res,) = run_conversations(m, [conv], ProtocolSettings(tail_s=0.2), VadSettings())
+        assert res.status == "ok", res.reason
+        (told[caps],) = m.opened
+    plain, listening, cheating = told.values()
+    assert (plain.conversation_id, plain.seed, plain.duty_text) == ("s0-explicit", 3, "Answer when addressed.")
+    assert plain.scene is None and plain.vocabulary == ()  # no capability: neither script nor room text
+    assert listening.scene is None
+    assert listening.vocabulary == (*[t.text for t in turns], "Answer when addressed.")
+    assert not any(key in text for text in listening.vocabulary for key in ("half past six", "until nine"))
+    assert cheating.scene is secret and cheating.vocabulary == ()
