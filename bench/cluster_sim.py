@@ -36,9 +36,9 @@ from itertools import pairwise
 
 import ray
 
+from harness.products.infer import read_ledger
 from harness.runtime.config import RunConfig
 from harness.runtime.executor import run_shards, shard_plan
-from harness.runtime.ledger import read_ledger
 from harness.runtime.plan import RunPlan
 from harness.runtime.simulate import NullWorker
 from harness.store.base import LocalStore
@@ -99,7 +99,7 @@ def main() -> None:
     print(f"first run: {len(runs)} shards done, {len(first.failed)} failed, {first_wall:.1f} s wall, "
           f"busy {busy:.1f} GPU-s over {span:.1f} s x {args.gpus} GPUs")
 
-    led = read_ledger(store, plan, "null")
+    led = read_ledger(store, plan.layout, plan.infer["null"], "null")
     completed_before = set(led.markers)
     t1 = time.perf_counter()
     rerun = run_shards(cfg, store, {"null": {s: shards[s] for s in led.missing}}, led.spent_hours,
@@ -108,7 +108,7 @@ def main() -> None:
     ran = [s.shard_id for s in rerun.done if not s.skipped]
     print(f"rerun: {len(ran)} shards run ({len(led.missing)} were missing), {rerun_wall:.1f} s wall")
     ray.shutdown()
-    final = read_ledger(store, plan, "null")
+    final = read_ledger(store, plan.layout, plan.infer["null"], "null")
     print(json.dumps({
         "conversations": args.conversations, "shards": n_shards, "gpus": args.gpus,
         "seconds_per_conversation": args.seconds,

@@ -220,10 +220,10 @@ def run_until_stopped(fn: Callable[[RunConfig, ObjectStore], T], run: RunConfig,
     and one message. Completed work is kept. ``status``: the run's status text (default: the
     Duplex-MPE pipeline's, :func:`~harness.runtime.status.run_status`); ``resume``: the command
     that continues the run (default: ``make rerun-failed``)."""
+    from harness.products.infer import InferIncomplete
     from harness.runtime.executor import BudgetExceeded, UnmetResources
     from harness.runtime.status import run_status
     from harness.stages.common import StageInputMissing
-    from harness.stages.infer import InferIncomplete
     from harness.stages.synth import SynthIncomplete
 
     if resume is None:

@@ -19,8 +19,8 @@ import hydra
 from omegaconf import DictConfig
 
 from harness.cue.plan import CuePlan
+from harness.products.infer import read_ledger
 from harness.runtime.config import RunConfig
-from harness.runtime.ledger import read_ledger
 from harness.store.base import ObjectStore
 from jobs._entry import CONF_DIR, FAILED_CONVERSATIONS, check_ready, fail, run_until_stopped, setup
 
@@ -49,7 +49,7 @@ def item_errors(cfg: RunConfig, store: ObjectStore) -> list[tuple[str, str, str]
     plan = CuePlan.from_config(cfg)
     out = []
     for m in cfg.models:
-        led = read_ledger(store, plan, m.name, failures=False, prefix=plan.infer[m.name])  # type: ignore[arg-type]
+        led = read_ledger(store, plan.layout, plan.infer[m.name], m.name, failures=False)  # type: ignore[arg-type]
         out += [(m.name, iid, e["reason"]) for mk in led.markers.values()
                 for iid, e in sorted(mk["conversations"].items()) if e["status"] != "ok"]
     return out
@@ -60,7 +60,7 @@ def cue_status(cfg: RunConfig, store: ObjectStore) -> str:
     plan = CuePlan.from_config(cfg)
     lines = ["cue-infer shards:"]
     for m in cfg.models:
-        led = read_ledger(store, plan, m.name, prefix=plan.infer[m.name])  # type: ignore[arg-type]
+        led = read_ledger(store, plan.layout, plan.infer[m.name], m.name)  # type: ignore[arg-type]
         lines.append(f"  {m.name}: {len(led.markers)}/{len(led.shards)} complete, {len(led.missing)} missing, "
                      f"{sum(map(len, led.failures.values()))} failed attempt(s), {led.spent_hours:.4f} device-hours")
     return "\n".join(lines)

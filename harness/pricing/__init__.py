@@ -247,7 +247,7 @@ def spend_row(stage: str, who: str, usages: Iterable[Mapping[str, Any] | None], 
 def spend_rows(ledgers: Iterable[Any], scoring: Mapping[str, Mapping[str, Any]], reference: Mapping[str, Any] | None,
                table: PriceTable, reference_name: str = "reference") -> list[dict[str, Any]]:
     """The API spend of a run from the usage ledger, one :func:`spend_row` per metered spender:
-    each model's infer usage (``ledgers``: :class:`~harness.runtime.ledger.ModelLedger`, completed
+    each model's infer usage (``ledgers``: :class:`~harness.products.infer.ModelLedger`, completed
     shards and failed attempts), the LLM judge's paid calls per model (``scoring``: ``{model: score
     marker}``) and the text reference's and its judge's (``reference``: the reference marker, if any)."""
     rows = [spend_row("infer", led.model, [*led.usage.values(), *led.failed_usage.values()], table)
@@ -293,7 +293,7 @@ def is_metered(target: str) -> bool:
 
 def status_lines(ledgers: Iterable[Any], models: Iterable[Any], table: PriceTable | None = None) -> list[str]:
     """``make status`` lines: the API cost so far of each metered model of a run, from its shard
-    markers and failure records only (``ledgers``: :class:`~harness.runtime.ledger.ModelLedger`
+    markers and failure records only (``ledgers``: :class:`~harness.products.infer.ModelLedger`
     by model; ``models``: :class:`~harness.runtime.config.ModelSettings`)."""
     metered = [m for m in models if is_metered(m.target)]
     if not metered:

@@ -173,7 +173,7 @@ class Budget:
         failure records; a model whose price table key (:func:`~harness.pricing.metered_key`) has no
         entry is unpriced from the start."""
         from harness.pricing import load_prices, metered_key
-        from harness.runtime.ledger import read_ledger
+        from harness.products.infer import read_ledger
 
         budget = cls(cfg.budget, spent_hours)
         plan = RunPlan.from_config(cfg)
@@ -184,7 +184,7 @@ class Budget:
             budget.prices = budget.prices or load_prices(cfg.budget.price_table)
             if key not in budget.prices.models:
                 budget.unpriced[m.name] = f"{key} is not in {budget.prices.label}"
-            led = read_ledger(store, plan, m.name, prefix=roots[m.name])
+            led = read_ledger(store, plan.layout, roots[m.name], m.name)
             for marker in led.markers.values():
                 budget.book_api(m.name, marker.get("usage") or {}, shard=True)
             budget.book_api(m.name, led.failed_usage)

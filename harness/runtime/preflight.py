@@ -47,9 +47,9 @@ import os
 from collections.abc import Collection
 from dataclasses import dataclass, field
 
+from harness.products.infer import read_ledger
 from harness.runtime.config import ModelSettings, RunConfig
 from harness.runtime.executor import RESOURCE_HINT, unmet_requests
-from harness.runtime.ledger import read_ledger
 from harness.runtime.plan import RunPlan
 from harness.runtime.shard import cuda_problem
 from harness.store.base import ObjectStore, StoreError
@@ -84,7 +84,7 @@ def pending(cfg: RunConfig, store: ObjectStore | None, stages: Collection[str]) 
     def infer_done(m: ModelSettings) -> bool:
         if store is None:
             return False
-        led = read_ledger(store, plan, m.name, failures=False)
+        led = read_ledger(store, plan.layout, plan.infer[m.name], m.name, failures=False)
         return bool(led.shards) and not led.missing
 
     return Pending(

@@ -35,13 +35,17 @@ from typing import Any
 
 import numpy as np
 
-from harness.audio.io import AudioError, decode, encode
+from harness.audio.io import AudioError, encode
+from harness.models.base import DuplexModel
 from harness.models.registry import build_model
 from harness.pricing import add_usage, sum_usage
+from harness.products.infer import ModelFacts
+from harness.products.scenes import SceneSet
+from harness.products.timeline import ClipReader, Timeline
 from harness.runtime.config import ModelSettings, RunConfig
 from harness.runtime.plan import RunPlan
 from harness.runtime.runner import ConversationInput, ConversationResult, ModelThread, run_conversations
-from harness.scenes.schema import Scene, read_manifest
+from harness.scenes.schema import Scene
 from harness.store.base import ObjectStore, get_json, json_bytes, put_json
 from harness.store.layout import RunLayout
 
@@ -194,6 +198,25 @@ class ShardWorker:
                             spend, devices, committed=committed, started=started, usage=attempt.usage)
 
 
+def model_facts(settings: ModelSettings, model: DuplexModel | None = None) -> ModelFacts:
+    """What the run knows of a model (:class:`~harness.products.infer.ModelFacts`): its
+    :class:`~harness.models.base.ModelInfo` (of ``model``, the loaded instance, whose ``weights``
+    say what was loaded; else of a fresh, unloaded one) and, for a hosted model, its provider,
+    turn-taking settings and price key. Raises ImportError / ValueError as
+    :func:`~harness.models.registry.build_model`."""
+    from harness.models.hosted import HostedRealtimeModel
+    from harness.pricing import metered_key
+
+    model = model or build_model(settings.target, settings.params)
+    info = model.info
+    hosted = isinstance(model, HostedRealtimeModel)
+    return ModelFacts(settings.name, settings.target, info.input_rate, info.output_rate, info.frame_in,
+                      info.frame_out, info.max_batch, tuple(sorted(info.capabilities)), info.weights,
+                      provider=type(model).provider if hosted else None,
+                      turn_taking=type(model).turn_taking(settings.params) if hosted else None,
+                      metered=metered_key(settings.target, settings.params))
+
+
 class NoUsableCuda(RuntimeError):
     """An actor was given GPUs but torch sees no usable CUDA (it would run on CPU and book GPU-hours)."""
 
@@ -241,9 +264,10 @@ class InferWorker(ShardWorker):
         self.model = build_model(model.target, model.params)
         self.thread = ModelThread(model.name)
         self.thread.call("load", self.model.load, device)  # no timeout: a download may take long
+        model_facts(model, self.model).write(store, self.plan.layout, self.shard_root())
         self._scenes: dict[str, Scene] | None = None
-        self._index: dict | None = None
-        self._clip_cache: dict[str, object] = {}
+        self._timeline: Timeline | None = None
+        self._clip = ClipReader(store, self.plan.layout, self.plan.synth, cfg.protocol.sample_rate)
 
     def usage_so_far(self) -> dict[str, dict[str, Any]]:
         """What the model billed since the last call, sessions of conversations that never returned
@@ -252,35 +276,29 @@ class InferWorker(ShardWorker):
         drain = getattr(self.model, "drain_usage", None)
         return sum_usage(drain()) if drain is not None else {}
 
-    def _inputs(self) -> tuple[dict[str, Scene], dict]:
+    def _inputs(self) -> tuple[dict[str, Scene], Timeline]:
         if self._scenes is None:
-            lines = self.store.get(self.plan.layout.file(self.plan.scenes, "scenes.jsonl")).decode().splitlines()
-            self._scenes = {s.scene_id: s for s in read_manifest(lines)}
-            self._index = get_json(self.store, self.plan.layout.file(self.plan.synth, "index.json"))
-        return self._scenes, self._index
+            lay, plan = self.plan.layout, self.plan
+            self._scenes = SceneSet.read(self.store, lay, plan.scenes).by_id
+            self._timeline = Timeline.read(self.store, lay, plan.synth)
+        return self._scenes, self._timeline
 
-    def _clip(self, clip_id: str):
-        if clip_id not in self._clip_cache:
-            data = self.store.get(self.plan.layout.clip(self.plan.synth, clip_id))
-            self._clip_cache[clip_id] = decode(data, expected_rate=self.cfg.protocol.sample_rate)[0]
-        return self._clip_cache[clip_id]
-
-    def _load(self, scene_id: str, scenes: dict[str, Scene], index: dict) -> ConversationInput:
-        entry = index["conversations"][scene_id]
-        clips = [self._clip(t["clip"]) for t in entry["turns"]]
-        for t, c in zip(entry["turns"], clips, strict=True):
-            if len(c) != t["n"]:
-                raise AudioError(f"clip {t['clip']} has {len(c)} samples, index says {t['n']}")
-        return ConversationInput(scenes[scene_id], clips, self._clip(index["preamble"]["clip"]),
+    def _load(self, scene_id: str, scenes: dict[str, Scene], timeline: Timeline) -> ConversationInput:
+        turns = timeline.conversations[scene_id]
+        clips = [self._clip(t.clip) for t in turns]
+        for t, c in zip(turns, clips, strict=True):
+            if len(c) != t.n:
+                raise AudioError(f"clip {t.clip} has {len(c)} samples, the synth index says {t.n}")
+        return ConversationInput(scenes[scene_id], clips, self._clip(timeline.preamble.clip),
                                  self.cfg.conversation_seed(scene_id), self.cfg.tts.preamble_text)
 
     def process(self, scene_ids: list[str], attempt: ShardAttempt) -> tuple[dict[str, tuple[str, str]], float]:
-        scenes, index = self._inputs()
+        scenes, timeline = self._inputs()
         results: list[ConversationResult] = []
         ready: list[ConversationInput] = []
         for sid in scene_ids:
             try:
-                ready.append(self._load(sid, scenes, index))
+                ready.append(self._load(sid, scenes, timeline))
             except (AudioError, KeyError, FileNotFoundError) as e:
                 results.append(ConversationResult(sid, "error", f"cannot load input: {type(e).__name__}: {e}"))
         results += run_conversations(self.model, ready, self.cfg.protocol, self.cfg.detector,

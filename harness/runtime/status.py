@@ -11,8 +11,8 @@ It reads the store only and changes nothing (``make status RUN=...``).
 from __future__ import annotations
 
 from harness.pricing import describe_row, ledger_cost, load_prices, spend_rows, status_lines
+from harness.products.infer import ModelLedger, read_ledger
 from harness.runtime.config import RunConfig
-from harness.runtime.ledger import ModelLedger, read_ledger
 from harness.runtime.plan import RunPlan
 from harness.store.base import ObjectStore, get_json
 
@@ -50,7 +50,7 @@ def run_status(cfg: RunConfig, store: ObjectStore) -> str:
              f"  scenes    {mark(plan.scenes):9} {plan.scenes}",
              f"  reference {mark(plan.reference):9} {plan.reference}",
              f"  synth     {mark(plan.synth):9} {plan.synth}"]
-    ledgers = [read_ledger(store, plan, m.name) for m in cfg.models]
+    ledgers = [read_ledger(store, plan.layout, plan.infer[m.name], m.name) for m in cfg.models]
     for led in ledgers:
         lines += _infer_line(led, cfg)
     table = load_prices(cfg.budget.price_table)

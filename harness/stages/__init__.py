@@ -15,7 +15,7 @@ from harness.runtime.driver import drive
 from harness.runtime.executor import ray_session
 from harness.runtime.manifest import write_run_manifest
 from harness.runtime.plan import RunPlan
-from harness.stages.infer import infer_stage
+from harness.stages.infer import InferStage
 from harness.stages.reduce import reduce_stage
 from harness.stages.reference import ReferenceStage
 from harness.stages.scenes import ScenesStage
@@ -25,7 +25,7 @@ from harness.stages.vad import vad_stage
 from harness.store.base import ObjectStore
 
 STAGES = ("scenes", "reference", "synth", "infer", "vad", "score", "reduce")
-_DRIVEN = {"scenes": ScenesStage, "reference": ReferenceStage}
+_DRIVEN = {"scenes": ScenesStage, "reference": ReferenceStage, "infer": InferStage}
 
 
 def run_stage(name: str, cfg: RunConfig, store: ObjectStore) -> str | dict[str, str]:
@@ -34,7 +34,7 @@ def run_stage(name: str, cfg: RunConfig, store: ObjectStore) -> str | dict[str, 
     if name in _DRIVEN:
         units = drive(_DRIVEN[name](cfg), store, RunPlan.from_config(cfg))
         return {u.model: u.prefix for u in units} if units[0].model is not None else units[0].prefix
-    fn = {"synth": synth_stage, "infer": infer_stage, "vad": vad_stage, "score": score_stage,
+    fn = {"synth": synth_stage, "vad": vad_stage, "score": score_stage,
           "reduce": reduce_stage}[name]
     return fn(cfg, store)
 

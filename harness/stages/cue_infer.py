@@ -1,7 +1,7 @@
 """The ``cue-infer`` stage of Duplex Cue (spec section 9; docs/cue.md): every model declaring
 ``teacher_forcing`` over every corpus item (:func:`harness.cue.continuation.run_continuations`),
 sharded exactly like Duplex-MPE's ``infer`` (the same Ray actors, shard plan, attempts,
-checksummed markers, failure records, budget and retries: :func:`harness.stages.infer.run_sharded`)
+checksummed markers, failure records, budget and retries: :func:`harness.runtime.sharded.run_sharded`)
 under ``CuePlan.infer[model]``.
 
 Per item the shard marker names two objects: ``json`` (:meth:`ContinuationResult.record`:
@@ -23,9 +23,9 @@ from harness.models.base import TEACHER_FORCING
 from harness.models.registry import build_model
 from harness.runtime.config import RunConfig
 from harness.runtime.shard import InferWorker, ShardAttempt
+from harness.runtime.sharded import run_sharded
 from harness.stages.common import require_stage
 from harness.stages.cue_corpus import load_items, read_recording
-from harness.stages.infer import run_sharded
 from harness.store.base import ObjectStore, json_bytes, put_json
 
 log = logging.getLogger("duplex_mpe")
@@ -72,7 +72,7 @@ def cue_infer_stage(cfg: RunConfig, store: ObjectStore) -> dict[str, str]:
 
     Raises:
         StageInputMissing: the corpus has not completed.
-        BudgetExceeded, InferIncomplete: as :func:`harness.stages.infer.infer_stage`; completed
+        BudgetExceeded, InferIncomplete: as the ``infer`` stage (:mod:`harness.stages.infer`); completed
             shards are kept and the next invocation runs the rest.
     """
     plan = CuePlan.from_config(cfg)

@@ -35,8 +35,8 @@ from harness.cue.scoring import (
     span,
     vocabulary,
 )
+from harness.products.infer import read_ledger
 from harness.runtime.config import RunConfig
-from harness.runtime.ledger import read_ledger
 from harness.runtime.shard import read_output
 from harness.stages.common import StageInputMissing, require_stage
 from harness.stages.cue_corpus import load_items, read_recording
@@ -68,7 +68,7 @@ def applicability(store: ObjectStore, plan: CuePlan, model: str) -> dict[str, An
 def continuation_records(store: ObjectStore, plan: CuePlan, model: str) -> dict[str, dict[str, Any]]:
     """``{item_id: shard marker entry}`` of a model's cue-infer outputs. Raises
     :class:`StageInputMissing` when the shard plan is missing or a shard has no marker."""
-    led = read_ledger(store, plan, model, failures=False, prefix=plan.infer[model])  # type: ignore[arg-type]
+    led = read_ledger(store, plan.layout, plan.infer[model], model, failures=False)  # type: ignore[arg-type]
     if not led.shards:
         raise StageInputMissing(f"stage 'cue-infer' has not run for model {model!r}: run it first")
     if led.missing:

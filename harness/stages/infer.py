@@ -1,92 +1,67 @@
 """The ``infer`` stage: every model over every conversation on Ray actors, shard by shard
-(:mod:`harness.runtime.executor`, :mod:`harness.runtime.shard`)."""
+(:mod:`harness.runtime.executor`, :mod:`harness.runtime.shard`; spec section 4).
+
+Writes, per model, the infer product (:mod:`harness.products.infer`): the frozen shard plan, the
+shards' outputs and markers (committed by their attempts), and :class:`ModelFacts`
+(``model.json``). A model is complete when every shard of its plan has a marker and its facts are
+written; completed shards are skipped and cost nothing.
+"""
 
 from __future__ import annotations
 
-import logging
 from typing import Any
 
+from harness.products.infer import MODEL_FACTS, InferIncomplete, ModelLedger, read_ledger
+from harness.products.timeline import Timeline
 from harness.runtime.config import RunConfig
-from harness.runtime.executor import BudgetExceeded, WorkerFactory, ray_session, run_shards, shard_plan
-from harness.runtime.ledger import ModelLedger, read_ledger
-from harness.runtime.plan import RunPlan
-from harness.runtime.shard import InferWorker
-from harness.stages.common import require_stage
-from harness.store.base import ObjectStore, get_json
-
-log = logging.getLogger("duplex_mpe")
+from harness.runtime.driver import Output, Stage, Unit, unit_done
+from harness.runtime.plan import INFER_VERSION, RunPlan
+from harness.runtime.shard import model_facts
+from harness.runtime.sharded import run_sharded
+from harness.store.base import ObjectStore
 
 
-class InferIncomplete(RuntimeError):
-    """Some infer shards have no marker after the stage ran (failed, or left by the budget)."""
-
-
-def infer_stage(cfg: RunConfig, store: ObjectStore) -> dict[str, str]:
+class InferStage(Stage):
     """Stream every conversation through every selected model on Ray actors.
 
-    Completed shards (marker present) are skipped and cost nothing. Raises
-    :class:`~harness.runtime.executor.BudgetExceeded` when the budget stopped the stage and
-    :class:`InferIncomplete` when shards failed, so that no later stage ever reads a partial
-    set of outputs as complete; completed shards stay and ``make rerun-failed`` runs the rest.
+    Raises :class:`~harness.runtime.executor.BudgetExceeded` when the budget stopped the stage
+    and :class:`~harness.products.infer.InferIncomplete` when shards failed, so that no later
+    stage ever reads a partial set of outputs as complete; completed shards stay and
+    ``make rerun-failed`` runs the rest.
     """
-    plan = RunPlan.from_config(cfg)
-    require_stage(store, plan, plan.synth, "synth")
-    index = get_json(store, plan.layout.file(plan.synth, "index.json"))
-    run_sharded(cfg, store, plan, sorted(index["conversations"]), dict(plan.infer),
-                {m.name: cfg.infer.shard_size_for(m.batch_size) for m in cfg.models}, "infer")
-    return dict(plan.infer)
 
+    name, version = "infer", INFER_VERSION
 
-def run_sharded(cfg: RunConfig, store: ObjectStore, plan: Any, ids: list[str], roots: dict[str, str],
-                shard_size: int | dict[str, int], stage: str, factory: WorkerFactory = InferWorker) -> None:
-    """Run ``ids`` through every model of ``roots`` (``{model: prefix}``) shard by shard on Ray
-    actors (:func:`~harness.runtime.executor.run_shards`): each prefix's frozen shard plan
-    (``plan.json``, written once with ``shard_size``: one size, or one per model), its ledger (completed shards skipped,
-    spend counted against the budget), ``factory``'s workers (their ``shard_root`` is the
-    model's prefix). ``plan``: the run's plan (its ``layout``); ``stage`` names the stage in
-    logs. Shared by ``infer`` and Duplex Cue's ``cue-infer``.
+    def __init__(self, cfg: RunConfig):
+        self.cfg = cfg
 
-    Raises:
-        BudgetExceeded: the budget stopped the stage.
-        InferIncomplete: shards failed every attempt (completed shards are kept).
-    """
-    work: dict[str, dict[str, list[str]]] = {}
-    spent, estimates = 0.0, {}
-    for name, prefix in roots.items():
-        size = shard_size if isinstance(shard_size, int) else shard_size[name]
-        shards = shard_plan(store, plan.layout.file(prefix, "plan.json"), ids, size)
-        led = read_ledger(store, plan, name, prefix=prefix)
-        spent += led.spent_hours
-        if led.mean_shard_hours is not None:
-            estimates[name] = led.mean_shard_hours
-        log.info("%s %s: %d shards, %d complete, %d to run", stage, name, len(shards), len(led.markers),
-                 len(led.missing))
-        if led.missing:
-            work[name] = {s: shards[s] for s in led.missing}
-    if not work:
-        return
-    with ray_session(cfg):
-        report = run_shards(cfg, store, work, spent, estimates, factory=factory, roots=roots, stage=stage)
-    for (model, shard), reason in sorted(report.failed.items()):
-        log.error("%s %s %s failed: %s", stage, model, shard, reason)
-    if report.budget_stop:
-        raise BudgetExceeded(f"the budget leaves {len(report.not_started)} shard(s) not started: "
-                             f"{report.budget_stop}. Completed shards are kept.")
-    if report.failed:
-        raise InferIncomplete(f"{len(report.failed)} shard(s) failed after {cfg.cluster.shard_attempts} attempts "
-                              "(reasons below); completed shards are kept.")
+    def units(self, plan: RunPlan) -> list[Unit]:
+        return [Unit(self.name, plan.infer[m.name], m.name, sharded=True) for m in self.cfg.models]
+
+    def inputs(self, plan: RunPlan) -> list[Unit]:
+        return [Unit("synth", plan.synth)]
+
+    def done(self, store: ObjectStore, plan: RunPlan, unit: Unit) -> bool:
+        return unit_done(store, plan.layout, unit) and store.exists(plan.layout.file(unit.prefix, MODEL_FACTS))
+
+    def compute(self, store: ObjectStore, plan: RunPlan, todo: list[Unit]):
+        cfg = self.cfg
+        models = {m.name: m for m in cfg.models}
+        ids = sorted(Timeline.read(store, plan.layout, plan.synth).conversations)
+        run_sharded(cfg, store, plan, ids, {u.model: u.prefix for u in todo},
+                    {u.model: cfg.infer.shard_size_for(models[u.model].batch_size) for u in todo}, "infer")
+        for u in todo:  # the workers write the facts of what they loaded; a run whose shards were all done does here
+            facts = {} if store.exists(plan.layout.file(u.prefix, MODEL_FACTS)) else \
+                {MODEL_FACTS: model_facts(models[u.model]).to_dict()}
+            yield u, Output({}, facts)
 
 
 def infer_records(store: ObjectStore, plan: RunPlan, model: str,
                   led: ModelLedger | None = None) -> dict[str, dict[str, Any]]:
-    """``{scene_id: marker entry + shard}`` for every conversation of the model's shard plan.
-
-    An entry has ``status``, ``reason`` and ``objects`` (``kind -> {key, sha256}``, read with
-    :func:`~harness.runtime.shard.read_output`). Raises :class:`InferIncomplete` when a shard
-    has no marker: a partial ``infer`` is never read as complete. ``led``: the model's ledger
-    when the caller has read it already (read here, without failure listings, otherwise).
-    """
-    led = led or read_ledger(store, plan, model, failures=False)
+    """``{scene_id: marker entry + shard}`` for every conversation of the model's shard plan
+    (the readers not yet on :func:`harness.products.infer.read_entries`). Raises
+    :class:`InferIncomplete` when a shard has no marker."""
+    led = led or read_ledger(store, plan.layout, plan.infer[model], model, failures=False)
     if led.missing:
         raise InferIncomplete(f"infer {model}: {len(led.missing)} of {len(led.shards)} shards incomplete "
                               f"({', '.join(led.missing[:5])}{'...' if len(led.missing) > 5 else ''}): "

@@ -16,13 +16,13 @@ from harness.metrics.analyses import all_statistics, output_checks, streaming_sp
 from harness.metrics.outcomes import with_verdict
 from harness.metrics.scores import compute_metrics
 from harness.pricing import load_prices, metered_key, spend_rows
+from harness.products.infer import ModelLedger, read_ledger
 from harness.protocol.scheduler import Scheduler
 from harness.report.conversation import conversation_page, example_conversations, mix_flac, stereo_mix
 from harness.report.figures import report_figures
 from harness.report.markdown import render_html, render_report
 from harness.review.results import load_results
 from harness.runtime.config import RunConfig
-from harness.runtime.ledger import ModelLedger, read_ledger
 from harness.runtime.plan import RunPlan
 from harness.runtime.shard import read_output
 from harness.scenes.schema import CONDITIONS, Scene
@@ -61,7 +61,7 @@ def reduce_stage(cfg: RunConfig, store: ObjectStore) -> str:
         segs = get_json(store, lay.file(plan.vad[m.name], "segments.json"))
         verdicts = get_json(store, lay.file(plan.score[m.name], "verdicts.json"))
         spend[m.name] = get_json(store, lay.marker(plan.score[m.name]))
-        led = ledgers[m.name] = read_ledger(store, plan, m.name)
+        led = ledgers[m.name] = read_ledger(store, plan.layout, plan.infer[m.name], m.name)
         recs = infer_records(store, plan, m.name, led)
         outputs[m.name] = recs, segs
         rows: list[dict[str, Any]] = []

@@ -10,8 +10,8 @@ from pathlib import Path
 
 import pytest
 
+from harness.products.infer import read_ledger
 from harness.runtime.config import RunConfig
-from harness.runtime.ledger import read_ledger
 from harness.runtime.manifest import load_run_config
 from harness.runtime.plan import RunPlan
 from harness.store.base import LocalStore
@@ -37,7 +37,7 @@ def test_budget_stop_status_and_rerun_failed(tmp_path):
     store = LocalStore(tmp_path)
     cfg = load_run_config(store, RunConfig.from_dict({"run_id": "budget", "model": {"x": {"target": "x"}}}))
     plan = RunPlan.from_config(cfg)
-    led = read_ledger(store, plan, "silent")
+    led = read_ledger(store, plan.layout, plan.infer["silent"], "silent")
     assert len(led.shards) == 3 and len(led.markers) == 1 and len(led.missing) == 2
     assert not store.exists(plan.layout.marker(plan.vad["silent"]))  # nothing after infer ran on partial input
     spent_first = led.spent_hours
@@ -51,13 +51,13 @@ def test_budget_stop_status_and_rerun_failed(tmp_path):
     rerun = job("rerun_failed", *where, "budget.gpu_hours=null")  # the run's config comes from its manifest
     assert rerun.returncode == 0, rerun.stderr[-3000:]
     assert "report:" in rerun.stdout
-    led = read_ledger(store, plan, "silent")
+    led = read_ledger(store, plan.layout, plan.infer["silent"], "silent")
     assert not led.missing and done_attempt in {m["attempt"] for m in led.markers.values()}
     assert store.exists(plan.layout.marker(plan.reduce))
 
     again = job("rerun_failed", *where)  # a finished run: nothing runs, nothing is spent
     assert again.returncode == 0, again.stderr[-3000:]
-    led_again = read_ledger(store, plan, "silent")
+    led_again = read_ledger(store, plan.layout, plan.infer["silent"], "silent")
     assert led_again.spent_hours == led.spent_hours > spent_first
     assert len(list(store.list(plan.layout.run_manifest().rsplit("/", 1)[0] + "/invocations"))) == 3
 
@@ -86,7 +86,7 @@ def test_pipeline_on_s3_with_injected_faults_completes_and_loses_nothing():
             assert metrics["silent"][cond]["response_presence"]["n"] == 2
             assert metrics["silent"][cond]["response_presence"]["rate"] is None  # n < 30: n/a, never a number
         for m in ("silent", "oracle"):
-            led = read_ledger(store, plan, m)
+            led = read_ledger(store, plan.layout, plan.infer[m], m)
             assert len(led.markers) == 2 and not led.missing
         assert "2/2 shards complete, 0 failed, 0 missing" in run_status(cfg, store)
 

@@ -15,8 +15,8 @@ from pathlib import Path
 
 import pytest
 
+from harness.products.infer import read_ledger
 from harness.runtime.config import RunConfig
-from harness.runtime.ledger import read_ledger
 from harness.runtime.manifest import load_run_config
 from harness.runtime.plan import RunPlan
 from harness.store.base import PROBE_KEY, get_json
@@ -69,7 +69,7 @@ def test_pipeline_scenes_to_report_on_seaweedfs(seaweed_s3: SeaweedEndpoint, tmp
         assert metrics["oracle"][cond]["fresh_onset_response_rate"]["successes"] == 3
     assert get_json(store, plan.layout.file(plan.reduce, "errors.json"))["conversations"] == []
     for model in ("silent", "oracle"):
-        led = read_ledger(store, plan, model)
+        led = read_ledger(store, plan.layout, plan.infer[model], model)
         assert led.markers and not led.missing and not led.failed
     # every object is in the bucket, under the prefix; the local root only holds Hydra's logs
     listed = seaweed_s3.client().get_paginator("list_objects_v2").paginate(Bucket=seaweed_s3.bucket)

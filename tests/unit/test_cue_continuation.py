@@ -213,9 +213,9 @@ def test_cue_infer_stage_writes_the_contract_and_a_second_invocation_skips_compl
     from harness.cue.corpus import CueCorpus
     from harness.cue.plan import CuePlan
     from harness.cue.schema import Recording
+    from harness.products.infer import read_ledger
     from harness.runtime.config import CueSettings, ModelSettings, RunConfig
     from harness.runtime.executor import InferReport
-    from harness.runtime.ledger import read_ledger
     from harness.runtime.shard import read_output
     from harness.stages.cue_infer import cue_infer_stage
     from harness.store.base import get_json
@@ -246,7 +246,7 @@ def test_cue_infer_stage_writes_the_contract_and_a_second_invocation_skips_compl
     assert sent == [{"replay": ["shard-00000", "shard-00001"]}]
     na = get_json(store, plan.layout.marker(plan.infer["silent"]))
     assert na["applicable"] is False and "does not declare 'teacher_forcing'" in na["reason"]
-    led = read_ledger(store, plan, "replay", prefix=plan.infer["replay"])
+    led = read_ledger(store, plan.layout, plan.infer["replay"], "replay")
     entries = {iid: e for mk in led.markers.values() for iid, e in mk["conversations"].items()}
     for inp in inputs:
         span = item_span(inp.item, SR, F, LEAD, CONTEXT, WINDOW)

@@ -17,9 +17,9 @@ from pathlib import Path
 import pytest
 import ray
 
+from harness.products.infer import read_ledger
 from harness.runtime.config import RunConfig
 from harness.runtime.executor import UnmetResources, ray_session, run_shards
-from harness.runtime.ledger import read_ledger
 from harness.runtime.plan import RunPlan
 from harness.runtime.shard import read_output
 from harness.runtime.simulate import NullWorker
@@ -74,7 +74,7 @@ def test_actor_killed_mid_shard_is_retried_and_partial_output_is_never_read(ray_
     with ray_session(cfg):
         report = run_shards(cfg, store, {"null": shards}, factory=executor_workers.CrashOnceWorker)
     assert not report.failed and sorted(s.shard_id for s in report.done) == sorted(shards)
-    led = read_ledger(store, plan, "null")
+    led = read_ledger(store, plan.layout, plan.infer["null"], "null")
     assert not led.missing
     lay = plan.layout
     shard_prefix = lay.shard(plan.infer["null"], "shard-00001")
@@ -110,7 +110,7 @@ def test_shard_failing_every_attempt_is_reported_with_its_reason(ray_gpus, tmp_p
         report = run_shards(cfg, store, {"null": shards}, factory=executor_workers.RaisingWorker)
     assert set(report.failed) == {("null", "shard-00002")}
     assert "object store unreachable" in report.failed[("null", "shard-00002")]
-    led = read_ledger(store, plan, "null")
+    led = read_ledger(store, plan.layout, plan.infer["null"], "null")
     assert led.missing == ["shard-00002"] and len(led.failures["shard-00002"]) == 3
     assert "object store unreachable" in led.failed["shard-00002"]
     assert led.spent_hours > 0  # failed attempts are spend too
@@ -186,7 +186,7 @@ def test_budget_stop_with_two_models_and_waiting_actors_returns_and_frees_every_
                                   "0.0060 projected with the next shard")
     assert report.spent_hours == pytest.approx(5e-3)
     for name, done in (("a", 4), ("b", 1)):
-        led = read_ledger(store, plan, name)
+        led = read_ledger(store, plan.layout, plan.infer[name], name)
         assert len(led.markers) == done and led.spent_hours == pytest.approx(done * 1e-3)
 
 
@@ -201,7 +201,7 @@ def test_budget_counts_shards_in_flight_before_starting_one(ray_gpus, tmp_path):
                             factory=executor_workers.FixedCostWorker)
     assert sorted(s.shard_id for s in report.done) == [f"shard-{i:05d}" for i in range(4)]
     assert sorted(report.not_started) == [("a", f"shard-{i:05d}") for i in range(4, 8)]
-    led = read_ledger(store, plan, "a")
+    led = read_ledger(store, plan.layout, plan.infer["a"], "a")
     assert set(led.markers) == {s.shard_id for s in report.done}
     assert set(led.missing) == {s for _, s in report.not_started}
     assert led.spent_hours == pytest.approx(report.spent_hours) == pytest.approx(4e-3)
@@ -303,7 +303,7 @@ def test_completed_shards_are_skipped_and_cost_nothing(ray_gpus, tmp_path):
         first = run_shards(cfg, store, {"null": shards}, factory=NullWorker)
         again = run_shards(cfg, store, {"null": shards}, factory=NullWorker)
     assert all(s.skipped for s in again.done) and again.spent_hours == 0
-    led = read_ledger(store, plan, "null")
+    led = read_ledger(store, plan.layout, plan.infer["null"], "null")
     assert {m["attempt"] for m in led.markers.values()} == {s.attempt for s in first.done}
 
 
@@ -316,7 +316,7 @@ def test_a_duplicate_attempt_cannot_overwrite_the_committed_one(tmp_path):
     second = worker.run("shard-00000", shards["shard-00000"])
     store.exists = real_exists
     assert first.committed and not second.committed and second.attempt != first.attempt
-    marker = read_ledger(store, plan, "null").markers["shard-00000"]
+    marker = read_ledger(store, plan.layout, plan.infer["null"], "null").markers["shard-00000"]
     assert marker["attempt"] == first.attempt
     entry = next(iter(marker["conversations"].values()))
     data = store.get(entry["objects"]["json"]["key"])
@@ -331,7 +331,7 @@ def test_a_model_that_cannot_load_fails_its_shards_with_the_loader_error(ray_gpu
     assert set(report.failed) == {("null", s) for s in shards}
     for reason in report.failed.values():
         assert reason.startswith("ActorDiedError") and "RuntimeError: weights not found: kyutai/nothing" in reason
-    assert all(len(v) == 2 for v in read_ledger(store, plan, "null").failures.values())
+    assert all(len(v) == 2 for v in read_ledger(store, plan.layout, plan.infer["null"], "null").failures.values())
 
 
 def test_a_request_no_node_can_hold_fails_at_once_naming_the_model(ray_gpus, tmp_path):
@@ -353,7 +353,7 @@ def test_a_failed_attempt_is_retried_on_a_fresh_actor(ray_gpus, tmp_path):
         assert _released("GPU", 4.0)
     assert "injected stall" in report.failed[("null", "shard-00000")]
     assert len(list(pids.iterdir())) == 2  # two attempts, two actor processes
-    assert len(read_ledger(store, plan, "null").failures["shard-00000"]) == 2
+    assert len(read_ledger(store, plan.layout, plan.infer["null"], "null").failures["shard-00000"]) == 2
 
 
 DRIVER = """
@@ -422,7 +422,8 @@ def test_a_driver_stopped_by_sigterm_leaves_no_actor_behind(tmp_path):
         params = {"pid_dir": str(pids), "block_shard": "shard-00000"}  # the driver's config
         cfg = RunConfig.from_dict({"run_id": "term", "store": {"root": str(tmp_path / "store")},
                                    "model": {"null": {"target": "null", "params": params}}})
-        led = read_ledger(LocalStore(tmp_path / "store"), RunPlan.from_config(cfg), "null")
+        plan = RunPlan.from_config(cfg)
+        led = read_ledger(LocalStore(tmp_path / "store"), plan.layout, plan.infer["null"], "null")
         [failure] = led.failures["shard-00000"]
         assert failure["reason"] == "interrupted: the driver was stopped by SIGTERM"
         assert failure["device_hours"] > 0

@@ -11,11 +11,11 @@ from pathlib import Path
 
 import pytest
 
+from harness.products.infer import InferIncomplete
 from harness.runtime.config import RunConfig
 from harness.runtime.executor import BudgetExceeded, UnmetResources
 from harness.runtime.plan import RunPlan
 from harness.stages.common import StageInputMissing
-from harness.stages.infer import InferIncomplete
 from harness.stages.synth import SynthIncomplete
 from harness.store.base import LocalStore, put_json
 from jobs import _entry

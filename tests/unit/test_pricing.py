@@ -135,9 +135,9 @@ def test_status_shows_the_api_cost_of_a_hosted_model_from_its_markers_only(tmp_p
     assert (f"api       score (judge) of openai_realtime: ${usd:,.4f} for 3 calls; tokens in 900 / out 12 "
             f"({table.label})") in text
     assert "api       reference of reference (rule): unpriced: anthropic/claude-unlisted is not in" in text
-    from harness.runtime.ledger import read_ledger
+    from harness.products.infer import read_ledger
 
-    leds = [read_ledger(store, plan, m.name) for m in cfg.models]
+    leds = [read_ledger(store, plan.layout, plan.infer[m.name], m.name) for m in cfg.models]
     assert status_lines(leds, [m for m in cfg.models if m.name == "silent"]) == []  # meters nothing
 
 

@@ -14,8 +14,8 @@ import numpy as np
 import pytest
 
 from harness.audio.io import encode
+from harness.products.infer import read_ledger
 from harness.runtime.config import RunConfig
-from harness.runtime.ledger import read_ledger
 from harness.runtime.plan import RunPlan
 from harness.runtime.runner import ModelFailure, ModelStalled
 from harness.runtime.shard import CorruptOutput, InferWorker, read_output
@@ -90,7 +90,8 @@ def test_a_model_failure_fails_the_attempt_and_commits_nothing(tmp_path):
     shard_prefix = plan.layout.shard(plan.infer["crashing"], "shard-00000")
     assert not store.exists(plan.layout.marker(shard_prefix))
     assert list(store.list(shard_prefix)) == []  # not even a conversation's json: nothing to mistake for a result
-    assert read_ledger(store, plan, "crashing").missing == ["shard-00000"]  # what rerun-failed runs
+    # what rerun-failed runs
+    assert read_ledger(store, plan.layout, plan.infer["crashing"], "crashing").missing == ["shard-00000"]
 
 
 def test_a_stalled_model_fails_the_attempt_and_its_worker_takes_no_more(tmp_path):
@@ -114,7 +115,7 @@ def test_a_row_error_in_a_shard_blames_only_its_conversation(tmp_path):
                                                            "params": {"fault_step": 4, "rows": [1]}}})
     summary = InferWorker(cfg, cfg.models[0], store).run("shard-00000", ids)
     assert (summary.ok, summary.error, summary.committed) == (1, 1, True)
-    conv = read_ledger(store, plan, "tone").markers["shard-00000"]["conversations"]
+    conv = read_ledger(store, plan.layout, plan.infer["tone"], "tone").markers["shard-00000"]["conversations"]
     assert conv[ids[0]]["status"] == "ok" and set(conv[ids[0]]["objects"]) == {"json", "flac", "probs.npy"}
     assert conv[ids[1]]["status"] == "error" and set(conv[ids[1]]["objects"]) == {"json"}
     assert conv[ids[1]]["reason"] == "model tone step 4 at 0.32 s of stream: decoder failed on stream 1"
@@ -141,7 +142,7 @@ def test_the_executor_retries_a_failed_attempt_then_reports_the_shard(tmp_path):
     assert report.failed[("broken", "shard-00000")] == ("ModelFailure: model crashing: step 3 at 0.24 s of the run "
                                                         "raised RuntimeError: CUDA out of memory. Tried to allocate "
                                                         "2.00 GiB")
-    flaky, broken = read_ledger(store, plan, "flaky"), read_ledger(store, plan, "broken")
+    flaky, broken = (read_ledger(store, plan.layout, plan.infer[m], m) for m in ("flaky", "broken"))
     assert not flaky.missing and len(flaky.failures["shard-00000"]) == 1
     assert "CUDA out of memory" in flaky.failures["shard-00000"][0]["reason"]
     assert broken.missing == ["shard-00000"] and len(broken.failures["shard-00000"]) == 2
