@@ -5,7 +5,8 @@
     python -m jobs.review run_id=cue-demo review.kind=cue review.action=export     # a Duplex Cue run's items
 
 The export writes a self-contained review page and the CSV to fill in; the import validates
-two reviewers' CSVs, stores the results and adds them to the run's report. ``review.kind``:
+two reviewers' CSVs and writes the results beside the kit (``results.md``, ``results.html``,
+``results.json``); the run's report says where they are and is never rewritten. ``review.kind``:
 ``mpe`` (default) the Duplex-MPE kit (docs/review.md), ``cue`` the Duplex Cue kit on a run of
 ``jobs.cue`` (docs/cue.md, "Human review"; its results are stored beside the cue review page).
 """
@@ -16,8 +17,6 @@ from omegaconf import DictConfig, OmegaConf, open_dict
 from harness.review.cue import export_cue_review, import_cue_reviews
 from harness.review.forms import ReviewFormError
 from harness.review.kit import ReviewError, export_review, import_reviews
-from harness.review.results import load_results, update_report
-from harness.runtime.plan import RunPlan
 from jobs._entry import CONF_DIR, existing_run, fail, new_stage_version, setup
 
 
@@ -44,14 +43,9 @@ def main(cfg: DictConfig) -> None:
             csvs = review["csv"] if isinstance(review["csv"], list) else [review["csv"]]
             results = import_(run, store, [c for c in csvs if c], review["adjudication"])
             keys = results["keys"]
-            print(f"\nresults: {_where(run, keys['markdown'])}\n{len(results['disagreements'])} disagreement(s), "
-                  f"{results['open_disagreements']} open: {_where(run, keys['disagreements'])}")
-            if kind == "cue":  # the cue report does not render review results: they stay beside the review page
-                return
-            plan = RunPlan.from_config(run)
-            # the stored results, so that the section is exactly what reduce renders from them
-            report = update_report(store, plan.reduce, load_results(store, plan.review), run.run_id)
-            print(f"report: {_where(run, report[0])}")
+            print(f"\nresults: {_where(run, keys['markdown'])}\n         {_where(run, keys['html'])}\n"
+                  f"{len(results['disagreements'])} disagreement(s), {results['open_disagreements']} open: "
+                  f"{_where(run, keys['disagreements'])}")
         else:
             fail(f"config error: review.action must be export or import, got {review['action']!r}")
     except (ReviewError, ReviewFormError, ValueError) as e:

@@ -26,7 +26,7 @@ from harness.report.document import (
     to_html,
     to_markdown,
 )
-from harness.review.results import summary_section
+from harness.review.results import report_section
 from harness.scenes.schema import CONDITIONS
 
 NO_COMPARISON = ("No comparison: fewer than two evaluated models in this run (self-test baselines and reference "
@@ -139,7 +139,7 @@ def build_report(cfg: Any, metrics: dict, statistics: dict, stats: dict, errors:
     if reference:
         doc.sections.append(reference_section(reference))
     doc.sections += _statistics(statistics, models)
-    doc.sections.append(summary_section(statistics.get("human_validation"), cfg.run_id))  # harness/review
+    doc.sections.append(report_section(cfg.run_id, plan.review))  # harness/review: the results live beside the kit
 
     if fig := _figure(figures, "vad_sweep"):
         doc.sections.append(Section("Detector sweep (vad.sweep)", list(fig)))

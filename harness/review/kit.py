@@ -23,18 +23,20 @@ from typing import Any
 
 import numpy as np
 
-from harness.audio.io import decode, encode
+from harness.audio.io import encode
 from harness.audio.resample import resample
+from harness.products.infer import read_entries
+from harness.products.scenes import SceneSet
+from harness.products.segments import read_segments
+from harness.products.timeline import ClipReader, Timeline
+from harness.report.document import to_html, to_markdown
 from harness.review.forms import ReviewFormError, adjudication_csv, read_adjudication, read_review, template_csv
 from harness.review.items import PER_STRATUM, page_order, sample_construction, sample_model_items
 from harness.review.page import flac_data_uri, review_page
-from harness.review.results import CONSTRUCTION_SHORTFALL, RESULTS_FILE, combine, disagreements, results_markdown
+from harness.review.results import CONSTRUCTION_SHORTFALL, RESULTS_FILE, combine, disagreements, results_document
 from harness.runtime.config import RunConfig
 from harness.runtime.plan import RunPlan
-from harness.runtime.shard import read_output
 from harness.scoring.flow import window_audio
-from harness.stages.common import load_scenes
-from harness.stages.infer import infer_records
 from harness.store.base import ObjectStore, get_json, put_json
 
 REVIEW_SAMPLE_RATE = 16_000  # embedded audio: speech bandwidth, a third less page than 24 kHz
@@ -88,9 +90,9 @@ def export_review(cfg: RunConfig, store: ObjectStore) -> dict[str, str]:
     if not store.exists(lay.marker(plan.reduce)):
         raise ReviewError(f"reduce has not completed at {plan.reduce}: run the pipeline first (same overrides)")
     sr = cfg.protocol.sample_rate
-    scenes = {s.scene_id: s for s in load_scenes(store, plan)}
-    index = get_json(store, lay.file(plan.synth, "index.json"))
-    construction, c_sample = sample_construction(scenes.values(), set(index["conversations"]))
+    scenes = SceneSet.read(store, lay, plan.scenes).by_id
+    timeline = Timeline.read(store, lay, plan.synth)
+    construction, c_sample = sample_construction(scenes.values(), set(timeline.conversations))
     model_items, strata = sample_model_items(_events(store, plan))
     items = page_order(construction + model_items)
     sample = {"construction": c_sample, "strata": strata}
@@ -102,22 +104,23 @@ def export_review(cfg: RunConfig, store: ObjectStore) -> dict[str, str]:
 
     audio: dict[str, list[str]] = {}
     clips: dict[str, str] = {}
+    clip = ClipReader(store, lay, plan.synth, sr)
     for it in items:
         if it["kind"] == "construction":
-            turns = index["conversations"][it["scene_id"]]["turns"]
+            turns = timeline.conversations[it["scene_id"]]
             for t in turns:
-                if t["clip"] not in clips:
-                    clips[t["clip"]] = _flac(decode(store.get(lay.clip(plan.synth, t["clip"])), sr)[0], sr)
-            audio[it["item_id"]] = [clips[t["clip"]] for t in turns]
+                if t.clip not in clips:
+                    clips[t.clip] = _flac(clip(t.clip), sr)
+            audio[it["item_id"]] = [clips[t.clip] for t in turns]
     outputs = {}
     for model in {it["model"] for it in model_items}:
-        recs, segs = infer_records(store, plan, model), get_json(store, lay.file(plan.vad[model], "segments.json"))
+        entries = read_entries(store, lay, plan.infer[model], model)
+        segs = read_segments(store, lay, plan.vad[model])
         for it in (i for i in model_items if i["model"] == model):
             sid = it["scene_id"]
             if (model, sid) not in outputs:
-                outputs[model, sid] = decode(read_output(store, recs[sid], "flac"), sr)[0]
-            speech = window_audio(outputs[model, sid], np.asarray(segs[sid]["segments"]), it["audio_start"],
-                                  it["audio_end"], sr)
+                outputs[model, sid] = entries[sid].audio(store, sr)
+            speech = window_audio(outputs[model, sid], segs[sid].segments, it["audio_start"], it["audio_end"], sr)
             audio[it["item_id"]] = [_flac(speech, sr)]
         outputs.clear()
 
@@ -133,7 +136,8 @@ def import_reviews(cfg: RunConfig, store: ObjectStore, csvs: Sequence[str | Path
     """Validate two reviewers' filled CSVs (and an optional adjudication CSV), compute and store the results.
 
     Nothing is written unless every file is valid. Writes ``disagreements.csv`` (the open and
-    adjudicated disagreements, ready to adjudicate), ``results.md`` and, last, ``results.json``.
+    adjudicated disagreements, ready to adjudicate), ``results.md``, ``results.html`` and, last,
+    ``results.json``, all beside the kit; the run's report is not touched (it says where these are).
 
     Returns:
         the results (see :func:`harness.review.results.combine`) plus ``keys``.
@@ -176,9 +180,12 @@ def import_kit(store: ObjectStore, review_prefix: str, run_id: str, reduce_prefi
     results.update(run_id=run_id, reduce=reduce_prefix, sample=manifest["sample"],
                    reviews=dict(zip(names, reviews, strict=True)), shortfalls=_shortfalls(manifest["sample"]),
                    adjudication=str(adjudication) if adjudication else None)
-    keys = {"disagreements": key("disagreements.csv"), "markdown": key("results.md"), "json": key(RESULTS_FILE)}
+    keys = {"disagreements": key("disagreements.csv"), "markdown": key("results.md"), "html": key("results.html"),
+            "json": key(RESULTS_FILE)}
     store.put(keys["disagreements"], adjudication_csv(disputed, resolved).encode())
-    store.put(keys["markdown"], results_markdown(results, run_id).encode())
+    doc = results_document(results, run_id)
+    store.put(keys["markdown"], to_markdown(doc).encode())
+    store.put(keys["html"], to_html(doc).encode())
     put_json(store, keys["json"], results)
     return {**results, "keys": keys}
 

@@ -21,7 +21,7 @@ from collections.abc import Mapping, Sequence
 from typing import Any
 
 from harness.metrics.stats import rater_agreement
-from harness.report.document import Document, Paragraph, Section, Table, slug, to_html, to_markdown
+from harness.report.document import Document, Paragraph, Section, Table
 from harness.review.forms import FIELDS, allowed
 from harness.review.items import JUDGE_TO_VERDICT, KINDS, PER_STRATUM, TRANSCRIPT_OK, VERDICTS
 from harness.store.base import ObjectStore, get_json
@@ -130,20 +130,20 @@ def _share(r: Mapping[str, Any] | None) -> str:
     return f"n/a (n={r['n']})" if r["rate"] is None else f"{r['rate']:.3f} ({r['hits']}/{r['n']})"
 
 
-def how_to_produce(run_id: str) -> str:
-    """The line the report shows while a run has no human validation results."""
-    return (f"No human validation results for this run yet. `make review-export RUN={run_id}` writes the review "
-            f"page and the CSV to fill in; after two reviewers have filled it, `make review-import RUN={run_id} "
-            "REVIEWS=a.csv,b.csv` (optionally `ADJUDICATION=c.csv`) records the results here; add the run's other "
-            "overrides as `ARGS=\"...\"` (docs/review.md).")
+def report_section(run_id: str, review_prefix: str) -> Section:
+    """The run report's "Human validation" section: how to produce the results and where they are
+    kept. The report never reads them (reduce does not depend on the review that depends on it):
+    the import writes its own pages beside the kit."""
+    return Section("Human validation", [Paragraph(
+        f"`make review-export RUN={run_id}` writes the review page and the CSV to fill in; after two reviewers "
+        f"have filled it, `make review-import RUN={run_id} REVIEWS=a.csv,b.csv` (optionally `ADJUDICATION=c.csv`) "
+        f"writes the results beside the kit: `{review_prefix}/results.md` and `results.html` (and "
+        "`results.json`). Add the run's other overrides as `ARGS=\"...\"` (docs/review.md).")])
 
 
-def summary_section(results: Mapping[str, Any] | None, run_id: str) -> Section:
-    """The "Human validation" section of the reduce report (``results``: ``None`` until imported)."""
+def summary_section(results: Mapping[str, Any], run_id: str) -> Section:
+    """The summary of imported results (the first section of ``results.md`` / ``results.html``)."""
     sec = Section("Human validation")
-    if results is None:
-        sec.blocks.append(Paragraph(how_to_produce(run_id)))
-        return sec
     rows = []
     for kind in (k for k in KINDS if k in results["kinds"]):  # a fixed order: stored JSON sorts keys
         e = results["kinds"][kind]
@@ -168,8 +168,9 @@ def summary_section(results: Mapping[str, Any] | None, run_id: str) -> Section:
     return sec
 
 
-def results_markdown(results: Mapping[str, Any], run_id: str) -> str:
-    """``results.md``: the summary, judge and ASR agreement per model, and every disagreement."""
+def results_document(results: Mapping[str, Any], run_id: str) -> Document:
+    """``results.md`` / ``results.html``: the summary, judge and ASR agreement per model, and every
+    disagreement."""
     doc = Document(f"Human validation: run `{run_id}`")
     doc.sections.append(summary_section(results, run_id))
     kinds = results["kinds"]
@@ -187,39 +188,4 @@ def results_markdown(results: Mapping[str, Any], run_id: str) -> str:
             d["value"] or "open") for d in results["disagreements"]]
     doc.sections.append(Section("Disagreements", [Table(("item", "field", *results["reviewers"], "adjudicated"), dis)]
                                 if dis else [Paragraph("The reviewers agreed on every item.")]))
-    return to_markdown(doc)
-
-
-def _splice(text: str, start: str, end: str, new: str, where: str) -> str:
-    """``text`` with the part from ``start`` up to (not including) the next ``end`` (or the end of
-    ``text``) replaced by ``new``. Raises ValueError when ``start`` is absent."""
-    i = text.find(start)
-    if i < 0:
-        raise ValueError(f"{where} has no Human validation section (rendered before the kit existed?): "
-                         "rerun reduce to get one")
-    j = text.find(end, i + len(start))
-    return text[:i] + new + (text[j:] if j >= 0 else "")
-
-
-def update_report(store: ObjectStore, reduce_prefix: str, results: Mapping[str, Any], run_id: str) -> list[str]:
-    """Put ``results`` into the "Human validation" section of the run's report (``report.md`` and
-    ``report.html`` under ``reduce_prefix``); the rest of the report is left byte for byte.
-
-    The section is rendered by the same document model as the report, so the updated report
-    equals the one reduce would render with these results. Returns the keys rewritten; raises
-    ValueError (before writing anything) when a report has no such section.
-    """
-    sec = summary_section(results, run_id)
-    single = Document("x", sections=[sec])
-    md_key, html_key = f"{reduce_prefix}/report.md", f"{reduce_prefix}/report.html"
-    # Markdown: "## <title>\n" up to the blank line before the next section heading
-    md_sec = to_markdown(single).split("\n", 2)[2]
-    md = _splice(store.get(md_key).decode(), f"## {sec.title}\n", "\n## ", md_sec, md_key)
-    # HTML: <section><h2 id="<slug>"> up to its </section> (block text is escaped: no inner </section>)
-    head = f'<section><h2 id="{slug(sec.title)}">'
-    page = to_html(single, toc=False)
-    html_sec = page[page.index(head): page.index("</section>", page.index(head))]
-    html = _splice(store.get(html_key).decode(), head, "</section>", html_sec, html_key)
-    store.put(md_key, md.encode())
-    store.put(html_key, html.encode())
-    return [md_key, html_key]
+    return doc

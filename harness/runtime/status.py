@@ -12,6 +12,7 @@ from __future__ import annotations
 
 from harness.pricing import describe_row, ledger_cost, load_prices, spend_rows, status_lines
 from harness.products.infer import ModelLedger, read_ledger
+from harness.review.results import RESULTS_FILE
 from harness.runtime.config import RunConfig
 from harness.runtime.plan import RunPlan
 from harness.store.base import ObjectStore, get_json
@@ -65,6 +66,9 @@ def run_status(cfg: RunConfig, store: ObjectStore) -> str:
         for m in cfg.models:
             lines.append(f"  {stage:9} {m.name:10} {mark(getattr(plan, stage)[m.name])}")
     lines.append(f"  reduce    {mark(plan.reduce):9} {plan.reduce}")
+    results = lay.file(plan.review, RESULTS_FILE)
+    if store.exists(results):  # the human validation kit's results (docs/review.md)
+        lines.append(f"  review    imported  {results} (results.md, results.html beside it)")
     if store.exists(lay.marker(plan.reduce)):
         checks = get_json(store, lay.file(plan.reduce, "statistics.json")).get("output_checks", {})
         lines += [f"  SUSPECT   {m:10} {'; '.join(c['reasons'])}"

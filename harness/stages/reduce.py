@@ -21,7 +21,6 @@ from harness.protocol.scheduler import Scheduler
 from harness.report.conversation import conversation_page, example_conversations, mix_flac, stereo_mix
 from harness.report.figures import report_figures
 from harness.report.markdown import render_html, render_report
-from harness.review.results import load_results
 from harness.runtime.config import RunConfig
 from harness.runtime.plan import RunPlan
 from harness.runtime.shard import read_output
@@ -111,7 +110,6 @@ def reduce_stage(cfg: RunConfig, store: ObjectStore) -> str:
     all_rows = [r for rows in rows_by_model.values() for r in rows]
     put_json(store, lay.file(plan.reduce, "metrics.json"), metrics)
     put_json(store, lay.file(plan.reduce, "statistics.json"), statistics)
-    statistics["human_validation"] = load_results(store, plan.review)  # shown, not stored: harness/review
     store.put(lay.file(plan.reduce, "events.parquet"), _parquet(all_rows))
     put_json(store, lay.file(plan.reduce, "errors.json"), {"conversations": error_list, "invalid_scenes": invalid})
     stats = get_json(store, lay.file(plan.scenes, "stats.json"))

@@ -125,7 +125,7 @@ INVALID = {"p00099-implicit": "scene 'p00099-implicit': T must not be the first 
 CFG = SimpleNamespace(run_id="unit", metrics=SimpleNamespace(min_n=30), asr=SimpleNamespace(kind="pocketsphinx"),
                       judge=SimpleNamespace(kind="lexical"))
 PLAN = SimpleNamespace(scenes="unit/scenes/aa", synth="unit/synth/bb", infer={m: f"unit/infer/{m}/cc" for m in METRICS},
-                       vad={m: f"unit/vad/{m}/dd" for m in METRICS}, reduce="unit/reduce/ee")
+                       vad={m: f"unit/vad/{m}/dd" for m in METRICS}, reduce="unit/reduce/ee", review="unit/review/ee")
 ARGS = (CFG, METRICS, STATISTICS, STATS, ERRORS, INVALID, PLAN)
 
 # -- one conversation ---------------------------------------------------------------------------

@@ -14,12 +14,11 @@ from pathlib import Path
 import pytest
 
 from harness.metrics.stats import rater_agreement as agreement
-from harness.report.document import Document, Paragraph, Section, Table, to_html, to_markdown
 from harness.review.forms import ReviewFormError, read_adjudication, read_review, template_csv
 from harness.review.items import page_order, sample_construction, sample_model_items
 from harness.review.kit import ITEMS_FILE, ReviewError, import_reviews
 from harness.review.page import flac_data_uri, review_page
-from harness.review.results import combine, disagreements, load_results, summary_section, update_report
+from harness.review.results import combine, disagreements, load_results, report_section, summary_section
 from harness.runtime.config import RunConfig
 from harness.runtime.plan import RunPlan
 from harness.scenes.generator import generate_pairs
@@ -286,34 +285,11 @@ def test_results_against_hand_computed_values():
     assert md.title == "Human validation" and len(md.blocks) == 2
 
 
-@pytest.mark.parametrize("last", [False, True])
-def test_update_report_equals_a_report_rendered_with_the_results(tmp_path, last):
-    """The import rewrites only the section; the result must be what reduce renders with the results."""
-    res = {**combine(_items(), [R1, R2], ["ann", "bob"], {}), "shortfalls": {"answer/m2/x/CORRECT": {
-        "wanted": 5, "available": 1, "taken": 1}}}
-    res = json.loads(json.dumps(res, sort_keys=True))  # as stored: keys sorted
-
-    def doc(results):
-        secs = [Section("Before", [Paragraph("a"), Table(("x",), [("1",)])]), summary_section(results, "r")]
-        secs += [] if last else [Section("After", [Paragraph("b")])]
-        return Document("Report", [Paragraph("intro")], secs)
-
-    store = LocalStore(tmp_path)
-    store.put("r/reduce/h/report.md", to_markdown(doc(None)).encode())
-    store.put("r/reduce/h/report.html", to_html(doc(None)).encode())
-    assert update_report(store, "r/reduce/h", res, "r") == ["r/reduce/h/report.md", "r/reduce/h/report.html"]
-    assert store.get("r/reduce/h/report.md").decode() == to_markdown(doc(res))
-    assert store.get("r/reduce/h/report.html").decode() == to_html(doc(res))
-    assert "75.0 % / κ 0.500 (n=4)" in to_markdown(doc(res)) and "1 answer/window strata" in to_markdown(doc(res))
-    assert "make review-export" in to_markdown(doc(None)) and "make review-export" not in to_markdown(doc(res))
-    store.put("r/reduce/old/report.md", b"# Report\n\n## Errors\n")
-    with pytest.raises(ValueError, match="no Human validation section"):
-        update_report(store, "r/reduce/old", res, "r")
-
-
-def test_report_section_without_results_says_how_to_produce_them():
-    sec = summary_section(None, "demo")
-    assert "make review-export RUN=demo" in sec.blocks[0].text and "review-import" in sec.blocks[0].text
+def test_the_report_section_says_how_to_produce_the_results_and_where_they_are():
+    sec = report_section("demo", "demo/review/abc")
+    text = sec.blocks[0].text
+    assert sec.title == "Human validation"
+    assert "make review-export RUN=demo" in text and "review-import" in text and "demo/review/abc/results.md" in text
 
 
 # ----------------------------------------------------------------------------- page
@@ -429,8 +405,9 @@ def test_export_and_import_on_a_real_tiny_run(tmp_path):
     assert early.returncode == 2 and "reduce has not completed" in early.stderr
     run_pipeline(cfg, store)
     plan = RunPlan.from_config(cfg)
-    report = store.get(plan.layout.file(plan.reduce, "report.md")).decode()
-    assert "## Human validation" in report and "make review-export RUN=kit" in report
+    report = {n: store.get(plan.layout.file(plan.reduce, n)) for n in ("report.md", "report.html")}
+    assert "## Human validation" in report["report.md"].decode() and f"{plan.review}/results.md" in \
+        report["report.md"].decode()
 
     out = subprocess.run([*job, "review.action=export"], cwd=REPO, env=env, capture_output=True, text=True)
     assert out.returncode == 0, out.stderr
@@ -473,9 +450,11 @@ def test_export_and_import_on_a_real_tiny_run(tmp_path):
     for kind in ("answer", "window"):
         if kind in res["kinds"]:
             assert res["kinds"][kind]["judge_agreement"]["percent"] == 100.0
-    report = store.get(plan.layout.file(plan.reduce, "report.md")).decode()
-    assert "## Human validation" in report and "make review-export" not in report and "1 still open" in report
-    assert "Human validation" in store.get(plan.layout.file(plan.reduce, "report.html")).decode()
+    assert f"{root}/{plan.review}/results.html" in out.stdout
+    for name in ("results.md", "results.html"):
+        assert "1 still open" in store.get(plan.layout.file(plan.review, name)).decode()
+    # the run's report is never rewritten: reduce does not depend on the review that depends on it
+    assert {n: store.get(plan.layout.file(plan.reduce, n)) for n in report} == report
 
     broken = _write(tmp_path / "broken.csv", [(template[0]["item_id"], template[0]["kind"], "dunno", "", "")])
     out = subprocess.run([*job, "review.action=import", f"review.csv=[{paths[0]},{broken}]"], cwd=REPO, env=env,
