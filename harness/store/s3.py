@@ -171,17 +171,38 @@ class S3Store:
         except BotoCoreError as e:
             raise self._failed("exists", key, e) from e
 
+    LIST_PAGE = 1000  # keys per ListObjectsV2 request (S3's maximum)
+
     def list(self, prefix: str) -> Iterator[str]:
         """Keys under the "directory" ``prefix`` (``""``: all), in S3's order (UTF-8 binary,
-        i.e. sorted strings), one ``ListObjectsV2`` page (up to 1,000 keys) at a time."""
+        i.e. sorted strings), one ``ListObjectsV2`` page (up to :attr:`LIST_PAGE` keys) at a time.
+
+        A truncated page is never taken for the end: the next page is asked with its
+        ``NextContinuationToken``, or, when an S3-compatible server omits the token, with
+        ``StartAfter`` the page's last key (botocore's paginator would stop there and return a
+        partial listing). Raises :class:`~harness.store.base.StoreError` naming the endpoint when a
+        truncated page has neither a token nor a key to continue after."""
         root = f"{self.prefix}/" if self.prefix else ""
         start = self._full(prefix.rstrip("/")) + "/" if prefix.strip("/") else root
-        try:
-            for page in self.client.get_paginator("list_objects_v2").paginate(Bucket=self.bucket, Prefix=start):
-                for obj in page.get("Contents", ()):
-                    yield obj["Key"][len(root):]
-        except (ClientError, BotoCoreError) as e:
-            raise self._failed("list", prefix, e) from e
+        ask: dict[str, str | int] = {"Bucket": self.bucket, "Prefix": start, "MaxKeys": self.LIST_PAGE}
+        while True:
+            try:
+                page = self.client.list_objects_v2(**ask)
+            except (ClientError, BotoCoreError) as e:
+                raise self._failed("list", prefix, e) from e
+            keys = [obj["Key"] for obj in page.get("Contents", ())]
+            for key in keys:
+                yield key[len(root):]
+            if not page.get("IsTruncated"):
+                return
+            ask = {k: v for k, v in ask.items() if k not in ("ContinuationToken", "StartAfter")}
+            if page.get("NextContinuationToken"):
+                ask["ContinuationToken"] = page["NextContinuationToken"]
+            elif keys:
+                ask["StartAfter"] = keys[-1]
+            else:
+                raise StoreError(f"{self.describe()}: listing {prefix!r} stopped early: a page marked truncated "
+                                 "had no continuation token and no key to continue after")
 
     def describe(self) -> str:
         """``s3://bucket/prefix (endpoint)``: where the objects are; never credentials."""

@@ -286,6 +286,26 @@ def test_list_paginates_past_1000_keys(s3):
     assert list(store.list("")) == [*listed, "other/x"]
 
 
+def test_a_truncated_listing_without_a_continuation_token_goes_on_after_the_last_key(s3, monkeypatch):
+    """An S3-compatible server that marks a page truncated but sends no NextContinuationToken:
+    botocore's paginator would stop after the first page; the store continues with StartAfter."""
+    keys = [f"pre/many/{i:04d}" for i in range(25)]
+    s3.seed({k: b"" for k in keys})
+    monkeypatch.setattr(S3Store, "LIST_PAGE", 10)
+    store = open_store(StoreSettings(**s3.store_settings(prefix="pre")))
+    s3.proxy.rewrite_listing = lambda body: re.sub(rb"<NextContinuationToken>[^<]*</NextContinuationToken>", b"",
+                                                   body)
+    assert list(store.list("many")) == [k.removeprefix("pre/") for k in keys]
+    pages = [p for m, p, _ in s3.proxy.requests if m == "GET" and "list-type=2" in p]
+    assert len(pages) == 3
+    assert "start-after=pre%2Fmany%2F0009" in pages[1] and "start-after=pre%2Fmany%2F0019" in pages[2]
+    # truncated, no token and no key to continue after: an error naming the endpoint, never a partial list
+    s3.proxy.rewrite_listing = lambda body: re.sub(rb"<Contents>.*?</Contents>", b"", re.sub(
+        rb"<NextContinuationToken>[^<]*</NextContinuationToken>", b"", body), flags=re.S)
+    with pytest.raises(StoreError, match=re.escape(store.describe()) + ".*stopped early"):
+        list(store.list("many"))
+
+
 def test_key_over_s3_limit_rejected(s3):
     store = open_store(StoreSettings(**s3.store_settings(prefix="p")))
     store.put("k" * 1022, b"")  # "p/" + 1022 = 1024 bytes: the limit
