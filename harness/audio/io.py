@@ -37,8 +37,27 @@ def quantize(x: np.ndarray) -> np.ndarray:
     return (np.round(np.clip(x, -1.0, 1.0) * PCM_SCALE) / PCM_SCALE).astype(np.float32)
 
 
+def flac_rate_problem(sample_rate: int) -> str | None:
+    """Why FLAC cannot store audio at ``sample_rate`` Hz so that it reads back, or None. A FLAC
+    frame header codes rates above 65,535 Hz only in tens of Hz, and at most 655,350 Hz:
+    libsndfile writes other rates into files it cannot open again."""
+    if isinstance(sample_rate, bool) or not isinstance(sample_rate, int | np.integer) or sample_rate <= 0:
+        return f"a sample rate must be a positive integer (Hz), got {sample_rate!r}"
+    if sample_rate > 655_350 or (sample_rate > 65_535 and sample_rate % 10):
+        return (f"FLAC cannot store {sample_rate} Hz (above 65,535 Hz only multiples of 10 Hz, at most "
+                "655,350 Hz): the file would not read back")
+    return None
+
+
 def encode(x: np.ndarray, sample_rate: int, fmt: str = "FLAC") -> bytes:
-    """Encode a mono float waveform as 16-bit ``fmt`` (``"FLAC"`` or ``"WAV"``) bytes."""
+    """Encode a mono float waveform as 16-bit ``fmt`` (``"FLAC"`` or ``"WAV"``) bytes.
+
+    Raises:
+        AudioError: the waveform is not mono finite floats, or FLAC cannot store ``sample_rate``
+            so that it reads back (:func:`flac_rate_problem`).
+    """
+    if fmt.upper() == "FLAC" and (problem := flac_rate_problem(sample_rate)):
+        raise AudioError(problem)
     pcm = np.round(np.clip(check_waveform(x), -1.0, 1.0) * PCM_SCALE).astype(np.int16)
     buf = io.BytesIO()
     sf.write(buf, pcm, sample_rate, format=fmt, subtype="PCM_16")

@@ -22,6 +22,33 @@ import torchaudio.transforms as AT
 from numba import njit
 
 _TILE = 2048  # output blocks per pass over the taps (cache-sized accumulators)
+# The most filter coefficients a rate pair may need (about 32 MB of float32): torchaudio's kernel holds
+# new/g x (orig/g + 2 * width) of them (g = gcd), so a pair of nearly coprime rates (16,001 -> 24,000 Hz:
+# 24,000 x 16,013) would take gigabytes. Every rate pair the harness uses (8-48 kHz, 22,050 Hz espeak
+# speech, multiples of 125 Hz) needs at most a few million.
+MAX_KERNEL_COEFFICIENTS = 8_000_000
+
+
+class ResampleError(ValueError):
+    """Two rates whose resampling filter would be too large to build (see :func:`resample_problem`)."""
+
+
+def resample_problem(orig_rate: int, new_rate: int) -> str | None:
+    """Why ``orig_rate`` -> ``new_rate`` Hz cannot be resampled with bounded memory, or None.
+
+    torchaudio's windowed-sinc filter has ``new / g`` phases of about ``orig / g + 2 * width``
+    taps each (``g = gcd(orig, new)``; ``width`` about ``6 * orig / min(orig, new)``); more than
+    :data:`MAX_KERNEL_COEFFICIENTS` in all is refused instead of allocated."""
+    g = math.gcd(int(orig_rate), int(new_rate))
+    o, q = orig_rate // g, new_rate // g
+    width = math.ceil(6 * o / min(o, q)) if min(o, q) else 0
+    n = q * (o + 2 * width)
+    if orig_rate != new_rate and n > MAX_KERNEL_COEFFICIENTS:
+        return (f"resampling {orig_rate} Hz to {new_rate} Hz needs a {q} x {o + 2 * width} filter "
+                f"({n / 1e6:.0f} M coefficients, more than {MAX_KERNEL_COEFFICIENTS / 1e6:.0f} M): the two rates "
+                "share too small a factor (gcd {g} Hz); resample the audio to a common rate first "
+                "(e.g. `sox in.wav -r 48000 out.wav`)").replace("{g}", str(g))
+    return None
 
 
 @njit(cache=True, nogil=True)
@@ -58,10 +85,13 @@ def resample(x: np.ndarray, orig_rate: int, new_rate: int) -> np.ndarray:
     """Resample ``float32[..., n]`` from ``orig_rate`` to ``new_rate`` Hz (windowed sinc).
 
     Returns ``float32[..., ceil(n * new_rate / orig_rate)]``, zero-phase (not delayed; the
-    signal is taken as zero before its start and after its end).
+    signal is taken as zero before its start and after its end). Raises :class:`ResampleError`
+    for a rate pair whose filter would be too large (:func:`resample_problem`).
     """
     if orig_rate == new_rate:
         return np.asarray(x, dtype=np.float32)
+    if problem := resample_problem(orig_rate, new_rate):
+        raise ResampleError(problem)
     t = torch.from_numpy(np.ascontiguousarray(x, dtype=np.float32))
     return AF.resample(t, orig_rate, new_rate).numpy()
 
@@ -91,13 +121,16 @@ class StreamResampler:
 
     Raises:
         ValueError: on a rate that is not a positive integer, or a chunk that is not
-            ``[n_streams, n]``.
+            ``[n_streams, n]``; :class:`ResampleError` for a rate pair whose filter would be too
+            large (:func:`resample_problem`).
         RuntimeError: on :meth:`push` after :meth:`flush`.
     """
 
     def __init__(self, n_streams: int, orig_rate: int, new_rate: int):
         if min(orig_rate, new_rate) <= 0 or int(orig_rate) != orig_rate or int(new_rate) != new_rate:
             raise ValueError(f"sample rates must be positive integers, got {orig_rate} and {new_rate} Hz")
+        if problem := resample_problem(int(orig_rate), int(new_rate)):
+            raise ResampleError(problem)
         self.n_streams, self.orig_rate, self.new_rate = n_streams, int(orig_rate), int(new_rate)
         g = math.gcd(self.orig_rate, self.new_rate)
         self._o, self._q = self.orig_rate // g, self.new_rate // g

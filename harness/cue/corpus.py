@@ -28,7 +28,7 @@ import numpy as np
 import soundfile as sf
 
 from harness.audio.io import PCM_SCALE, AudioError
-from harness.audio.resample import resample
+from harness.audio.resample import resample, resample_problem
 from harness.cue.schema import (
     SWITCH_LEAD_S,
     WINDOW_S,
@@ -235,9 +235,11 @@ def _read_audio(src: Path | io.BytesIO) -> tuple[np.ndarray, int]:
     return pcm.T.astype(np.float32) / np.float32(PCM_SCALE), int(rate)
 
 
-def _load_recording(d: dict[str, Any], base: Path, sample_rate: int, min_rate: int) -> tuple[Recording, np.ndarray]:
+def _load_recording(d: dict[str, Any], base: Path, sample_rate: int, min_rate: int,
+                    allow_outside: bool = False) -> tuple[Recording, np.ndarray]:
     """One recording line -> (Recording at ``sample_rate``, float32[2, n]); raise :class:`CueError`
-    with the rule and a message naming the field and file."""
+    with the rule and a message naming the field and file. Audio paths resolve inside ``base``
+    (the manifest's folder) unless ``allow_outside``."""
     rec = Recording.from_dict({"sample_rate": 1, "n_samples": 0, **d})  # fields and words; rate/length below
     where = f"recording {rec.recording_id!r}"
     layouts = [k for k in ("audio", "audio_a", "audio_b") if k in d]
@@ -248,7 +250,11 @@ def _load_recording(d: dict[str, Any], base: Path, sample_rate: int, min_rate: i
     for key in layouts:
         if not isinstance(d[key], str) or not d[key]:
             raise CueError("bad_value", f"{where}.{key}: expected a file path, got {json_repr(d[key])}")
-        files.append((key, base / d[key]))
+        path = base / d[key]
+        if not allow_outside and not path.resolve().is_relative_to(base.resolve()):
+            raise CueError("outside_manifest", f"{where}.{key}: {d[key]!r} is outside the manifest's folder "
+                                                f"{str(base)!r}; set cue.allow_outside_paths=true to read it")
+        files.append((key, path))
     decoded = []
     for key, path in files:
         if not path.is_file():
@@ -275,6 +281,8 @@ def _load_recording(d: dict[str, Any], base: Path, sample_rate: int, min_rate: i
     if rate < min_rate:
         raise CueError("sample_rate", f"{where}: {files[0][1]} is at {rate} Hz; rates below {min_rate} Hz are "
                                        f"rejected (narrowband audio, not resampled)")
+    if problem := resample_problem(rate, sample_rate):
+        raise CueError("sample_rate", f"{where}: {files[0][1]} is at {rate} Hz: {problem}")
     audio = np.concatenate([x for _, _, x, _ in decoded], axis=0)
     for i, ch in enumerate(CHANNELS):
         if not np.any(audio[i]):
@@ -290,16 +298,19 @@ def _load_recording(d: dict[str, Any], base: Path, sample_rate: int, min_rate: i
 
 def ingest(manifest_path: str | Path, sample_rate: int = SAMPLE_RATE, min_rate: int = MIN_SOURCE_RATE,
            lead_s: float = SWITCH_LEAD_S, window_s: float | None = WINDOW_S,
-           turn_pause_s: float = TURN_PAUSE_S) -> CueCorpus:
+           turn_pause_s: float = TURN_PAUSE_S, allow_outside: bool = False) -> CueCorpus:
     """Load and validate a cue manifest (docs/formats.md, "Duplex Cue corpus").
 
     Every line is checked; a bad line is reported in ``problems`` (in manifest order) with its
     rule and a reason naming the manifest line, the field and the file, and the good lines
     still load (nothing is dropped silently). A recording that is rejected rejects its cues (rule
     ``recording_rejected``); an id on several lines rejects all of them (``duplicate_id``:
-    which one is right is unknown). Audio paths are relative to the manifest's directory.
-    Audio at another rate of at least ``min_rate`` Hz is resampled to ``sample_rate`` with
-    :func:`harness.audio.resample.resample`; times stay in seconds.
+    which one is right is unknown). Audio paths are relative to the manifest's directory and must
+    stay inside it (rule ``outside_manifest``) unless ``allow_outside``. Audio at another rate of
+    at least ``min_rate`` Hz is resampled to ``sample_rate`` with
+    :func:`harness.audio.resample.resample`, unless that rate pair would need too large a filter
+    (rule ``sample_rate``: that recording is rejected); times stay in seconds. The manifest is
+    read as UTF-8 with or without a byte-order mark, with any line endings (as editors save it).
 
     Args:
         manifest_path: the JSONL manifest.
@@ -315,7 +326,7 @@ def ingest(manifest_path: str | Path, sample_rate: int = SAMPLE_RATE, min_rate: 
     """
     path = Path(manifest_path)
     name = path.name
-    lines = path.read_text().splitlines()
+    lines = path.read_text(encoding="utf-8-sig").splitlines()
     parsed: list[tuple[int, str, dict[str, Any]]] = []  # (line, kind, object)
     problems: list[dict[str, Any]] = []
 
@@ -355,7 +366,8 @@ def ingest(manifest_path: str | Path, sample_rate: int = SAMPLE_RATE, min_rate: 
             rejected_rec[rid] = why
             continue
         try:
-            rec, x = _load_recording({k: v for k, v in d.items() if k != "kind"}, path.parent, sample_rate, min_rate)
+            rec, x = _load_recording({k: v for k, v in d.items() if k != "kind"}, path.parent, sample_rate, min_rate,
+                                     allow_outside)
         except CueError as e:
             reject(lineno, e.rule, e.message, recording_id=rid)
             if rid is not None:

@@ -41,6 +41,21 @@ from harness.audio.room_tone import check_room_tone
 from harness.scenes.schema import Label
 from harness.vad.segments import SpeechView
 
+# The timeline rates a run accepts (protocol.sample_rate; docs/protocol-decisions.md): from 8 to 48 kHz
+# in multiples of 125 Hz, so a 32 ms Silero window is whole samples, the audio stores as FLAC, and it
+# resamples to and from the models' rates and espeak's 22,050 Hz with a small filter. The scheduler
+# itself takes any rate (unit tests use 1 kHz: one sample a millisecond).
+TIMELINE_RATES = (8_000, 48_000)
+
+
+def timeline_rate_problem(rate: int) -> str | None:
+    """Why ``rate`` (Hz) cannot be a run's timeline rate, or None (:data:`TIMELINE_RATES`)."""
+    if isinstance(rate, bool) or not isinstance(rate, int) or not TIMELINE_RATES[0] <= rate <= TIMELINE_RATES[1] \
+            or rate % 125:
+        return (f"sample_rate must be an integer from {TIMELINE_RATES[0]} to {TIMELINE_RATES[1]} Hz in multiples "
+                f"of 125 Hz (whole 32 ms Silero windows: 16000, 24000, 48000, ...), got {rate!r}")
+    return None
+
 
 @dataclass(frozen=True)
 class ProtocolSettings:

@@ -14,7 +14,7 @@ from typing import Any
 
 from harness.audio.tts.settings import TtsSettings
 from harness.checks import require_integer, require_positive
-from harness.protocol.scheduler import ProtocolSettings
+from harness.protocol.scheduler import ProtocolSettings, timeline_rate_problem
 from harness.scenes.settings import ScenesSettings
 from harness.store.layout import check_id
 from harness.store.settings import StoreSettings
@@ -196,6 +196,7 @@ class CueSettings:
     n_items: int = 24  # generated corpus size (harness/cue/generate.py); ignored with a manifest
     seed: int = 20260913  # generator seed
     manifest: str | None = None  # ingest a corpus (docs/formats.md, "Duplex Cue corpus") instead of generating
+    allow_outside_paths: bool = False  # a manifest's audio may lie outside its folder (default: refused)
     switch_lead_s: float = 0.08  # the switch point: this long before the cue's first word, clipped at 0
     context_s: float = 120.0  # at most this much of both channels is fed before the switch point
     window_s: float = 10.0  # the model generates this long after the switch point
@@ -281,6 +282,8 @@ class RunConfig:
             raise ConfigError(str(e)) from None
         if d:
             raise ConfigError(f"unknown config keys: {sorted(d)}")
+        if problem := timeline_rate_problem(kw["protocol"].sample_rate):
+            raise ConfigError(f"protocol: {problem}")
         cfg = cls(**kw)
         if not cfg.models:
             raise ConfigError("no model selected (e.g. model=[silent,babble,oracle])")

@@ -60,7 +60,8 @@ def build_corpus(cfg: RunConfig) -> CueCorpus:
     run's switch lead and window), else generated from ``cue.n_items`` and ``cue.seed``."""
     c = cfg.cue
     if c.manifest:
-        return ingest(c.manifest, sample_rate=cfg.protocol.sample_rate, lead_s=c.switch_lead_s, window_s=c.window_s)
+        return ingest(c.manifest, sample_rate=cfg.protocol.sample_rate, lead_s=c.switch_lead_s, window_s=c.window_s,
+                      allow_outside=c.allow_outside_paths)
     from harness.cue.generate import GeneratorSettings, generate_cue_corpus
 
     return generate_cue_corpus(c.n_items, c.seed, settings=GeneratorSettings(lead_s=c.switch_lead_s,

@@ -27,7 +27,7 @@ class ScenesStage(Stage):
     def compute(self, store: ObjectStore, plan: RunPlan, todo: list[Unit]):
         s = self.cfg.scenes
         if s.manifest:  # the same line and pair rules as generated scenes (docs/formats.md)
-            with open(s.manifest, encoding="utf-8") as fh:
+            with open(s.manifest, encoding="utf-8-sig") as fh:  # a byte-order mark, as editors save it
                 scenes, invalid = import_manifest(fh)
         else:
             scenes, invalid = validate_scenes(generate_pairs(s.n_pairs, s.seed, s.four_party_share, s.n4_share,

@@ -7,7 +7,7 @@ import pytest
 
 from harness.audio.assemble import Track
 from harness.audio.io import AudioError, check_waveform, decode, encode, quantize
-from harness.audio.resample import StreamResampler, resample
+from harness.audio.resample import ResampleError, StreamResampler, resample
 from harness.audio.tts.espeak import SynthesisError
 from harness.models.base import DuplexModel, ModelInfo
 from harness.protocol.scheduler import ProtocolSettings
@@ -46,6 +46,28 @@ def test_decode_rejects_wrong_rate_stereo_and_garbage():
 def test_check_waveform_rejects(bad, why):
     with pytest.raises(AudioError, match=why):
         check_waveform(bad)
+
+
+@pytest.mark.parametrize("rate", [65_536, 197_368, 655_351])
+def test_a_rate_flac_cannot_store_is_refused_not_written(rate):
+    with pytest.raises(AudioError, match=f"FLAC cannot store {rate} Hz"):
+        encode(np.zeros(100, np.float32), rate)
+
+
+@pytest.mark.parametrize("rate", [8_000, 65_535, 96_000, 192_000, 655_350])
+def test_every_rate_flac_stores_reads_back(rate):
+    x = quantize(np.sin(np.arange(1000) / 7).astype(np.float32) * 0.5)
+    y, sr = decode(encode(x, rate))
+    assert sr == rate and np.array_equal(y, x)
+
+
+def test_rates_that_would_need_a_huge_filter_are_refused_before_allocating():
+    """16,001 -> 24,000 Hz (gcd 1): torchaudio's kernel would be 24,000 x 16,013 float32 (1.5 GB)."""
+    with pytest.raises(ResampleError, match="resampling 16001 Hz to 24000 Hz needs a 24000 x"):
+        resample(np.zeros(160, np.float32), 16_001, 24_000)
+    with pytest.raises(ResampleError, match="24000 Hz to 16001 Hz"):
+        StreamResampler(1, 24_000, 16_001)
+    assert resample(np.zeros(2205, np.float32), 22_050, 47_875).shape == (4788,)  # the worst allowed pair is fine
 
 
 def test_resample_lengths_and_tone():

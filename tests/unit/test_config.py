@@ -74,6 +74,10 @@ def test_vad_change_keeps_infer_prefix():
     ("scenes.n_pairs=abc", "scenes: n_pairs must be an integer, got 'abc'"),
     ("scenes.four_party_share=2", r"scenes: four_party_share must be a number in \[0, 1\], got 2"),
     ("protocol.sample_rate=0", r"protocol: sample_rate must be a positive integer \(Hz\), got 0"),
+    ("protocol.sample_rate=65537", r"protocol: sample_rate must be an integer from 8000 to 48000 Hz in multiples of "
+                                   r"125 Hz \(whole 32 ms Silero windows: 16000, 24000, 48000, ...\), got 65537"),
+    ("protocol.sample_rate=16001", r"protocol: sample_rate must be an integer from 8000 .*got 16001"),
+    ("protocol.sample_rate=44100", r"protocol: sample_rate must be an integer from 8000 .*got 44100"),
     ("protocol.turn_gap_s=-1", "protocol: turn_gap_s must be a number of seconds >= 0, got -1"),
     ("protocol.endpoint_silence_s=0", "protocol: endpoint_silence_s must be a number of seconds > 0, got 0"),
     ("metrics.yield_deadline_s=-1", "metrics: yield_deadline_s must be a number > 0, got -1"),

@@ -200,6 +200,8 @@ def _bad_file(directory: Path, name: str, what: str) -> str:
         write(directory / name, x, RATE)
     elif what == "stereo":
         write(directory / name, two_channels(RATE), RATE)
+    elif what == "16001":  # coprime with 24 kHz: the sinc filter would take gigabytes
+        write(directory / name, two_channels(16_001), 16_001)
     return name
 
 
@@ -215,6 +217,8 @@ BAD_RECORDINGS = [
     ({"kind": "recording", "recording_id": "bad", "audio_a": ("m.wav", "mono"), "audio_b": ("sh.wav", "short_mono")},
      "mismatch", "360000 samples"),
     ({"kind": "recording", "recording_id": "bad", "audio": ("n.wav", "8k")}, "sample_rate", "8000 Hz"),
+    ({"kind": "recording", "recording_id": "bad", "audio": ("o.wav", "16001")}, "sample_rate", "resampling 16001 Hz"),
+    ({"kind": "recording", "recording_id": "bad", "audio": "../outside.wav"}, "outside_manifest", "'../outside.wav'"),
     ({"kind": "recording", "recording_id": "bad", "audio": ("q.wav", "silent_b"), "audio_a": ("m.wav", "mono")},
      "audio_layout", "either"),
     ({"kind": "recording", "recording_id": "bad"}, "audio_layout", "neither"),
@@ -277,6 +281,26 @@ def test_ingest_rejects_a_bad_cue_and_loads_the_rest(good, line, rule, names):
     assert [i.item_id for i in items] == (["mo-1"] if dup else ["st-1", "mo-1"])
     assert [p["rule"] for p in problems] == [rule] * (2 if dup else 1), problems
     assert problems[-1]["line"] == 5 and names in problems[-1]["reason"]
+
+
+def test_audio_outside_the_manifest_folder_needs_the_option(good, tmp_path_factory):
+    directory, lines = good
+    elsewhere = tmp_path_factory.mktemp("elsewhere")
+    x = two_channels(RATE)
+    far = {"kind": "recording", "recording_id": "far", "audio": str(elsewhere / write(elsewhere / "f.wav", x, RATE))}
+    path = directory / "manifest.jsonl"
+    path.write_text("".join(json.dumps(ln) + "\n" for ln in [*lines, far]))
+    assert [p["rule"] for p in ingest(path).problems] == ["outside_manifest"]  # an absolute path elsewhere
+    assert ingest(path, allow_outside=True).problems == []
+
+
+def test_a_manifest_saved_with_a_byte_order_mark_and_crlf_loads_like_a_clean_one(good):
+    directory, lines = good
+    clean = run_ingest(directory, lines)
+    path = directory / "manifest.jsonl"
+    path.write_bytes(b"\xef\xbb\xbf" + "".join(json.dumps(ln) + "\r\n" for ln in lines).encode())
+    saved = ingest(path)
+    assert saved.problems == [] and saved.recordings == clean.recordings and saved.items == clean.items
 
 
 def test_ingest_cue_inside_and_outside_a_turn(good):

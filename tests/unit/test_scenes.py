@@ -402,3 +402,28 @@ def test_scene_id_that_could_escape_its_prefix_is_rejected(bad):
     with pytest.raises(SceneError, match=r"\[rule scene_id\]$") as info:
         _scene(scene_id=bad).validate()
     assert info.value.rule == "scene_id" and repr(bad) in str(info.value)
+
+
+def test_a_manifest_saved_by_an_editor_loads_exactly_like_a_clean_one(tmp_path):
+    """A UTF-8 byte-order mark (Notepad, spreadsheets), CRLF line ends and blank lines: the same
+    scenes as the clean file, nothing invalid (the mark once cost the first pair)."""
+    from harness.products.scenes import SceneSet
+    from harness.runtime.config import RunConfig
+    from harness.runtime.plan import RunPlan
+    from harness.stages import run_stage
+    from harness.store.base import LocalStore
+
+    pairs = generate_pairs(2, 11, 0.0, 1.0)
+    lines = [json.dumps(s.to_dict()) for s in pairs]
+    clean, saved = tmp_path / "clean.jsonl", tmp_path / "saved.jsonl"
+    clean.write_text("".join(ln + "\n" for ln in lines), encoding="utf-8")
+    saved.write_bytes(b"\xef\xbb\xbf" + "\r\n".join([*lines, "", ""]).encode())
+    got = {}
+    for path in (clean, saved):
+        cfg = RunConfig.from_dict({"run_id": path.stem, "scenes": {"manifest": str(path)},
+                                   "model": {"silent": {"target": "silent"}}, "store": {"root": str(tmp_path / "s")}})
+        store = LocalStore(tmp_path / "s")
+        run_stage("scenes", cfg, store)
+        plan = RunPlan.from_config(cfg)
+        got[path.stem] = SceneSet.read(store, plan.layout, plan.scenes)
+    assert got["saved"].scenes == got["clean"].scenes == tuple(pairs) and got["saved"].invalid == {}
