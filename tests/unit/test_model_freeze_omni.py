@@ -3,7 +3,9 @@
 The stand-in keeps upstream's module paths, signatures, returned dicts, tensor shapes and
 hard-coded CUDA; what the adapter adds is checked here: the server's duplex state machine
 (VAD start, replay, state head, interrupt), sentence-level speech through the output queue, the
-duty instruction as system role, per-stream seeding, and the upstream quirks it handles.
+duty instruction as system role, per-stream seeding, and the upstream quirks it handles. The
+checks every adapter shares (no stack on import, params, output contract, alone equals after a
+refill, RowError isolation) are in tests/contract/.
 """
 
 from __future__ import annotations
@@ -18,48 +20,29 @@ import torch
 from harness.models.base import TEXT_PROMPT, RowError, StreamContext
 from harness.models.registry import build_model
 from harness.protocol.scheduler import ProtocolSettings
-from harness.runtime.runner import ConversationInput, run_conversations
-from harness.scenes.schema import Label, Scene, Target, Turn
+from harness.runtime.runner import run_conversations
 from harness.vad.silero import VadSettings
+from tests.fixtures.tiny.freeze_omni import conversation
+from tests.fixtures.tiny.freeze_omni import upstream as standin
+from tests.fixtures.tiny.freeze_omni import weights as checkpoint_folders
 
-STANDIN = Path(__file__).resolve().parents[1] / "fixtures" / "standins" / "freeze_omni"
-UPSTREAM_PACKAGES = ("models", "web")
-WEIGHT_FILES = ("audiollm/train.yaml", "audiollm/global_cmvn", "audiollm/final.pt", "decoder/model.json",
-                "decoder/final.pt", "codec/model.json", "codec/final.pt")
 CHUNK = 2_560  # 160 ms at 16 kHz
 OUT = 3_840  # 160 ms at 24 kHz
 LEVEL = np.float32(0.5)  # the stand-in TTS's level
 ROLE = "You are a helpful voice assistant."
 
 
-def _drop_upstream_modules() -> None:
-    for name in list(sys.modules):
-        if name.split(".")[0] in UPSTREAM_PACKAGES:
-            del sys.modules[name]
-
-
 @pytest.fixture()
 def upstream(monkeypatch):
     """The stand-in first on the import path; its generic package names (``models``, ``web``) never
-    outlive the test."""
-    _drop_upstream_modules()
-    monkeypatch.syspath_prepend(str(STANDIN))
-    import models
-
-    models.CALLS.update(argv=None, args=None, roles=[], tts=[])
-    yield models.CALLS
-    _drop_upstream_modules()
+    outlive the test. Yields the stand-in's record of upstream calls."""
+    with standin(monkeypatch) as calls:
+        yield calls
 
 
 @pytest.fixture()
 def weights(tmp_path):
-    ckpt, llm = tmp_path / "checkpoints", tmp_path / "Qwen2-7B-Instruct"
-    for f in WEIGHT_FILES:
-        (ckpt / f).parent.mkdir(parents=True, exist_ok=True)
-        (ckpt / f).write_bytes(b"")
-    llm.mkdir()
-    (llm / "config.json").write_text('{"hidden_size": 3584}')  # Qwen2-7B: 4 x 896
-    return {"weights_path": str(ckpt), "llm_path": str(llm)}
+    return checkpoint_folders(tmp_path)
 
 
 def _model(weights, **params):
@@ -226,30 +209,13 @@ def test_non_finite_input_is_that_rows_error(upstream, weights):
 
 # ------------------------------------------------------------------------ through the runner
 
-SR = 24_000
 
-
-def _scene(sid: str) -> Scene:
-    turns = (Turn("A", "x", Label.N2, Target.HUMAN), Turn("B", "x", Label.T, Target.ARIA),
-             Turn("C", "x", Label.N3, Target.NONE))
-    return Scene(f"{sid}-explicit", sid, "explicit", ("A", "B", "C"), turns, "yes")
-
-
-def _conv(sid: str, seed: int) -> ConversationInput:
-    rng = np.random.default_rng(seed)
-    clips = [(rng.standard_normal(SR // 2) * 0.3).astype(np.float32) for _ in range(3)]  # 0.5 s turns
-    return ConversationInput(_scene(sid), clips, np.zeros(0, np.float32), seed, "Answer only when addressed.")
-
-
-def test_through_the_runner_a_conversation_is_the_same_alone_and_after_a_refill(upstream, weights):
+def test_through_the_runner_it_answers_after_a_turn_never_before(upstream, weights):
     m = _model(weights)
-    a, b = _conv("p0", 3), _conv("p1", 4)
-    settings = (ProtocolSettings(tail_s=0.5), VadSettings())
-    both = run_conversations(m, [a, b], *settings, rows=1)
-    alone = run_conversations(m, [b], *settings, rows=1)
-    assert [r.status for r in both + alone] == ["ok"] * 3
-    assert np.array_equal(both[1].output, alone[0].output)
-    for r in both:
+    res = run_conversations(m, [conversation("p0", 3), conversation("p1", 4)], ProtocolSettings(tail_s=0.5),
+                            VadSettings(), rows=1)
+    assert [r.status for r in res] == ["ok"] * 2
+    for r in res:
         spoken = np.flatnonzero(np.abs(r.output) > 0.25)
         first_turn_end = r.placements[0].start + r.placements[0].length if r.placements else 0
         assert spoken.size and spoken[0] >= first_turn_end  # it answers after a turn, never before
