@@ -62,10 +62,28 @@ def _multirun_job() -> int | None:
     return int(hc.job.num) if hc.mode == RunMode.MULTIRUN else None
 
 
+def _redact_hydra_outputs() -> None:
+    """Hydra writes the job's config and overrides (``.hydra/*.yaml`` in its output folder) before
+    the job starts: replace any URL's user and password there with ``***`` (the config is then
+    refused, :meth:`RunConfig.from_dict`, but those files already hold what was typed)."""
+    from hydra.core.hydra_config import HydraConfig
+
+    from harness.checks import redact_url_credentials
+
+    if not HydraConfig.initialized() or not HydraConfig.get().output_subdir:
+        return
+    folder = Path(HydraConfig.get().runtime.output_dir) / HydraConfig.get().output_subdir
+    for path in folder.glob("*.yaml"):
+        text = path.read_text()
+        if (clean := redact_url_credentials(text)) != text:
+            path.write_text(clean)
+
+
 def setup(cfg: DictConfig) -> tuple[RunConfig, ObjectStore]:
     """Resolve and validate the config; exit with a clear message when it is wrong. In a Hydra
     multirun (``-m``) every job is its own run: ``run_id`` becomes ``<run_id>-<job number>``."""
     logging.getLogger("duplex_mpe").setLevel(logging.INFO)
+    _redact_hydra_outputs()
     sweep_job = _multirun_job()
     if sweep_job is not None:
         cfg.run_id = f"{cfg.run_id}-{sweep_job}"

@@ -13,7 +13,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from harness.audio.tts.settings import TtsSettings
-from harness.checks import require_integer, require_positive
+from harness.checks import require_integer, require_positive, settings_with_url_credentials
 from harness.protocol.scheduler import ProtocolSettings, timeline_rate_problem
 from harness.scenes.settings import ScenesSettings
 from harness.store.layout import check_id
@@ -250,9 +250,14 @@ class RunConfig:
 
     @classmethod
     def from_dict(cls, d: dict[str, Any]) -> RunConfig:
-        """Build from a plain dict (the resolved Hydra config). Raises :class:`ConfigError`."""
+        """Build from a plain dict (the resolved Hydra config). Raises :class:`ConfigError`, also
+        for any setting holding a URL with credentials (they would be written to ``run.json``)."""
         d = dict(d)
         d.pop("hydra", None)
+        if leaky := settings_with_url_credentials(d):
+            raise ConfigError(f"{', '.join(leaky)}: a URL holds credentials (user:password@), which would be written "
+                              "to run.json and the logs; give them through the environment instead (a model's or "
+                              "backend's API key variable, boto3's chain for S3)")
         models = d.pop("model", None) or {}
         protocol = dict(d.pop("protocol", {}) or {})
         kw: dict[str, Any] = {

@@ -189,3 +189,19 @@ def test_a_stage_job_runs_the_preflight_for_its_own_stage_only(tmp_path):
     assert lines[2].startswith("  - the scoring actor (score.num_cpus / score.num_gpus) asks for num_cpus=1, "
                                "num_gpus=1 per actor")
     assert "model 'silent'" not in score.stderr  # infer is not one of the score job's stages
+
+
+def test_credentials_in_a_url_setting_are_refused_and_written_nowhere(tmp_path):
+    """A hosted model's base_url with a password: exit 2 naming the setting (never the value)
+    before anything runs; Hydra's own copies of the config and overrides are redacted."""
+    secret = "s3cr3t-PW"
+    out = job("pipeline", f"store.root={tmp_path}", "run_id=leak", "model=[openai_realtime]",
+              f"model.openai_realtime.params.base_url=http://user:{secret}@proxy.example/v1")
+    assert out.returncode == 2, out.stderr
+    assert "model.openai_realtime.params.base_url: a URL holds credentials" in out.stderr
+    assert secret not in out.stdout + out.stderr
+    files = [p for p in tmp_path.rglob("*") if p.is_file()]
+    assert any(p.parent.name == ".hydra" for p in files)  # Hydra wrote its copies; they were redacted
+    assert not [p for p in files if secret in p.read_text(errors="replace")]
+    assert "http://***@proxy.example/v1" in (next(p for p in files if p.name == "overrides.yaml")).read_text()
+    assert not [p for p in files if p.name == "run.json" or "logs" not in p.parts]  # Hydra's logs only: no run
