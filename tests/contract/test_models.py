@@ -39,6 +39,7 @@ CONFIGS = model_configs()
 MODELS = sorted(CONFIGS)
 PEAK = 1.0 + 1.0 / PCM_SCALE
 
+
 def adapter_module(name: str) -> str:
     return CONFIGS[name]["target"].split(":", 1)[0]
 
@@ -125,8 +126,8 @@ WITH_TINY = _with_tiny()
 def streamed(request, tmp_path_factory):
     """Model ``request.param``'s tiny instance, streamed: ``(tiny, spy, runs)``; ``runs`` holds
     ``row`` (conversations 0 then 1 in one row), ``alone`` (conversation 1 alone; unless a
-    realtime model or a documented deviation) and ``poison`` (conversation 0, the poison,
-    conversation 1 in ``tiny.rows`` rows)."""
+    realtime model, whose conversations all stream at once) and ``poison`` (conversation 0, the
+    poison, conversation 1, in ``tiny.rows`` rows)."""
     name = request.param
     with pytest.MonkeyPatch.context() as mp, recipe(name).instance(tmp_path_factory.mktemp(name), mp) as tiny:
         spy = Spy(tiny.model)
@@ -138,7 +139,8 @@ def streamed(request, tmp_path_factory):
         a, b = tiny.conversations[:2]
         runs = {}
         if realtime:  # paced to the wall clock: every conversation at once
-            runs["row"] = run([a, tiny.poison, b] if tiny.poison else [a, b], rows=3)
+            convs = [a, tiny.poison, b] if tiny.poison else [a, b]
+            runs["row"] = run(convs, rows=len(convs))
             if tiny.poison:
                 runs["poison"], runs["row"] = runs["row"], [runs["row"][0], runs["row"][2]]
         else:
@@ -188,7 +190,9 @@ def test_a_stream_alone_equals_it_after_a_refill(streamed):
 def test_a_row_error_fails_only_its_conversation(streamed):
     tiny, _, runs = streamed
     if "poison" not in runs:
-        pytest.skip(f"{tiny.model.info.name} raises no RowError on any input here")
+        name = tiny.model.info.name
+        pytest.skip(f"no input of {name}'s tiny instance makes it raise a RowError (no poison in its "
+                    f"tests/fixtures/tiny module)")
     first, poisoned, last = runs["poison"]
     assert (first.status, poisoned.status, last.status) == ("ok", "error", "ok"), [
         r.reason for r in runs["poison"]]
