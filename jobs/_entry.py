@@ -41,7 +41,9 @@ CONF_DIR = str(Path(__file__).resolve().parents[1] / "conf")
 COMPLETE = 0  # finished: every stage ran and no conversation is `error`
 CONFIG_ERROR = 2  # configuration, preflight or missing input: stopped before anything was spent
 BUDGET_STOP = 3  # the budget stopped infer before every shard ran; completed shards are kept
-FAILED_SHARDS = 4  # infer shards failed every attempt; completed shards are kept, later stages did not run
+# work failed (infer shards after every attempt, synthesis/vad/score batches after their retries); completed
+# work is kept, later stages did not run: run again to finish
+FAILED_SHARDS = 4
 FAILED_CONVERSATIONS = 5  # finished and the report is written, but some conversations are `error`
 
 
@@ -233,13 +235,15 @@ def run_until_stopped(fn: Callable[[RunConfig, ObjectStore], T], run: RunConfig,
                       resume: str | None = None) -> T:
     """``fn(run, store)``; a clean stop prints why, the run's status and how to continue, then
     exits with :data:`BUDGET_STOP` (budget reached) or :data:`FAILED_SHARDS` (shards failed, or
-    synthesis batches lost); a missing input or a resource request no node can hold exits with
+    batches of a stage's pool failed: :class:`~harness.runtime.pool.BatchesFailed`, synthesis
+    batches lost); a missing input or a resource request no node can hold exits with
     :data:`CONFIG_ERROR`; an interrupt (Ctrl-C, SIGTERM) exits with 128 + the signal (130, 143)
     and one message. Completed work is kept. ``status``: the run's status text (default: the
     Duplex-MPE pipeline's, :func:`~harness.runtime.status.run_status`); ``resume``: the command
     that continues the run (default: ``make rerun-failed``)."""
     from harness.products.infer import InferIncomplete
     from harness.runtime.executor import BudgetExceeded, UnmetResources
+    from harness.runtime.pool import BatchesFailed
     from harness.runtime.status import run_status
     from harness.stages.common import StageInputMissing
     from harness.stages.synth import SynthIncomplete
@@ -260,7 +264,7 @@ def run_until_stopped(fn: Callable[[RunConfig, ObjectStore], T], run: RunConfig,
         fail(f"\ninterrupted ({signal.Signals(signum).name}): completed stages and shards are kept, the attempts "
              f"that were running are recorded as failed; run the same command again (or {resume}) to resume",
              128 + signum)
-    except (BudgetExceeded, InferIncomplete, SynthIncomplete) as e:
+    except (BudgetExceeded, InferIncomplete, SynthIncomplete, BatchesFailed) as e:
         fail(f"\nstopped: {e}\n\n{(status or run_status)(run, store)}\n\nto continue: {resume}"
              + (" (with budget.gpu_hours=... / budget.usd=... in ARGS to raise the budget)"
                 if isinstance(e, BudgetExceeded) else ""),

@@ -96,10 +96,14 @@ class ClusterSettings:
     max_restarts: int = 2  # Ray restarts of a dead ShardRunner actor
     max_task_retries: int = 2  # Ray retries of a shard whose actor died (on the restarted actor)
     shard_attempts: int = 3  # driver-level attempts per shard after Ray gave up (a fresh actor each)
+    # attempts per batch of the other stages' pools (synth, vad, score, cue-score) whose actor died (a
+    # fresh actor each); a batch whose worker raised is not retried (harness.runtime.pool)
+    batch_attempts: int = 3
     resource_wait_s: float = 0.0  # wait this long for a node that can hold an actor's request, then fail
 
     def __post_init__(self) -> None:
-        require_positive(self, "shard_attempts")
+        require_integer(self, "batch_attempts")
+        require_positive(self, "shard_attempts", "batch_attempts")
         if self.resource_wait_s < 0:
             raise ValueError("resource_wait_s must be >= 0")
         if self.max_restarts < 0 or self.max_task_retries < 0:

@@ -26,7 +26,8 @@ beyond their estimates (docs/cluster.md). No actor outlives :func:`run_shards`, 
 :func:`ray_session` turns SIGTERM into :class:`DriverStopped` (a ``KeyboardInterrupt``, as
 Ctrl-C is) so that Ray stops with the driver; the attempts in flight are recorded as
 failed attempts with their spend.
-Ray is imported only here.
+Ray is imported only under ``harness/runtime/``: here and in :mod:`harness.runtime.pool`, which the
+other stages that fan out use.
 """
 
 from __future__ import annotations
@@ -314,24 +315,61 @@ def actor_count(wanted: int | None, num_cpus: float, num_gpus: float, work_items
 
 _ANSI = re.compile(r"\x1b\[[0-9;]*m")
 _EXCEPTION_LINE = re.compile(r"^[A-Za-z_][\w.]*(Error|Exception|Exit|Interrupt)\b.*")
+# Ray's out-of-memory report: the node's use and limit ("was 22.2GB used / 23.5GB limit (0.945)"; before
+# Ray 2.56 "was 22.2GB / 23.5GB (0.945)"), and per killed worker its pid and "(actual) memory used"
+_OOM_NODE = re.compile(r"Memory on the node \([^)]*\)(?: where .*? was running)? was "
+                       r"([\d.]+ ?GB(?: used)? / [\d.]+ ?GB(?: limit)?(?: \([\d.]+\))?)", re.S)
+_OOM_KILLED = re.compile(r"pid=(\d+), (?:actual )?memory used=([\d.]+ ?GB)")
+_WORKER_EXIT = re.compile(r"Worker exit type: (\w+) Worker exit detail: ([^.]*)")
 
 
 REASON_CHARS = 800  # the longest failure reason kept in a shard's failure record
 
 
-def _reason(e: Exception) -> str:
+def _oom_figures(text: str, actor_id: str | None) -> str | None:
+    """The memory figures of Ray's out-of-memory report in ``text`` (None: it is not one): the
+    node's use and limit, and what the killed worker held (``actor_id``'s entry when the report
+    names several workers; else each)."""
+    node = _OOM_NODE.search(text)
+    if node is None:
+        return None
+    kills, start = [], 0
+    for m in _OOM_KILLED.finditer(text):  # an entry's actor id comes before its pid
+        kills.append((actor_id is not None and actor_id in text[start:m.start()], m[1], m[2]))
+        start = m.end()
+    mine = [k for k in kills if k[0]] or (kills if len(kills) == 1 else [])
+    if mine:
+        held = f"; the killed worker (pid {mine[0][1]}) held {mine[0][2]}"
+    elif kills:
+        held = "; the killed workers held " + ", ".join(f"{mem} (pid {pid})" for _, pid, mem in kills)
+    else:
+        held = ""
+    return f"node memory {node[1]}{held}"
+
+
+def _reason(e: Exception, actor_id: str | None = None) -> str:
     """One line naming what went wrong: the worker's exception, not Ray's wrapper around it
     (a ``RayTaskError``'s cause; for an actor that died in its constructor, the exception line
-    at the end of Ray's message)."""
+    at the end of Ray's message). A kill by Ray's out-of-memory monitor keeps the memory it
+    reported (:func:`_oom_figures`; ``actor_id``: the dead actor's, to find its entry); an actor
+    that died otherwise keeps how its worker exited."""
     cause = getattr(e, "cause", None)  # RayTaskError carries the worker's exception
     err = cause if isinstance(cause, BaseException) else e
-    lines = [ln.strip() for ln in _ANSI.sub("", str(err)).splitlines() if ln.strip()]
+    text = _ANSI.sub("", str(err))
+    lines = [ln.strip() for ln in text.splitlines() if ln.strip()]
+    name = type(err).__name__
     if not lines:
-        return f"{type(err).__name__}: (no message)"
+        return f"{name}: (no message)"
+    oom = _oom_figures(text, actor_id)
+    if oom:
+        return f"{name}: killed by Ray's out-of-memory monitor ({oom})"
+    died = _WORKER_EXIT.search(text)
+    if died:
+        return f"{name}: {lines[0][:200]} (worker exit {died[1]}: {died[2]})"
     last = next((ln for ln in reversed(lines[1:]) if _EXCEPTION_LINE.match(ln)), None)
-    head = f"{type(err).__name__}: {lines[0].split(',')[0][:200]}"
+    head = f"{name}: {lines[0].split(',')[0][:200]}"
     # a store error puts the server's own message after the key: keep room for both
-    return f"{head}: {last[:REASON_CHARS]}" if last else f"{type(err).__name__}: {lines[0][:REASON_CHARS]}"
+    return f"{head}: {last[:REASON_CHARS]}" if last else f"{name}: {lines[0][:REASON_CHARS]}"
 
 
 def run_shards(cfg: RunConfig, store: ObjectStore, work: dict[str, dict[str, list[str]]],
