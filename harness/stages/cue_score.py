@@ -37,6 +37,7 @@ from harness.cue.scoring import (
 )
 from harness.products.infer import read_ledger
 from harness.runtime.config import RunConfig
+from harness.runtime.pool import BatchesFailed, BatchFailure
 from harness.runtime.shard import read_output
 from harness.stages.common import StageInputMissing, require_stage
 from harness.stages.cue_corpus import load_items, read_recording
@@ -201,6 +202,8 @@ def cue_score_stage(cfg: RunConfig, store: ObjectStore) -> dict[str, str]:
 
     Raises:
         StageInputMissing: the corpus, or a (applicable) model's cue-infer outputs, are incomplete.
+        BatchesFailed: a batch failed (its actor died on every ``cluster.batch_attempts`` attempt,
+            or the worker raised); raised once the other models are written, that model is not.
     """
     from harness.stages.score import heaviest_first, on_scoring_actors
 
@@ -228,13 +231,20 @@ def cue_score_stage(cfg: RunConfig, store: ObjectStore) -> dict[str, str]:
     weight = {(name, iid): fed[iid] for name in work for iid, _ in work[name]}
     merged = {name: {"rows": {}, "asr_calls": 0, "label_hits": 0, "label_misses": 0, "usd": 0.0, "usd_saved": 0.0}
               for name in work}
-    for part in on_scoring_actors(cfg, CueScoring, heaviest_first(work, weight, cfg.score.batch),
-                                  "cue-score batches"):
+    batches = heaviest_first(work, weight, cfg.score.batch)
+    failed: dict[int, BatchFailure] = {}
+    for i, part in on_scoring_actors(cfg, "cue-score", CueScoring, batches):
+        if isinstance(part, BatchFailure):
+            failed[i] = part
+            continue
         acc = merged[part.pop("model")]
         acc["rows"].update(part.pop("rows"))
         for k, v in part.items():
             acc[k] += v
+    incomplete = {batches[i][0] for i in failed}  # their rows lack a batch: not written
     for name, acc in merged.items():
+        if name in incomplete:
+            continue
         prefix = plan.score[name]
         by_id = acc.pop("rows")
         rows = [by_id[it.item_id] for it in items]
@@ -246,6 +256,8 @@ def cue_score_stage(cfg: RunConfig, store: ObjectStore) -> dict[str, str]:
         log.info("cue-score %s: %d items, %d eligible, %d errors, %d ASR calls, labeller %d hits / %d misses, $%.4f",
                  name, marker["items"], marker["eligible"], n_err, marker["asr_calls"], marker["label_hits"],
                  marker["label_misses"], marker["usd"])
+    if failed:  # the other models are written; ASR and labeller results are cached, so a rerun pays little
+        raise BatchesFailed("cue-score", [failed[i] for i in sorted(failed)], len(batches))
     return dict(plan.score)
 
 

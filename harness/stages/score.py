@@ -9,14 +9,13 @@ from dataclasses import replace
 from typing import Any
 
 import numpy as np
-from tqdm import tqdm
 
 from harness.audio.io import decode
 from harness.metrics.outcomes import conversation_outcomes
 from harness.pricing import add_usage
 from harness.runtime.config import RunConfig
-from harness.runtime.executor import actor_count, ray_session, require_resources
 from harness.runtime.plan import RunPlan
+from harness.runtime.pool import BatchesFailed, BatchFailure, Resources, map_batches
 from harness.runtime.shard import read_output
 from harness.scenes.schema import Scene
 from harness.stages.common import load_scenes, require_stage, stage_done
@@ -103,34 +102,27 @@ def heaviest_first(todo: Mapping[str, Sequence[tuple[str, Any]]], weight: Mappin
     return sorted(out, key=lambda b: -sum(weight[(b[0], iid)] for iid, _ in b[1]))
 
 
-def on_scoring_actors(cfg: RunConfig, actor_class: type, batches: Sequence[Batch], desc: str) -> Iterator[dict]:
-    """``actor_class(cfg).score(model, items)`` of every batch, in completion order, on a pool of
-    Ray actors of ``score.num_cpus`` / ``score.num_gpus`` each (``score.actors``, or as many as
-    the cluster holds; at most one a batch); ``score.actors=0``: one instance in the calling
-    process, no Ray (batches in order). Raises
-    :class:`harness.runtime.executor.UnmetResources` when no node can hold an actor."""
-    sc = cfg.score
-    if sc.actors == 0:
-        scorer = actor_class(cfg)
-        yield from tqdm((scorer.score(*b) for b in batches), total=len(batches), desc=desc, unit="batch")
-        return
-    with ray_session(cfg):
-        import ray
-        from ray.util import ActorPool
-
-        require_resources({"the scoring actor (score.num_cpus / score.num_gpus)": (sc.num_cpus, sc.num_gpus)},
-                          cfg.cluster.resource_wait_s)
-        n_actors = actor_count(sc.actors, sc.num_cpus, sc.num_gpus, len(batches))
-        actor = ray.remote(num_cpus=sc.num_cpus, num_gpus=sc.num_gpus)(actor_class)
-        pool = ActorPool([actor.remote(cfg) for _ in range(n_actors)])
-        yield from tqdm(pool.map_unordered(lambda a, b: a.score.remote(*b), batches), total=len(batches),
-                        desc=desc, unit="batch")
+def on_scoring_actors(cfg: RunConfig, stage: str, actor_class: type,
+                      batches: Sequence[Batch]) -> Iterator[tuple[int, dict | BatchFailure]]:
+    """``actor_class(cfg).score(model, items)`` of every batch on the scoring pool
+    (:func:`~harness.runtime.pool.map_batches`: ``(index, result or BatchFailure)`` in completion
+    order): Ray actors of ``score.num_cpus`` / ``score.num_gpus`` each, ``score.actors`` of them or
+    as many as the cluster holds (at most one a batch); ``score.actors=0``: one instance in the
+    calling process, no Ray. A batch whose actor died runs again on a fresh actor
+    (``cluster.batch_attempts``). Raises :class:`harness.runtime.executor.UnmetResources` when no
+    node can hold an actor."""
+    return map_batches(cfg, stage, actor_class, "score", batches,
+                       Resources.of(cfg.score, "the scoring actor (score.num_cpus / score.num_gpus)"), args=(cfg,),
+                       describe=lambda i: f"model {batches[i][0]!r}, {len(batches[i][1])} item(s) from "
+                                          f"{batches[i][1][0][0]}")
 
 
 def score_stage(cfg: RunConfig, store: ObjectStore) -> dict[str, str]:
     """Transcribe and judge every window with model speech (spec section 5) on a pool of Ray
     actors (:func:`on_scoring_actors`), batches of ``score.batch``, the batches with the most
-    speech first (:func:`heaviest_first`)."""
+    speech first (:func:`heaviest_first`). A model with a failed batch (its actor died on every
+    ``cluster.batch_attempts`` attempt, or the worker raised) is not written: raises
+    :class:`~harness.runtime.pool.BatchesFailed` once the other models are."""
     plan = RunPlan.from_config(cfg)
     lay = plan.layout
     todo, speech = {}, {}
@@ -147,18 +139,27 @@ def score_stage(cfg: RunConfig, store: ObjectStore) -> dict[str, str]:
         return dict(plan.score)
     merged = {name: {"results": {}, "usage": {}, "asr_calls": 0, "judge_hits": 0, "judge_misses": 0, "usd": 0.0,
                      "usd_saved": 0.0} for name in todo}
-    for part in on_scoring_actors(cfg, ConversationScoring, heaviest_first(todo, speech, cfg.score.batch),
-                                  "score batches"):
+    batches = heaviest_first(todo, speech, cfg.score.batch)
+    failed: dict[int, BatchFailure] = {}
+    for i, part in on_scoring_actors(cfg, "score", ConversationScoring, batches):
+        if isinstance(part, BatchFailure):
+            failed[i] = part
+            continue
         acc = merged[part.pop("model")]
         acc["results"].update(part.pop("results"))
         add_usage(acc["usage"], part.pop("usage"))
         for k, v in part.items():
             acc[k] += v
+    incomplete = {batches[i][0] for i in failed}  # their verdicts lack a batch: not written
     for name, acc in merged.items():
+        if name in incomplete:
+            continue
         prefix = plan.score[name]
         put_json(store, lay.file(prefix, "verdicts.json"), acc.pop("results"))
         acc.update(asr=cfg.asr.kind, judge=cfg.judge.kind)
         put_json(store, lay.marker(prefix), acc)
         log.info("score %s: %d ASR calls, judge %d hits / %d misses, $%.4f", name, acc["asr_calls"],
                  acc["judge_hits"], acc["judge_misses"], acc["usd"])
+    if failed:  # the other models are written; ASR and judge results are cached, so a rerun pays little
+        raise BatchesFailed("score", [failed[i] for i in sorted(failed)], len(batches))
     return dict(plan.score)

@@ -19,10 +19,11 @@ audio, and the clip is stored as FLAC at ``<synth>/clips/<clip_id>.flac``. The w
 * **failures**: a clip the engine cannot make (:class:`~harness.audio.tts.SynthesisError`:
   an unknown voice, silent output) is recorded with its reason in the index under
   ``failed_clips``, and every conversation that needs it is ``error`` with that reason (never
-  silence); the others go on. A batch lost for another reason (its actor died, the store
-  failed) or an engine that cannot run at all (:class:`~harness.audio.tts.TtsUnavailableError`)
-  leaves the stage incomplete: :class:`SynthIncomplete` is raised after the other batches
-  finish, no index or marker is written, and a rerun makes only what is missing;
+  silence); the others go on. A batch lost for another reason (its actor died on every
+  ``cluster.batch_attempts`` attempt, the store failed) or an engine that cannot run at all
+  (:class:`~harness.audio.tts.TtsUnavailableError`) leaves the stage incomplete:
+  :class:`SynthIncomplete` is raised after the other batches finish, no index or marker is
+  written, and a rerun makes only what is missing;
 * ``index.json`` then the marker are written last.
 """
 
@@ -32,7 +33,7 @@ import hashlib
 import logging
 import time
 from collections.abc import Iterator
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import Any
 
 from tqdm import tqdm
@@ -41,6 +42,7 @@ from harness.audio.io import AudioError, decode, encode
 from harness.audio.tts import SynthesisError, TtsUnavailableError, build_tts
 from harness.runtime.config import RunConfig
 from harness.runtime.plan import RunPlan
+from harness.runtime.pool import BatchFailure, Resources, map_batches
 from harness.stages.common import load_scenes, require_stage, stage_done
 from harness.store.base import ObjectStore, get_json, put_json
 from harness.store.settings import open_store
@@ -191,7 +193,7 @@ def synth_stage(cfg: RunConfig, store: ObjectStore) -> str:
     t0 = time.perf_counter()
     bar = tqdm(total=len(todo), desc="synth clips", unit="clip")
     try:
-        for jobs_done, result in _run_batches(cfg, store, batches, stored):
+        for jobs_done, result in _run_batches(cfg, batches, stored):
             if isinstance(result, str):
                 log.warning("synth: a batch of %d clips was lost: %s", len(jobs_done), result)
                 lost.append(result)
@@ -234,54 +236,17 @@ def synth_stage(cfg: RunConfig, store: ObjectStore) -> str:
     return plan.synth
 
 
-def _run_batches(cfg: RunConfig, store: ObjectStore, batches: list[list[ClipJob]],
+def _run_batches(cfg: RunConfig, batches: list[list[ClipJob]],
                  stored: set[str]) -> Iterator[tuple[list[ClipJob], dict[str, Any] | str]]:
-    """Yield ``(batch, result)`` as batches finish; ``result`` is :meth:`ClipSynthesizer.run`'s,
-    or the reason the batch was lost."""
-    def verify(batch: list[ClipJob]) -> list[str]:
-        return [j.clip_id for j in batch if j.clip_id in stored]
-
+    """Yield ``(batch, result)`` as batches finish, on the synthesis pool
+    (:func:`~harness.runtime.pool.map_batches`; in this process with ``tts.actors=0``, or when a CPU
+    engine has a single batch); ``result`` is :meth:`ClipSynthesizer.run`'s, or why the batch was
+    lost (its actor died every ``cluster.batch_attempts`` attempt, or the worker raised)."""
     t = cfg.tts
-    if not batches:
-        return
-    if t.actors == 0 or (not t.num_gpus and len(batches) == 1):
-        worker = ClipSynthesizer(cfg, store)
-        for batch in batches:
-            yield batch, worker.run(batch, verify(batch))
-        return
-    from harness.runtime.executor import _reason, actor_count, ray_session, require_resources
-
-    with ray_session(cfg):
-        import ray
-
-        require_resources({"the synthesis actor (tts.num_cpus / tts.num_gpus)": (t.num_cpus, t.num_gpus)},
-                          cfg.cluster.resource_wait_s)
-        cls = ray.remote(num_cpus=t.num_cpus, num_gpus=t.num_gpus, max_restarts=cfg.cluster.max_restarts,
-                         max_task_retries=cfg.cluster.max_task_retries)(ClipSynthesizer)
-        free = [cls.remote(cfg) for _ in range(actor_count(t.actors, t.num_cpus, t.num_gpus, len(batches)))]
-        queue = list(batches)
-        last = "no actor started"
-        running: dict[Any, tuple[Any, list[ClipJob]]] = {}
-        try:
-            while queue or running:
-                while free and queue:
-                    actor, batch = free.pop(), queue.pop(0)
-                    running[actor.run.remote(batch, verify(batch))] = (actor, batch)
-                if not running:  # every actor is gone: the rest cannot run
-                    for batch in queue:
-                        yield batch, f"no synthesis actor is left; the last one failed with {last}"
-                    return
-                [ref], _ = ray.wait(list(running), num_returns=1)
-                actor, batch = running.pop(ref)
-                try:
-                    result = ray.get(ref)
-                except Exception as e:  # Ray gave up on the actor, or the worker raised (not a clip failure)
-                    ray.kill(actor, no_restart=True)
-                    last = _reason(e)
-                    yield batch, last
-                    continue
-                free.append(actor)
-                yield batch, result
-        finally:
-            for actor in free + [a for a, _ in running.values()]:
-                ray.kill(actor, no_restart=True)
+    one_cpu_batch = not t.num_gpus and len(batches) == 1  # no actor start-up for work no pool could share
+    resources = Resources.of(t, "the synthesis actor (tts.num_cpus / tts.num_gpus)")
+    work = [(b, [j.clip_id for j in b if j.clip_id in stored]) for b in batches]
+    for i, out in map_batches(cfg, "synth", ClipSynthesizer, "run", work,
+                              replace(resources, actors=0) if one_cpu_batch else resources, args=(cfg,),
+                              describe=lambda i: f"{len(batches[i])} clips, {batch_id(batches[i])}", progress=False):
+        yield batches[i], out.detail() if isinstance(out, BatchFailure) else out

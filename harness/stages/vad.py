@@ -13,8 +13,8 @@ from tqdm import tqdm
 
 from harness.audio.io import decode
 from harness.runtime.config import RunConfig
-from harness.runtime.executor import ray_session
 from harness.runtime.plan import RunPlan
+from harness.runtime.pool import BatchesFailed, BatchFailure, Resources, map_batches
 from harness.runtime.shard import read_output
 from harness.stages.common import load_scenes, require_infer, stage_done
 from harness.stages.infer import infer_records
@@ -66,6 +66,17 @@ def detect_outputs(cfg: RunConfig, entries: list[dict[str, Any]]) -> list[tuple[
     return [(segment_entry(s, len(p) * frame, cfg), p) for s, p in zip(segments, probs, strict=True)]
 
 
+class OutputDetector:
+    """The re-detection worker of the ``vad`` stage's pool (one per actor):
+    :func:`detect_outputs` over a batch of infer entries."""
+
+    def __init__(self, cfg: RunConfig):
+        self.cfg = cfg
+
+    def detect(self, entries: list[dict[str, Any]]) -> list[tuple[dict[str, Any], np.ndarray]]:
+        return detect_outputs(self.cfg, entries)
+
+
 def stored_probs(store: ObjectStore, entry: dict[str, Any]) -> np.ndarray:
     """The online probabilities ``infer`` stored for one conversation (``float32[k]``)."""
     return np.load(io.BytesIO(read_output(store, entry, "probs.npy")), allow_pickle=False)
@@ -110,10 +121,16 @@ def vad_stage(cfg: RunConfig, store: ObjectStore) -> dict[str, str]:
 
     When :func:`reuses_online_detector`, the post-processor runs over the stored online
     probabilities (seconds); otherwise Silero runs again over the stored audio in batches of
-    ``vad.batch`` conversations as parallel Ray tasks (one CPU each, or one GPU with
-    ``vad.device: cuda``), and the probabilities are kept in ``probabilities.parquet``.
+    ``vad.batch`` conversations on a pool of Ray actors (:func:`~harness.runtime.pool.map_batches`;
+    one CPU each, or one GPU with ``vad.device: cuda``), and the probabilities are kept in
+    ``probabilities.parquet``. Either way a batch that raises is run again conversation by
+    conversation, so a corrupt or missing output is an error of its own conversation only.
     Writes ``segments.json`` (the per-model index: status, segments, truncated) and
     ``segments.parquet`` (one row per segment, :mod:`harness.vad.tables`).
+
+    Raises:
+        BatchesFailed: a re-detection batch's actor died on every ``cluster.batch_attempts``
+            attempt; raised once the other models are written (that model is not).
     """
     plan = RunPlan.from_config(cfg)
     lay = plan.layout
@@ -131,6 +148,12 @@ def vad_stage(cfg: RunConfig, store: ObjectStore) -> dict[str, str]:
                for ids in [sorted(s for s, r in recs.items() if r["status"] == "ok")]
                for i in range(0, len(ids), cfg.vad.batch)]
 
+    def keep(name: str, ids: list[str], segs: list) -> None:
+        for sid, (seg, p) in zip(ids, segs, strict=True):
+            results[name][sid] = {"status": "ok", **seg}
+            if p is not None:
+                probs[name][sid] = p
+
     def store_batch(name: str, ids: list[str], compute: Callable[[str, list[str]], list]) -> None:
         """Segments of ``ids``; a batch that fails is retried conversation by conversation, so a
         corrupt or missing output is an error on its own conversation only."""
@@ -144,11 +167,9 @@ def vad_stage(cfg: RunConfig, store: ObjectStore) -> dict[str, str]:
                 results[name][ids[0]] = {"status": "error",
                                          "reason": f"speech detection failed: {type(e).__name__}: {e}"}
             return
-        for sid, (seg, p) in zip(ids, segs, strict=True):
-            results[name][sid] = {"status": "ok", **seg}
-            if p is not None:
-                probs[name][sid] = p
+        keep(name, ids, segs)
 
+    lost: list[tuple[str, BatchFailure]] = []  # (model, batch) whose actor died on every attempt
     reuse = reuses_online_detector(cfg)
     if reuse:
         def from_probs(name: str, ids: list[str]) -> list:
@@ -159,21 +180,31 @@ def vad_stage(cfg: RunConfig, store: ObjectStore) -> dict[str, str]:
 
         for name, ids in tqdm(batches, desc="vad (stored probabilities)", unit="batch"):
             store_batch(name, ids, from_probs)
-    else:
-        with ray_session(cfg):
-            import ray
-
-            on_gpu = cfg.vad.device.startswith("cuda")
-            task = ray.remote(num_cpus=1, num_gpus=1 if on_gpu else 0)(detect_outputs)
-            refs = {(name, tuple(ids)): task.remote(cfg, [todo[name][s] for s in ids]) for name, ids in batches}
-
-            def on_ray(name: str, ids: list[str]) -> list:  # the batch submitted above, or a retry of a part
-                ref = refs.pop((name, tuple(ids)), None) or task.remote(cfg, [todo[name][s] for s in ids])
-                return ray.get(ref)
-
-            for name, ids in tqdm(batches, desc="vad batches", unit="batch"):
-                store_batch(name, ids, on_ray)
+    else:  # Silero again on a pool of actors, one CPU (vad.device cuda: one GPU) each; Ray starts per
+        # round unless it runs already (jobs.pipeline), and a second round only splits failed batches
+        resources = Resources(1, 1 if cfg.vad.device.startswith("cuda") else 0, None,
+                              "the speech detection actor (vad.device)")
+        work = batches
+        while work:
+            split = []
+            for i, out in map_batches(cfg, "vad", OutputDetector, "detect",
+                                      [([todo[name][s] for s in ids],) for name, ids in work], resources,
+                                      args=(cfg,), describe=lambda i, w=work: f"model {w[i][0]!r}, "
+                                      f"{len(w[i][1])} conversation(s) from {w[i][1][0]}"):
+                name, ids = work[i]
+                if not isinstance(out, BatchFailure):
+                    keep(name, ids, out)
+                elif out.died:  # not the conversations' fault: that model's segments are not written
+                    lost.append((name, out))
+                elif len(ids) > 1:  # the worker raised: one conversation at a time finds the one at fault
+                    split += [(name, [sid]) for sid in ids]
+                else:
+                    results[name][ids[0]] = {"status": "error",
+                                             "reason": f"speech detection failed: {out.cause}"}
+            work = split
     for name, result in results.items():
+        if any(m == name for m, _ in lost):
+            continue
         prefix = plan.vad[name]
         put_json(store, lay.file(prefix, "segments.json"), result)
         store.put(lay.file(prefix, "segments.parquet"), segment_table_bytes(result))
@@ -186,4 +217,6 @@ def vad_stage(cfg: RunConfig, store: ObjectStore) -> dict[str, str]:
                                              "ok": sum(r["status"] == "ok" for r in result.values()),
                                              "truncated": sum(r.get("truncated", False) for r in result.values()),
                                              "source": "online probabilities" if reuse else "offline Silero"})
+    if lost:  # the other models are written
+        raise BatchesFailed("vad", [f for _, f in lost], len(batches))
     return dict(plan.vad)

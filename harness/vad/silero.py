@@ -54,7 +54,7 @@ class VadSettings:
 
     rules: SegmentRules = field(default_factory=SegmentRules)
     model: str = "silero-vad-jit"
-    batch: int = 32  # conversations per offline batch (one Ray task each)
+    batch: int = 32  # conversations per offline batch (one call of an actor of the vad stage's pool)
     device: str = "cpu"  # where the offline detector runs ("cuda": one GPU per batch; make batch thousands)
     # segmenter settings to sweep, one at a time around `rules` (harness.vad.sweep): {name: [values]}
     sweep: tuple[tuple[str, tuple[float, ...]], ...] = ()

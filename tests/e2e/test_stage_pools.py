@@ -1,0 +1,172 @@
+"""Every stage that fans out over the runtime pool (synth, vad re-detection, score, cue-score)
+survives an actor killed mid-batch: the batch runs again on a fresh actor and the stage writes
+exactly what an undisturbed run writes. Real local Ray (2 CPUs, started here), real stage
+workers; the one change is a subclass of the stage's worker whose first call anywhere kills its
+own process with SIGKILL (a flag file, created atomically, says it has happened), swapped in for
+the worker the stage names. The undisturbed run goes first so the second one reads the same
+ASR cache (a pocketsphinx decoder's words depend on what its process transcribed before)."""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import signal
+import tempfile
+from pathlib import Path
+
+import pytest
+import ray
+
+from harness.runtime.config import RunConfig
+from harness.runtime.plan import RunPlan
+from harness.runtime.pool import BatchesFailed
+from harness.stages import cue_score, run_stage, score, synth, vad
+from harness.store.base import LocalStore
+from tests.unit.test_shard import _babble_shard
+
+pytestmark = pytest.mark.slow
+
+
+@pytest.fixture(scope="module")
+def local_ray():
+    os.environ.setdefault("RAY_AUTH_MODE", "disabled")
+    tmp = tempfile.mkdtemp(prefix="ray-", dir="/tmp")  # Ray's socket paths must stay under 108 bytes
+    ray.init(num_cpus=2, include_dashboard=False, _temp_dir=tmp, logging_level="WARNING")
+    yield
+    ray.shutdown()
+    shutil.rmtree(tmp, ignore_errors=True)
+
+
+def dies(base: type, method: str, flag: Path, always: bool = False) -> type:
+    """``base`` whose ``method`` kills its process on the first call of all (``always``: on every
+    call); a class made here, so Ray ships it by value to its actors."""
+    def call(self, *args):
+        try:
+            os.close(os.open(flag, os.O_CREAT | os.O_EXCL | os.O_WRONLY))
+            first = True
+        except FileExistsError:
+            first = False
+        if first or always:
+            os.kill(os.getpid(), signal.SIGKILL)
+        return getattr(base, method)(self, *args)
+
+    return type(f"Dying{base.__name__}", (base,), {method: call})
+
+
+def _tree(root: Path, prefix: str) -> dict[str, bytes]:
+    """Every object under ``prefix`` of a local store, by key."""
+    base = root / prefix
+    return {str(p.relative_to(base)): p.read_bytes() for p in sorted(base.rglob("*")) if p.is_file()}
+
+
+def _again(root: Path, prefix: str) -> dict[str, bytes]:
+    """The stage's outputs, then removed so that the stage runs again."""
+    out = _tree(root, prefix)
+    shutil.rmtree(root / prefix)
+    return out
+
+
+def _cached_the_same(pooled: dict[str, bytes], undisturbed: dict[str, bytes], rows: str, hits: str,
+                     misses: str) -> None:
+    """The pooled run wrote the undisturbed run's ``rows`` object byte for byte, and its marker
+    counts the same, every ASR and judge (or paid labeller) result now a cache hit: the killed
+    batch's too."""
+    assert sorted(pooled) == sorted(undisturbed) == sorted([rows, "_SUCCESS.json"])
+    assert pooled[rows] == undisturbed[rows]
+    now, before = json.loads(pooled["_SUCCESS.json"]), json.loads(undisturbed["_SUCCESS.json"])
+    assert before["asr_calls"] > 0
+    assert (now["asr_calls"], now[hits], now[misses]) == (0, before[hits] + before[misses], 0)
+    counters = {"asr_calls", hits, misses, "usd_saved"}
+    assert {k: v for k, v in now.items() if k not in counters} == {k: v for k, v in before.items() if k not in counters}
+
+
+def _with(cfg: RunConfig, **groups) -> RunConfig:
+    """``cfg`` with some groups' settings replaced (where it runs: the stages' prefixes stay, so
+    a run under another prefix would leave the compared one missing)."""
+    d = cfg.to_dict()
+    for group, settings in groups.items():
+        d[group] = {**d[group], **settings}
+    return RunConfig.from_dict(d)
+
+
+def test_synth_pool(local_ray, tmp_path, monkeypatch):
+    root = tmp_path / "store"
+    cfg = RunConfig.from_dict({"run_id": "syn", "scenes": {"n_pairs": 1, "seed": 3, "n4_share": 0.0},
+                               "model": {"silent": {"target": "silent"}}, "store": {"root": str(root)},
+                               "tts": {"actors": 0}})
+    store, plan = LocalStore(root), RunPlan.from_config(cfg)
+    run_stage("scenes", cfg, store)
+    synth.synth_stage(cfg, store)
+    undisturbed = _again(root, plan.synth)
+    flag = tmp_path / "killed"
+    monkeypatch.setattr(synth, "ClipSynthesizer", dies(synth.ClipSynthesizer, "run", flag))
+    synth.synth_stage(_with(cfg, tts={"actors": 2, "batch": 4}), store)
+    assert flag.exists()
+    pooled = _tree(root, plan.synth)
+    batches = [k for k in pooled if k.startswith("batches/")]  # the batches' length records: their own layout
+    assert len(batches) == 4 and len([k for k in undisturbed if k.startswith("batches/")]) == 1
+    assert {k: v for k, v in pooled.items() if k not in batches} == \
+        {k: v for k, v in undisturbed.items() if not k.startswith("batches/")}  # the clips, index and marker
+
+
+def test_vad_redetection_pool(local_ray, tmp_path, monkeypatch):
+    cfg, store, _, _ = _babble_shard(tmp_path / "store", "vadpool")
+    cfg = _with(cfg, vad={"model": "silero-vad-jit-offline", "batch": 1})  # Silero again, one conversation a batch
+    assert not vad.reuses_online_detector(cfg)
+    prefix = RunPlan.from_config(cfg).vad["babble"]
+    vad.vad_stage(cfg, store)
+    undisturbed = _again(tmp_path / "store", prefix)
+    flag = tmp_path / "killed"
+    monkeypatch.setattr(vad, "OutputDetector", dies(vad.OutputDetector, "detect", flag))
+    vad.vad_stage(cfg, store)
+    assert flag.exists()
+    assert _tree(tmp_path / "store", prefix) == undisturbed
+
+
+def test_score_pool(local_ray, tmp_path, monkeypatch):
+    root = tmp_path / "store"
+    cfg, store, plan, _ = _babble_shard(root, "scorepool")
+    vad.vad_stage(cfg, store)
+    cfg = _with(cfg, score={"actors": 0, "batch": 1})
+    prefix = plan.score["babble"]
+    score.score_stage(cfg, store)
+    undisturbed = _again(root, prefix)
+    pooled = _with(cfg, score={"actors": 2}, cluster={"batch_attempts": 2})
+    worker = score.ConversationScoring
+    # an actor that dies on every attempt: the stage fails naming itself and the batch, and writes nothing
+    monkeypatch.setattr(score, "ConversationScoring", dies(worker, "score", tmp_path / "x", always=True))
+    with pytest.raises(BatchesFailed, match=r"^score: 2 of 2 batch\(es\) failed, the others' results are kept: "
+                                            r"batch 1 of 2 \(model 'babble', 1 item\(s\) from p00000-explicit\) "
+                                            r"failed after 2 attempt\(s\): ActorDiedError: The actor died"):
+        score.score_stage(pooled, store)
+    assert not (root / prefix).exists()
+    # killed once: retried, and the same verdicts and marker as in this process
+    flag = tmp_path / "killed"
+    monkeypatch.setattr(score, "ConversationScoring", dies(worker, "score", flag))
+    score.score_stage(pooled, store)
+    assert flag.exists()
+    _cached_the_same(_tree(root, prefix), undisturbed, "verdicts.json", hits="judge_hits", misses="judge_misses")
+
+
+def test_cue_score_pool(local_ray, tmp_path, monkeypatch):
+    from harness.cue.generate import generate_cue_corpus
+    from harness.cue.plan import CuePlan
+    from tests.unit.test_cue_scoring import _write_continuations, _write_corpus
+
+    root = tmp_path / "store"
+    cfg = RunConfig.from_dict({"run_id": "cue", "store": {"root": str(root)},
+                               "model": {"replay": {"target": "replay"}}, "score": {"batch": 1, "actors": 0}})
+    store, plan = LocalStore(root), CuePlan.from_config(cfg)
+    corpus = generate_cue_corpus(2, seed=1)
+    _write_corpus(store, plan, corpus)
+    _write_continuations(store, plan, cfg, "replay", corpus,
+                         lambda it, a, start, switch, end: a[round(start * 24_000): round(end * 24_000)])
+    cue_score.cue_score_stage(cfg, store)
+    undisturbed = _again(root, plan.score["replay"])
+    flag = tmp_path / "killed"
+    monkeypatch.setattr(cue_score, "CueScoring", dies(cue_score.CueScoring, "score", flag))
+    cue_score.cue_score_stage(_with(cfg, score={"actors": 2}), store)
+    assert flag.exists()
+    _cached_the_same(_tree(root, plan.score["replay"]), undisturbed, "rows.json", hits="label_hits",
+                     misses="label_misses")
