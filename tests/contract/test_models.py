@@ -23,6 +23,8 @@ Models without a tiny instance here are skipped with the reason.
 from __future__ import annotations
 
 import inspect
+import subprocess
+import sys
 
 import numpy as np
 import pytest
@@ -61,6 +63,16 @@ def test_the_import_probe_sees_a_stack_imported_at_module_level(tmp_path):
     added = added_packages(["h20_eager_adapter"], [tmp_path])["h20_eager_adapter"]
     assert "pytest" in added
     assert "yaml" not in added  # the harness's own stack (the runner imports it) is not a model stack
+
+
+def test_listing_and_resolving_models_imports_no_adapter():
+    """The registry is the config files: listing the models and resolving a name read YAML only."""
+    code = ("import sys; from harness.models.registry import model_configs, resolve_target; "
+            "names = model_configs(); [resolve_target(n) for n in names]; "
+            "print(sorted(m for m in sys.modules if m.startswith('harness.models.') and m not in "
+            "('harness.models.base', 'harness.models.registry')))")
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True, timeout=300)
+    assert out.stdout.strip() == "[]"
 
 
 @pytest.mark.parametrize("name", MODELS)
