@@ -65,6 +65,7 @@ class InferSettings:
     torch_threads: int = 1
     step_timeout_s: float = 60.0  # watchdog: a model call that takes longer fails the attempt
     first_step_timeout_s: float = 900.0  # for open and a batch's first step (warm-up, compilation)
+    load_timeout_s: float = 3600.0  # for the model's load (a cold cache of full-size weights, compilation)
     # an actor given GPUs (model num_gpus > 0) where torch sees no usable CUDA fails at once (it
     # would load on CPU and book GPU-hours); true: run it on CPU on purpose (a test, a CPU-only box)
     allow_cpu_for_gpu_actors: bool = False
@@ -72,7 +73,8 @@ class InferSettings:
     BATCHES_PER_SHARD = 8
 
     def __post_init__(self) -> None:
-        require_positive(self, "max_duration_s", "torch_threads", "step_timeout_s", "first_step_timeout_s")
+        require_positive(self, "max_duration_s", "torch_threads", "step_timeout_s", "first_step_timeout_s",
+                         "load_timeout_s")
         if self.shard_size is not None:
             require_integer(self, "shard_size")
             require_positive(self, "shard_size")

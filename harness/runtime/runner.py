@@ -40,9 +40,12 @@ Failures (docs/adding-a-model.md):
 from __future__ import annotations
 
 import contextlib
+import os
 import queue
+import sys
 import threading
 import time
+import traceback
 from collections.abc import Callable, Sequence
 from concurrent.futures import Future
 from dataclasses import dataclass, field
@@ -189,7 +192,17 @@ class ModelThread:
     def __init__(self, name: str):
         self.stuck: str | None = None
         self._jobs: queue.SimpleQueue = queue.SimpleQueue()
-        threading.Thread(target=self._serve, name=f"model-{name}", daemon=True).start()
+        self._thread = threading.Thread(target=self._serve, name=f"model-{name}", daemon=True)
+        self._thread.start()
+
+    def doing(self) -> str:
+        """Where the thread is now: its innermost frames, ``function (file:line)``, innermost last,
+        for the message of a call that did not return (what a stuck ``load`` was waiting on)."""
+        frame = sys._current_frames().get(self._thread.ident or -1)
+        if frame is None:
+            return "not running"
+        stack = traceback.extract_stack(frame)[-3:]
+        return " <- ".join(f"{f.name} ({os.path.basename(f.filename)}:{f.lineno})" for f in reversed(stack))
 
     def _serve(self) -> None:
         while (job := self._jobs.get()) is not None:

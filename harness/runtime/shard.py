@@ -217,6 +217,11 @@ def model_facts(settings: ModelSettings, model: DuplexModel | None = None) -> Mo
                       metered=metered_key(settings.target, settings.params))
 
 
+class ModelLoadStalled(RuntimeError):
+    """A model's ``load`` did not return within ``infer.load_timeout_s``: the attempt fails (and is
+    retried on a fresh actor, whose thread is not the stuck one)."""
+
+
 class NoUsableCuda(RuntimeError):
     """An actor was given GPUs but torch sees no usable CUDA (it would run on CPU and book GPU-hours)."""
 
@@ -246,8 +251,9 @@ class InferWorker(ShardWorker):
     Per conversation it writes ``json`` (status, placements, scheduler events), and when the
     stream completed ``flac`` (16-bit output on the timeline) and ``probs.npy`` (the online
     Silero probabilities, ``float32[k]``, which the ``vad`` stage reuses when its detector is
-    the online one). Every call into the model, ``load`` included, runs on one
-    :class:`~harness.runtime.runner.ModelThread` under the watchdog ``infer.step_timeout_s``;
+    the online one). Every call into the model runs on one
+    :class:`~harness.runtime.runner.ModelThread` under a watchdog (``load``: ``infer.load_timeout_s``,
+    raising :class:`ModelLoadStalled` naming where it waited; steps: ``infer.step_timeout_s``);
     after a stall the worker is unusable (every later shard raises at once).
     """
 
@@ -263,7 +269,16 @@ class InferWorker(ShardWorker):
             device = "cuda" if model.num_gpus and torch.cuda.is_available() else "cpu"
         self.model = build_model(model.target, model.params)
         self.thread = ModelThread(model.name)
-        self.thread.call("load", self.model.load, device)  # no timeout: a download may take long
+        t0 = time.perf_counter()
+        try:
+            self.thread.call("load", self.model.load, device, timeout_s=cfg.infer.load_timeout_s)
+        except TimeoutError:
+            if self.thread.stuck is None:  # the model itself raised TimeoutError
+                raise
+            elapsed = time.perf_counter() - t0
+            raise ModelLoadStalled(f"model {model.name}: load on {device} did not return within "
+                                   f"{cfg.infer.load_timeout_s:g} s (infer.load_timeout_s; {elapsed:.0f} s elapsed), "
+                                   f"waiting in {self.thread.doing()}") from None
         model_facts(model, self.model).write(store, self.plan.layout, self.shard_root())
         self._scenes: dict[str, Scene] | None = None
         self._timeline: Timeline | None = None

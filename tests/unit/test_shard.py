@@ -18,7 +18,7 @@ from harness.products.infer import read_ledger
 from harness.runtime.config import RunConfig
 from harness.runtime.plan import RunPlan
 from harness.runtime.runner import ModelFailure, ModelStalled
-from harness.runtime.shard import CorruptOutput, InferWorker, read_output
+from harness.runtime.shard import CorruptOutput, InferWorker, ModelLoadStalled, read_output
 from harness.scoring.flow import ConversationScorer
 from harness.stages import run_stage
 from harness.stages.infer import infer_records
@@ -108,6 +108,15 @@ def test_a_stalled_model_fails_the_attempt_and_its_worker_takes_no_more(tmp_path
     finally:
         worker.model.release.set()
     assert not store.exists(plan.layout.marker(plan.layout.shard(plan.infer["stalling"], "shard-00000")))
+
+
+def test_a_load_that_never_returns_fails_the_attempt_naming_the_model_the_time_and_where_it_waits(tmp_path):
+    cfg, store, *_ = _model_run(tmp_path, {"hangs": {"target": f"{FAULTY}:HangingLoadModel"}},
+                                infer={"load_timeout_s": 0.5})
+    with pytest.raises(ModelLoadStalled, match=r"^model hangs: load on cpu did not return within 0\.5 s "
+                                               r"\(infer\.load_timeout_s; \d+ s elapsed\), waiting in "
+                                               r"wait \(threading\.py:\d+\) <- .*load \(faulty_models\.py:\d+\)"):
+        InferWorker(cfg, cfg.models[0], store)  # in an actor: its attempt fails and is retried on a fresh one
 
 
 def test_a_row_error_in_a_shard_blames_only_its_conversation(tmp_path):
