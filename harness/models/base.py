@@ -15,6 +15,7 @@ import numpy as np
 
 from harness.protocol.scheduler import Placement
 from harness.scenes.schema import Scene
+from harness.weights import Requirements
 
 # capabilities a model may declare in ModelInfo.capabilities
 TEXT_PROMPT = "text_prompt"  # takes the duty instruction as text
@@ -126,9 +127,18 @@ class DuplexModel(ABC):
 
     info: ModelInfo
 
+    def requirements(self) -> Requirements:
+        """What this model needs where it runs (:class:`harness.weights.Requirements`): the modules
+        of its stack and the weights ``load`` reads. One statement with three readers: the job's
+        preflight checks it before anything is spent, ``make weights`` fetches it, ``load`` reads
+        it (docs/adding-a-model.md). Default: nothing (a baseline, a hosted model)."""
+        return Requirements()
+
     @abstractmethod
     def load(self, device: str) -> None:
-        """Load weights onto ``device`` (``"cpu"`` or ``"cuda"``); called once per actor."""
+        """Load weights onto ``device`` (``"cpu"`` or ``"cuda"``); called once per actor. A model
+        reading released weights sets ``info.weights`` to what it read
+        (:func:`harness.weights.loaded`: ``repo@<snapshot commit>`` or the folder)."""
 
     @abstractmethod
     def open(self, row: int, stream: StreamContext) -> None:

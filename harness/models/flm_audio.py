@@ -44,10 +44,12 @@ Upstream behaviours handled here, once (docs/models.md, ``## flm_audio``):
 
 from __future__ import annotations
 
+import dataclasses
+
 import numpy as np
 
 from harness.models.base import DuplexModel, ModelInfo, RowError, StreamContext
-from harness.weights import local_weights
+from harness.weights import Repo, Requirements, loaded, locate
 
 RATE = 24_000
 FRAME = 1_920  # one Mimi frame: 80 ms at 24 kHz
@@ -71,15 +73,24 @@ TINY_LM = {
 }
 
 
+# what load reads: Mimi's file (flmaudio/models/loaders.py MIMI_NAME, read from the folder by get_mimi) and the
+# LM by FLMAudioForCausalLM.from_pretrained (config.json, one safetensors file or a sharded index)
+WEIGHT_FILES = ("config.json", "tokenizer-e351c8d8-checkpoint125.safetensors")
+CHECKPOINT = ("model.safetensors.index.json", "model.safetensors")
+STACK = ("flmaudio.models.streaming_flmaudio:LMGen", "flmaudio.models.modeling_flmaudio:FLMAudioForCausalLM",
+         "flmaudio.models.loaders:get_mimi")
+
+
 class FLMAudioModel(DuplexModel):
     """FLM-Audio as a one-row full-duplex model.
 
     Args:
         weights_path: a local folder with the checkpoint (``config.json``, the LM's safetensors,
             and Mimi's ``tokenizer-e351c8d8-checkpoint125.safetensors``), or a Hugging Face repo
-            id whose snapshot is already in the local Hugging Face cache (``HF_HOME``); never
-            downloaded (:func:`harness.weights.local_weights`).
-        revision: the repo's revision (branch, tag or commit); ignored for a local folder.
+            id whose snapshot is in the local Hugging Face cache (``HF_HOME``; fetched once by
+            ``make weights MODEL=flm_audio``, never downloaded at run time: :func:`harness.weights.locate`).
+        revision: the repo's commit (40 hex digits); ignored for a local folder. ``ModelInfo.weights``
+            records ``repo@<commit>`` (or the folder) after load.
         dtype: the LM's torch dtype, ``bfloat16`` (as the upstream server loads it) or ``float32``.
         compile: ``torch.compile`` the LM on CUDA as upstream does (never on CPU).
         use_sampling, temp_audio, temp_text, top_k_audio, top_k_text, top_p_audio, top_p_text,
@@ -131,10 +142,17 @@ class FLMAudioModel(DuplexModel):
             raise ValueError(f"flm_audio: max_steps must be a positive integer or null, got {max_steps!r}")
         self.weights_path, self.revision, self.dtype, self.max_steps = weights_path, revision, dtype, max_steps
         self.compile, self.tiny = compile, tiny
-        weights = "random:tiny" if tiny else f"{weights_path}@{revision}" if revision else weights_path
+        weights = "random:tiny" if tiny else str(self._repo())
         self.info = ModelInfo("flm_audio", RATE, RATE, FRAME, FRAME, 1, frozenset(), weights=weights)
 
     # --- loading -----------------------------------------------------------------------------
+
+    def _repo(self) -> Repo:
+        return Repo(self.weights_path, self.revision, WEIGHT_FILES, (CHECKPOINT,))
+
+    def requirements(self) -> Requirements:
+        """The cofe-ai/flm-audio checkout's ``flmaudio`` and, unless tiny, the checkpoint."""
+        return Requirements(STACK, () if self.tiny else (self._repo(),))
 
     def load(self, device: str) -> None:
         import torch
@@ -177,8 +195,9 @@ class FLMAudioModel(DuplexModel):
         from flmaudio.models import loaders
         from flmaudio.models.modeling_flmaudio import FLMAudioForCausalLM
 
-        root = local_weights(self.weights_path, self.revision,
-                             what=f"flm_audio weights {self.weights_path}@{self.revision or 'main'}")
+        repo = self._repo()
+        root = locate(repo, self.info.name)
+        self.info = dataclasses.replace(self.info, weights=loaded(repo, root))
         mimi = loaders.get_mimi(str(root), device)
         lm = FLMAudioForCausalLM.from_pretrained(str(root), device_map=device, torch_dtype=getattr(torch, self.dtype),
                                                  low_cpu_mem_usage=True)

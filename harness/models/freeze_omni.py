@@ -67,6 +67,7 @@ from __future__ import annotations
 
 import contextlib
 import copy
+import dataclasses
 import io
 import itertools
 import json
@@ -79,7 +80,7 @@ from typing import Any
 import numpy as np
 
 from harness.models.base import TEXT_PROMPT, DuplexModel, ModelInfo, OutputQueue, RowError, StreamContext
-from harness.weights import local_weights
+from harness.weights import Repo, Requirements, loaded, locate
 
 INPUT_RATE = 16_000
 OUTPUT_RATE = 24_000
@@ -92,6 +93,23 @@ MIN_PIECE_TOKENS = 4
 LONG_PIECE_TOKENS = 20  # from this many tokens a piece may end at a comma too
 FIRST_SEGMENT_ONSET = 0.03  # bin/server.py decoder: the first segment starts at its first |x| > 0.03
 MAX_BATCH = 1  # batch-1 code (module docstring)
+# the weights, as the Hub repository lays them out and bin/server.py, models/pipeline.py and
+# models/decoder/llm2tts.py read them (model_path = the checkpoints folder)
+CHECKPOINTS = "checkpoints"
+CHECKPOINT_FILES = ("audiollm/train.yaml", "audiollm/global_cmvn", "audiollm/final.pt", "decoder/model.json",
+                    "decoder/final.pt", "codec/model.json", "codec/final.pt", "server.json")
+# models/audioLLM.py: AutoModelForCausalLM / AutoTokenizer.from_pretrained(llm_path)
+LLM_FILES = ("config.json", "tokenizer_config.json")
+LLM_ALTERNATIVES = (("model.safetensors.index.json", "model.safetensors"), ("tokenizer.json", "vocab.json"))
+STACK = ("models.pipeline:inferencePipeline", "models.decoder.llm2tts:llm2TTS", "web.vad:VAD")
+# the speech decoder's settings in checkpoints/server.json (bin/server.py decoder)
+TTS_KEYS = ("decoder_top_k", "decoder_penalty_window_size", "decoder_penalty", "decoder_first_chunk_size",
+            "decoder_chunk_size", "decoder_chunk_overlap_size", "decoder_N", "decoder_seg_threshold_first_pack",
+            "decoder_seg_threshold")
+# the tiny instance's server.json: the values upstream PR #15 mirrors from the released file
+TINY_SERVER = {"decoder_top_k": 2, "decoder_penalty_window_size": -1, "decoder_penalty": 1.1,
+               "decoder_first_chunk_size": 20, "decoder_chunk_size": 40, "decoder_chunk_overlap_size": 10,
+               "decoder_N": 2401, "decoder_seg_threshold_first_pack": 0.1, "decoder_seg_threshold": 0.015}
 
 
 @contextlib.contextmanager
@@ -167,36 +185,44 @@ class FreezeOmniModel(DuplexModel):
     """Freeze-Omni behind the server's duplex state machine; one stream per instance.
 
     Args:
-        weights_path: local folder with Freeze-Omni's ``checkpoints`` (``audiollm/{train.yaml,
-            global_cmvn,final.pt}``, ``decoder/{model.json,final.pt}``, ``codec/{model.json,
-            final.pt}``); default: ``repo@revision`` from the Hugging Face cache (``HF_HOME``),
-            never downloaded.
+        weights_path: a local folder laid out as the VITA-MLLM/Freeze-Omni repository is (its
+            ``checkpoints/`` holding ``audiollm/{train.yaml,global_cmvn,final.pt}``,
+            ``decoder/{model.json,final.pt}``, ``codec/{model.json,final.pt}`` and ``server.json``:
+            the layout of the README's "move ``checkpoints`` into the repo" and of the Hub
+            snapshot); default: ``repo@revision`` from the Hugging Face cache (``HF_HOME``).
         llm_path: local Qwen2-7B-Instruct folder; default ``llm_repo@llm_revision`` from the cache.
-        repo, revision, llm_repo, llm_revision: the weights' ids (recorded in the manifest).
+        repo, revision, llm_repo, llm_revision: the two repositories and their commits (40 hex
+            digits each), fetched once by ``make weights MODEL=freeze_omni``, never downloaded at
+            run time; ``ModelInfo.weights`` records both ``repo@<commit>`` after load.
         system_role: text before the duty instruction in the system role.
         temperature, top_k, top_p: the LLM's sampling (``bin/server.py`` defaults 0.7, 5, 0.8).
         max_new_tokens: longest answer in tokens (``bin/server.py generate``: 500).
         decoder_top_k, decoder_penalty_window_size, decoder_penalty, decoder_first_chunk_size,
             decoder_chunk_size, decoder_chunk_overlap_size, decoder_N,
             decoder_seg_threshold_first_pack, decoder_seg_threshold: the speech decoder's
-            settings (``checkpoints/server.json`` keys, read by ``bin/server.py decoder``).
+            settings; ``None`` (the default): the released ``checkpoints/server.json``'s value,
+            which ``bin/server.py decoder`` reads; a value given here overrides it.
         seed: added to each stream's seed before seeding torch's generator.
         tiny: build a tiny randomly initialised instance of the real architecture on the CPU
             (``make model-smoke``) instead of reading weights.
+
+    Raises:
+        ValueError: sampling settings out of range; from ``load``, a ``server.json`` that lacks a
+            decoder setting left ``None``, or an LLM whose hidden size is not a multiple of 896.
     """
 
     SOURCE_DIRS = (".",)
 
     def __init__(self, weights_path: str | None = None, llm_path: str | None = None,
-                 repo: str = "VITA-MLLM/Freeze-Omni", revision: str = "main",
-                 llm_repo: str = "Qwen/Qwen2-7B-Instruct", llm_revision: str = "main",
+                 repo: str = "VITA-MLLM/Freeze-Omni", revision: str | None = None,
+                 llm_repo: str = "Qwen/Qwen2-7B-Instruct", llm_revision: str | None = None,
                  system_role: str = "You are a helpful voice assistant.",
                  temperature: float = 0.7, top_k: int = 5, top_p: float = 0.8, max_new_tokens: int = 500,
-                 decoder_top_k: int = 2, decoder_penalty_window_size: int = -1, decoder_penalty: float = 1.1,
-                 decoder_first_chunk_size: int = 20, decoder_chunk_size: int = 40,
-                 decoder_chunk_overlap_size: int = 10, decoder_N: int = 2401,
-                 decoder_seg_threshold_first_pack: float = 0.1, decoder_seg_threshold: float = 0.015,
-                 seed: int = 0, tiny: bool = False):
+                 decoder_top_k: int | None = None, decoder_penalty_window_size: int | None = None,
+                 decoder_penalty: float | None = None, decoder_first_chunk_size: int | None = None,
+                 decoder_chunk_size: int | None = None, decoder_chunk_overlap_size: int | None = None,
+                 decoder_N: int | None = None, decoder_seg_threshold_first_pack: float | None = None,
+                 decoder_seg_threshold: float | None = None, seed: int = 0, tiny: bool = False):
         if temperature <= 0 or top_k < 0 or not 0 <= top_p <= 1 or max_new_tokens < 1:
             raise ValueError(f"freeze_omni: bad sampling settings temperature={temperature} top_k={top_k} "
                              f"top_p={top_p} max_new_tokens={max_new_tokens}")
@@ -205,15 +231,14 @@ class FreezeOmniModel(DuplexModel):
         self.system_role = system_role
         self.sampling = SimpleNamespace(temperature=temperature, top_k=top_k, top_p=top_p)
         self.max_new_tokens = max_new_tokens
-        self.tts_settings = {
+        self.tts_overrides = {k: v for k, v in {
             "decoder_top_k": decoder_top_k, "decoder_penalty_window_size": decoder_penalty_window_size,
             "decoder_penalty": decoder_penalty, "decoder_first_chunk_size": decoder_first_chunk_size,
             "decoder_chunk_size": decoder_chunk_size, "decoder_chunk_overlap_size": decoder_chunk_overlap_size,
             "decoder_N": decoder_N, "decoder_seg_threshold_first_pack": decoder_seg_threshold_first_pack,
-            "decoder_seg_threshold": decoder_seg_threshold}
+            "decoder_seg_threshold": decoder_seg_threshold}.items() if v is not None}
         self.seed, self.tiny = seed, tiny
-        weights = "random:tiny" if tiny else (
-            f"{weights_path or f'{repo}@{revision}'}+{llm_path or f'{llm_repo}@{llm_revision}'}")
+        weights = "random:tiny" if tiny else "+".join(map(str, self._repos()))
         self.info = ModelInfo("freeze_omni", INPUT_RATE, OUTPUT_RATE, FRAME_IN, FRAME_OUT, MAX_BATCH,
                               capabilities=frozenset({TEXT_PROMPT}), weights=weights)
         self._streams: dict[int, _Stream] = {}
@@ -223,6 +248,21 @@ class FreezeOmniModel(DuplexModel):
 
     # ------------------------------------------------------------------------------------ load
 
+    def _repos(self) -> tuple[Repo, Repo]:
+        """The Freeze-Omni repository (its ``checkpoints/``) and the LLM's."""
+        return (Repo(self.weights_path or self.repo, None if self.weights_path else self.revision,
+                     tuple(f"{CHECKPOINTS}/{f}" for f in CHECKPOINT_FILES),
+                     source_key="weights_path" if self.weights_path else "repo"),
+                Repo(self.llm_path or self.llm_repo, None if self.llm_path else self.llm_revision, LLM_FILES,
+                     LLM_ALTERNATIVES, role="LLM", source_key="llm_path" if self.llm_path else "llm_repo",
+                     revision_key="llm_revision"))
+
+    def requirements(self) -> Requirements:
+        """The Freeze-Omni checkout's ``models`` and ``web`` and, unless tiny, both repositories."""
+        return Requirements(STACK, () if self.tiny else self._repos(),
+                            "the checkout's top-level packages are named `models` and `web`: only its root may "
+                            "be on the path")
+
     def load(self, device: str) -> None:
         import tempfile
 
@@ -231,20 +271,21 @@ class FreezeOmniModel(DuplexModel):
         self.torch, self.device = torch, device
         if self.tiny:
             self._tmp = tempfile.TemporaryDirectory(prefix="freeze-omni-tiny-")
-            model_path, llm_path = Path(self._tmp.name) / "checkpoints", Path(self._tmp.name) / "llm"
+            model_path, llm_path = Path(self._tmp.name) / CHECKPOINTS, Path(self._tmp.name) / "llm"
             with _upstream_calls("cpu", loading=True):
                 write_tiny_checkpoint(model_path, llm_path)
         else:
-            model_path = local_weights(self.weights_path or self.repo, None if self.weights_path else self.revision,
-                                       what=f"freeze_omni weights {self.weights_path or self.repo}")
-            llm_path = local_weights(self.llm_path or self.llm_repo, None if self.llm_path else self.llm_revision,
-                                     what=f"freeze_omni LLM {self.llm_path or self.llm_repo}")
-        need = [model_path / p for p in ("audiollm/train.yaml", "audiollm/global_cmvn", "audiollm/final.pt",
-                                         "decoder/model.json", "decoder/final.pt", "codec/model.json",
-                                         "codec/final.pt")] + [llm_path / "config.json"]
-        missing = [str(p) for p in need if not p.is_file()]
-        if missing:
-            raise FileNotFoundError(f"freeze_omni: weights incomplete, missing {missing}")
+            repos = self._repos()
+            root, llm_path = (locate(r, self.info.name) for r in repos)
+            model_path = root / CHECKPOINTS
+            self.info = dataclasses.replace(self.info, weights="+".join(
+                loaded(r, d) for r, d in zip(repos, (root, llm_path), strict=True)))
+        released = json.loads((model_path / "server.json").read_text())
+        self.tts_settings = {k: self.tts_overrides.get(k, released.get(k)) for k in TTS_KEYS}
+        unset = [k for k, v in self.tts_settings.items() if v is None]
+        if unset:
+            raise ValueError(f"freeze_omni: {model_path / 'server.json'} has no {', '.join(unset)}: give them as "
+                             "params (the speech decoder's settings, bin/server.py decoder)")
         hidden = json.loads((llm_path / "config.json").read_text()).get("hidden_size")
         if not isinstance(hidden, int) or hidden % TTS_DIM:
             raise ValueError(f"freeze_omni: LLM hidden size {hidden} ({llm_path / 'config.json'}) is not a "
@@ -437,8 +478,8 @@ TINY_CODEC = {"resblock": "1", "upsample_rates": [8, 5, 5, 3], "upsample_kernel_
 
 def write_tiny_checkpoint(model_path: Path, llm_path: Path, seed: int = 0) -> None:
     """Write a tiny random Freeze-Omni in the released layout: ``model_path`` gets
-    ``audiollm/{train.yaml,global_cmvn,final.pt}``, ``decoder/{model.json,final.pt}`` and
-    ``codec/{model.json,final.pt}``, ``llm_path`` a Qwen2 checkpoint with its tokenizer.
+    ``audiollm/{train.yaml,global_cmvn,final.pt}``, ``decoder/{model.json,final.pt}``,
+    ``codec/{model.json,final.pt}`` and ``server.json``, ``llm_path`` a Qwen2 checkpoint with its tokenizer.
 
     Builds the upstream classes (``models.utils.init_encoder_llm``, ``LLM2TTSCodecAR``, TiCodec's
     ``Generator``/``Quantizer``/``Encoder``), so it needs the upstream checkout on ``sys.path``
@@ -453,6 +494,7 @@ def write_tiny_checkpoint(model_path: Path, llm_path: Path, seed: int = 0) -> No
     torch.manual_seed(seed)
     for d in ("audiollm", "decoder", "codec"):
         (model_path / d).mkdir(parents=True, exist_ok=True)
+    (model_path / "server.json").write_text(json.dumps(TINY_SERVER))
     # the LLM: byte-level BPE without merges plus Qwen's three special tokens
     vocab = {c: i for i, c in enumerate(sorted(pre_tokenizers.ByteLevel.alphabet()))}
     tok = Tokenizer(BPE(vocab=vocab, merges=[]))

@@ -29,6 +29,7 @@ asserts a batch of one); throughput comes from several actors per GPU (``num_gpu
 from __future__ import annotations
 
 import contextlib
+import dataclasses
 import importlib.util
 import json
 import os
@@ -40,11 +41,19 @@ from typing import Any
 import numpy as np
 
 from harness.models.base import AUDIO_PROMPT, TEXT_PROMPT, DuplexModel, ModelInfo, OutputQueue, RowError, StreamContext
-from harness.weights import WeightsNotFoundError, local_weights
+from harness.weights import Repo, Requirements, loaded, locate
 
 INPUT_RATE = 16_000  # MiniCPMODuplex.SAMPLE_RATE
 OUTPUT_RATE = 24_000  # Token2wav output (MiniCPMODuplex._generate_waveform_from_tokens)
 UNIT_S = 1  # MiniCPMODuplex.CHUNK_MS = 1000: one listen/speak decision per second of input
+# what MiniCPMODuplex.__init__ reads from the snapshot: MiniCPMOProcessor / AutoTokenizer / AutoConfig /
+# MiniCPMO.from_pretrained, then init_tts(streaming=True) -> stepaudio2.Token2wav(<snapshot>/assets/token2wav),
+# whose files are the ones minicpmo-utils (the version images/minicpm-o pins) checks for itself
+WEIGHT_FILES = ("config.json", "preprocessor_config.json", "tokenizer_config.json")
+CHECKPOINT = ("model.safetensors.index.json", "model.safetensors")
+TOKEN2WAV_FILES = tuple(f"assets/token2wav/{f}" for f in (
+    "speech_tokenizer_v2_25hz.onnx", "campplus.onnx", "flow.yaml", "flow.pt", "config.yaml", "hift.pt",
+    "hift_original.pt"))
 
 # The English duplex preset of the upstream demo (assets/presets/audio_duplex/english_call.yaml),
 # followed by the benchmark's duty instruction.
@@ -60,9 +69,10 @@ class MiniCPMO(DuplexModel):
 
     Args:
         weights_path: a local folder with an openbmb/MiniCPM-o-4_5 snapshot, or that repo id,
-            read from the local Hugging Face cache (``HF_HOME``) at ``revision``; never
-            downloaded. Required unless ``tiny``.
-        revision: the snapshot's commit, recorded in ``ModelInfo.weights`` (the run manifest).
+            read from the local Hugging Face cache (``HF_HOME``) at ``revision``; fetched once by
+            ``make weights MODEL=minicpm_o``, never downloaded at run time. Required unless ``tiny``.
+        revision: the repo's commit (40 hex digits); ``ModelInfo.weights`` records
+            ``repo@<commit>`` (or the folder) after load.
         code_package: import name of the upstream code folder (``MiniCPMO45``, on ``sys.path``).
         ref_audio: reference voice, a sound file (any rate; resampled to 16 kHz mono). A
             relative path is taken from the upstream checkout (the folder holding
@@ -131,7 +141,7 @@ class MiniCPMO(DuplexModel):
         self.info = ModelInfo("minicpm_o", INPUT_RATE, OUTPUT_RATE, INPUT_RATE * frame_ms // 1000,
                               OUTPUT_RATE * frame_ms // 1000, max_batch=1,
                               capabilities=frozenset({TEXT_PROMPT, AUDIO_PROMPT}),
-                              weights="tiny-random" if tiny else f"{weights_path}@{revision or 'unrecorded'}")
+                              weights="tiny-random" if tiny else str(self._repo()))
         self._unit = INPUT_RATE * UNIT_S
         self._queue = OutputQueue(1, self.info.frame_out)
         self._heard: list[np.ndarray] = []  # input of the current unit so far
@@ -139,6 +149,20 @@ class MiniCPMO(DuplexModel):
         self._tmp: tempfile.TemporaryDirectory | None = None
 
     # ------------------------------------------------------------------ loading
+
+    def _repo(self) -> Repo:
+        token2wav = TOKEN2WAV_FILES if self.generate_audio else ()
+        return Repo(self.weights_path, self.revision, WEIGHT_FILES + token2wav, (CHECKPOINT,))
+
+    def requirements(self) -> Requirements:
+        """The Demo's ``MiniCPMO45`` package, Token2wav (``stepaudio2``, from minicpmo-utils) when it
+        speaks, and, unless tiny, the snapshot."""
+        stack = (f"{self.code_package}.modeling_minicpmo:MiniCPMODuplex",)
+        if self.generate_audio and not self.tiny:
+            stack += ("stepaudio2:Token2wav",)
+        return Requirements(stack, () if self.tiny else (self._repo(),),
+                            f"{self.code_package} is the MiniCPM-o-Demo checkout's folder (on the path), stepaudio2 "
+                            "comes with minicpmo-utils[all]")
 
     def load(self, device: str) -> None:
         """Build ``MiniCPMODuplex`` on ``device`` from the weights (or the tiny instance, on CPU) and
@@ -168,7 +192,9 @@ class MiniCPMO(DuplexModel):
             path = _build_tiny_checkpoint(modeling, code_dir, Path(self._tmp.name))
             device = "cpu"
         else:
-            path = self._snapshot()
+            repo = self._repo()
+            path = locate(repo, self.info.name)
+            self.info = dataclasses.replace(self.info, weights=loaded(repo, path))
         with _tiny_speech(modeling) if self.tiny else contextlib.nullcontext():
             self.duplex = modeling.MiniCPMODuplex(name_or_path=str(path), generate_audio=self.generate_audio,
                                                   device=device, attn_implementation=self.attn_implementation,
@@ -183,16 +209,6 @@ class MiniCPMO(DuplexModel):
             ref = ref if ref.is_absolute() else code_dir.parent / ref
             x, sr = sf.read(str(ref), dtype="float32", always_2d=True)
             self._ref_path, self._ref_16k = str(ref), resample(x.mean(axis=1), sr, INPUT_RATE).astype(np.float32)
-
-    def _snapshot(self) -> Path:
-        """The weights folder: ``weights_path`` itself, or a Hugging Face repo id at ``revision``
-        already in the local cache (``HF_HOME``); never downloaded."""
-        try:
-            return local_weights(self.weights_path, self.revision,
-                                 what=f"minicpm_o weights {self.weights_path}@{self.revision}")
-        except WeightsNotFoundError as e:
-            raise WeightsNotFoundError(f"{e} (weights_path: a local snapshot of openbmb/MiniCPM-o-4_5 or that "
-                                       "repo id)") from None
 
     def _code_dir(self) -> Path:
         spec = importlib.util.find_spec(self.code_package)

@@ -52,13 +52,20 @@ draws); greedy decoding (``use_sampling: false``) is row-independent.
 from __future__ import annotations
 
 import copy
+import dataclasses
 
 import numpy as np
 
 from harness.models.base import TEACHER_FORCING, DuplexModel, ModelInfo, StreamContext
+from harness.weights import Repo, Requirements, loaded, locate
 
 RATE = 24_000
 FRAME = 1_920
+# the checkpoint's files (moshi/models/loaders.py MOSHI_NAME, MIMI_NAME): moshiko has no config.json, so
+# its LM is the 7B architecture of loaders._lm_kwargs, as CheckpointInfo.from_hf_repo assumes for it
+MOSHI_FILE = "model.safetensors"
+MIMI_FILE = "tokenizer-e351c8d8-checkpoint125.safetensors"
+STACK = ("moshi.models.loaders:get_moshi_lm", "moshi.models.lm:LMGen")
 
 # A tiny randomly initialised Moshi with the real architecture (tests, bench --smoke, model smoke).
 TINY_MIMI = {
@@ -112,8 +119,9 @@ class MoshiModel(DuplexModel):
     """Moshi as a batched full-duplex model.
 
     Args:
-        hf_repo, revision: the checkpoint (weights id in the run manifest); read through the
-            Hugging Face cache (set ``HF_HUB_OFFLINE=1`` on a cluster with a mounted cache).
+        hf_repo, revision: the checkpoint, read from the local Hugging Face cache at that commit
+            (``revision``: 40 hex digits; fetched once by ``make weights MODEL=moshi``, never
+            downloaded at run time); ``ModelInfo.weights`` records ``hf_repo@<commit>`` after load.
         weights_path: a local folder with the checkpoint's files (``model.safetensors`` and
             Mimi's ``tokenizer-e351c8d8-checkpoint125.safetensors``); takes precedence.
         temp, temp_text, top_k, top_k_text, use_sampling: LMGen's decoding settings (the
@@ -138,7 +146,7 @@ class MoshiModel(DuplexModel):
 
     SOURCE_DIRS: tuple[str, ...] = ()
 
-    def __init__(self, hf_repo: str = "kyutai/moshiko-pytorch-bf16", revision: str = "main",
+    def __init__(self, hf_repo: str = "kyutai/moshiko-pytorch-bf16", revision: str | None = None,
                  weights_path: str | None = None, temp: float = 0.8, temp_text: float = 0.7, top_k: int = 250,
                  top_k_text: int = 25, use_sampling: bool = True, seed: int = 0, max_batch: int = 64,
                  dtype: str = "bfloat16", tiny: bool = False, lm_kwargs: dict | None = None,
@@ -151,12 +159,26 @@ class MoshiModel(DuplexModel):
                          "use_sampling": use_sampling}
         self.seed, self.dtype, self.tiny = seed, dtype, tiny
         self.lm_kwargs, self.mimi_config = lm_kwargs, mimi_config
-        weights = "random:tiny" if tiny else weights_path or f"{hf_repo}@{revision}"
+        weights = "random:tiny" if self.random else str(self._repo())
         self.info = ModelInfo("moshi", RATE, RATE, FRAME, FRAME, max_batch, frozenset({TEACHER_FORCING}),
                               weights=weights)
         self._rows = 0  # R of the current streaming state (0: none yet)
         self._fresh: set[int] = set()  # rows opened since the last step
         self._forcing = None  # during a forced step: (bool[R] forced rows, int[R, 8, 1] their codes) for the hooks
+
+    @property
+    def random(self) -> bool:
+        """A randomly initialised instance (``tiny``, ``lm_kwargs`` or ``mimi_config``): no weights read."""
+        return bool(self.tiny or self.lm_kwargs or self.mimi_config)
+
+    def _repo(self) -> Repo:
+        if self.weights_path:
+            return Repo(self.weights_path, None, (MOSHI_FILE, MIMI_FILE))
+        return Repo(self.hf_repo, self.revision, (MOSHI_FILE, MIMI_FILE), source_key="hf_repo")
+
+    def requirements(self) -> Requirements:
+        """Kyutai's ``moshi`` package and, unless random, the checkpoint's two files."""
+        return Requirements(STACK, () if self.random else (self._repo(),))
 
     def load(self, device: str) -> None:
         import torch
@@ -164,20 +186,17 @@ class MoshiModel(DuplexModel):
         from moshi.models.lm import LMGen
 
         dtype = getattr(torch, self.dtype)
-        if self.tiny or self.lm_kwargs or self.mimi_config:
+        if self.random:
             torch.manual_seed(self.seed)
             mimi = loaders.get_mimi(None, mimi_config=self.mimi_config or TINY_MIMI, device=device)
             _fit_codebooks(mimi)
             lm = loaders.get_moshi_lm(None, lm_kwargs=self.lm_kwargs or TINY_LM, device=device, dtype=dtype)
-        elif self.weights_path:
-            from pathlib import Path
-
-            root = Path(self.weights_path)
-            mimi = loaders.get_mimi(root / loaders.MIMI_NAME, device=device)
-            lm = loaders.get_moshi_lm(root / loaders.MOSHI_NAME, device=device, dtype=dtype)
-        else:
-            info = loaders.CheckpointInfo.from_hf_repo(self.hf_repo, revision=self.revision)
-            mimi, lm = info.get_mimi(device=device), info.get_moshi(device=device, dtype=dtype)
+        else:  # a folder or the cache's snapshot, never a download (CheckpointInfo.from_hf_repo would fetch)
+            repo = self._repo()
+            root = locate(repo, self.info.name)
+            mimi = loaders.get_mimi(root / MIMI_FILE, device=device)
+            lm = loaders.get_moshi_lm(root / MOSHI_FILE, device=device, dtype=dtype)
+            self.info = dataclasses.replace(self.info, weights=loaded(repo, root))
         delays = lm.delays[1:1 + lm.dep_q]  # the agent's codebooks: semantic, then acoustic
         if not set(delays) <= {0, 1}:
             raise ValueError(f"moshi teacher forcing needs acoustic delays of 0 or 1 frame, got {delays}")

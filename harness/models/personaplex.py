@@ -37,6 +37,7 @@ the whole batch, ``reset_streaming`` has no row mask, and the voice-prompt phase
 
 from __future__ import annotations
 
+import dataclasses
 import json
 import math
 import tarfile
@@ -57,7 +58,7 @@ from harness.models.base import (
     StreamContext,
 )
 from harness.models.moshi import FORCED_TEXT, mimi_twin
-from harness.weights import local_weights
+from harness.weights import Repo, Requirements, loaded, locate
 
 RATE = 24_000  # moshi/models/loaders.py SAMPLE_RATE (Mimi), in and out
 FRAME = 1_920  # one Mimi frame: RATE / 12.5 Hz = 80 ms
@@ -66,20 +67,27 @@ PROMPT_SILENCE_S = 0.5  # offline.py/server.py: LMGen(audio_silence_frame_cnt=in
 DEFAULT_REPO = "nvidia/personaplex-7b-v1"
 # files of the weights repo (moshi/models/loaders.py MOSHI_NAME, MIMI_NAME, TEXT_TOKENIZER_NAME)
 WEIGHT_FILES = ("model.safetensors", "tokenizer-e351c8d8-checkpoint125.safetensors", "tokenizer_spm_32k_3.model")
+VOICES_ARCHIVE = "voices.tgz"  # the released voices, as the gated repo ships them
+# what load imports: modules only PersonaPlex's fork has (moshi.offline), so Kyutai's moshi does not pass
+STACK = ("moshi.offline:wrap_with_system_tags", "moshi.models:LMGen", "moshi.models.loaders:get_moshi_lm",
+         "sentencepiece")
+SHADOWED = ("PersonaPlex's code is NVIDIA/personaplex's package `moshi-personaplex`, which also imports as `moshi`: "
+            "Kyutai's `moshi` (the harness environment installs it for the moshi model) shadows it, so personaplex "
+            "never runs in the harness environment")
 
 
 class PersonaPlexModel(DuplexModel):
     """PersonaPlex 7B, one stream per instance.
 
     Args:
-        weights_path: local directory holding a snapshot of ``nvidia/personaplex-7b-v1``
+        weights_path: a local folder laid out as ``nvidia/personaplex-7b-v1`` is
             (``model.safetensors``, ``tokenizer-e351c8d8-checkpoint125.safetensors``,
-            ``tokenizer_spm_32k_3.model`` and the voices as ``voices/`` or ``voices.tgz``), e.g.
-            ``$HF_HOME/hub/models--nvidia--personaplex-7b-v1/snapshots/<revision>``, or that repo
-            id, looked up at ``revision`` in the local Hugging Face cache
-            (:func:`harness.weights.local_weights`). Required unless ``tiny``; never downloaded
-            (the repo is gated).
-        revision: the snapshot's commit, recorded in ``ModelInfo.weights`` (the run manifest).
+            ``tokenizer_spm_32k_3.model`` and the voices as ``voices/`` or ``voices.tgz``), or a repo
+            id; ``None``: ``repo``.
+        repo, revision: the gated repository and its commit (40 hex digits), read from the local
+            Hugging Face cache (:func:`harness.weights.locate`; fetched once with
+            ``make weights MODEL=personaplex`` and ``HF_TOKEN``, never downloaded at run time);
+            ``ModelInfo.weights`` records ``repo@<commit>`` after load.
         voice_prompt: file name of the voice prompt in the voices folder: a released voice's
             embeddings (``NATF2.pt``; ``NAT``/``VAR`` + ``F``/``M`` + digit) or a ``.wav`` of
             any voice (upstream loudness-normalises it to -24 LUFS; needs ``pyloudnorm``).
@@ -101,19 +109,16 @@ class PersonaPlexModel(DuplexModel):
     with torch's global generator, ``moshi/utils/sampling.py``).
 
     Raises:
-        ValueError: no ``weights_path`` (unless ``tiny``), an unknown ``dtype`` or ``forced_text``,
-            or a voice prompt that is neither ``.pt`` nor ``.wav``.
+        ValueError: an unknown ``dtype`` or ``forced_text``, or a voice prompt that is neither
+            ``.pt`` nor ``.wav``.
     """
 
     SOURCE_DIRS = ("moshi",)  # the checkout's moshi/ holds the package `moshi` (PersonaPlex's fork)
 
-    def __init__(self, weights_path: str | None = None, revision: str | None = None, voice_prompt: str = "NATF2.pt",
-                 voices_dir: str | None = None, temp_audio: float = 0.8, temp_text: float = 0.7,
-                 topk_audio: int = 250, topk_text: int = 25, greedy: bool = False, dtype: str = "bfloat16",
-                 tiny: bool = False, forced_text: str = "model"):
-        if not tiny and not weights_path:
-            raise ValueError("personaplex needs weights_path (a local snapshot of nvidia/personaplex-7b-v1, a gated "
-                             "repo: accept its licence, then pre-fetch it) unless tiny")
+    def __init__(self, weights_path: str | None = None, repo: str = DEFAULT_REPO, revision: str | None = None,
+                 voice_prompt: str = "NATF2.pt", voices_dir: str | None = None, temp_audio: float = 0.8,
+                 temp_text: float = 0.7, topk_audio: int = 250, topk_text: int = 25, greedy: bool = False,
+                 dtype: str = "bfloat16", tiny: bool = False, forced_text: str = "model"):
         if dtype not in ("bfloat16", "float16", "float32"):
             raise ValueError(f"personaplex dtype must be bfloat16, float16 or float32, got {dtype!r}")
         if forced_text not in FORCED_TEXT:
@@ -121,18 +126,33 @@ class PersonaPlexModel(DuplexModel):
         if Path(voice_prompt).suffix not in (".pt", ".wav"):
             raise ValueError(f"personaplex voice_prompt must be a .pt (released voice embeddings) or a .wav file, "
                              f"got {voice_prompt!r}")
-        self.weights_path, self.revision, self.tiny, self.dtype = weights_path, revision, tiny, dtype
+        self.weights_path, self.repo, self.revision, self.tiny, self.dtype = weights_path, repo, revision, tiny, dtype
         self.voice_prompt, self.voices_dir, self.forced_text = voice_prompt, voices_dir, forced_text
         self.sampling = dict(use_sampling=not greedy, temp=temp_audio, temp_text=temp_text, top_k=topk_audio,
                              top_k_text=topk_text)
-        settings = {**self.sampling, "voice_prompt": voice_prompt, "dtype": dtype, "forced_text": forced_text}
-        weights = "tiny-random" if tiny else f"{DEFAULT_REPO}@{revision or 'unrecorded'}"
+        self._settings = json.dumps({**self.sampling, "voice_prompt": voice_prompt, "dtype": dtype,
+                                     "forced_text": forced_text}, sort_keys=True)
+        weights = "tiny-random" if tiny else str(self._repos()[0])
         self.info = ModelInfo("personaplex", RATE, RATE, FRAME, FRAME, max_batch=1,
                               capabilities=frozenset({TEXT_PROMPT, AUDIO_PROMPT, TEACHER_FORCING}),
-                              weights=f"{weights} {json.dumps(settings, sort_keys=True)}")
+                              weights=f"{weights} {self._settings}")
         self._queue = OutputQueue(1, FRAME)
 
     # ------------------------------------------------------------------ loading
+
+    def _repos(self) -> tuple[Repo, ...]:
+        """The weights repository and, with ``voices_dir``, the folder of the voice prompt."""
+        voices = () if self.voices_dir else ((f"voices/{self.voice_prompt}", VOICES_ARCHIVE),)
+        weights = Repo(self.weights_path or self.repo, self.revision, WEIGHT_FILES, voices,
+                       source_key="weights_path" if self.weights_path else "repo", gated=True)
+        if not self.voices_dir:
+            return (weights,)
+        return weights, Repo(self.voices_dir, None, (self.voice_prompt,), role="voice prompts",
+                             source_key="voices_dir")
+
+    def requirements(self) -> Requirements:
+        """PersonaPlex's fork of ``moshi`` and, unless tiny, the gated weights (voices included)."""
+        return Requirements(STACK, () if self.tiny else self._repos(), SHADOWED)
 
     def load(self, device: str) -> None:
         import sentencepiece
@@ -146,9 +166,11 @@ class PersonaPlexModel(DuplexModel):
                 device = "cpu"
                 self._mimi, lm, tokenizer, voice = _build_tiny(Path(tmp))
             else:
-                root = self._weights_dir()
-                voice = self._voice_file(root, Path(tmp))
+                weights, *voices = self._repos()
+                root = locate(weights, self.info.name)
+                voice = self._voice_file(locate(voices[0], self.info.name) if voices else root, Path(tmp))
                 moshi_file, mimi_file, tokenizer = (root / f for f in WEIGHT_FILES)
+                self.info = dataclasses.replace(self.info, weights=f"{loaded(weights, root)} {self._settings}")
                 self._mimi = loaders.get_mimi(str(mimi_file), device)
                 lm = loaders.get_moshi_lm(str(moshi_file), device=device, dtype=getattr(torch, self.dtype))
                 lm.eval()
@@ -176,23 +198,14 @@ class PersonaPlexModel(DuplexModel):
         # prompt-phase steps besides the text tokens (LMGen.step_system_prompts: voice, silence, text, silence)
         self._prompt_base = voice_frames + 2 * self._lm_gen.audio_silence_frame_cnt
 
-    def _weights_dir(self) -> Path:
-        root = local_weights(self.weights_path, self.revision,
-                             what=f"personaplex weights {self.weights_path}@{self.revision or 'main'}")
-        missing = [f for f in WEIGHT_FILES if not (root / f).is_file()]
-        if missing:
-            raise FileNotFoundError(f"personaplex weights_path {root} lacks {', '.join(missing)} (a local snapshot "
-                                    f"of {DEFAULT_REPO}; weights are never downloaded by the harness)")
-        return root
-
     def _voice_file(self, root: Path, tmp: Path) -> Path:
-        """The voice prompt's path: in ``voices_dir`` (default ``<root>/voices``), else taken out of
+        """The voice prompt's path: in ``root`` (``voices_dir``) or ``<root>/voices``, else taken out of
         ``<root>/voices.tgz`` into ``tmp`` (upstream extracts the whole archive next to itself,
         which a read-only weights cache does not allow)."""
-        folder = Path(self.voices_dir) if self.voices_dir else root / "voices"
+        folder = root if self.voices_dir else root / "voices"
         if (folder / self.voice_prompt).is_file():
             return folder / self.voice_prompt
-        archive = root / "voices.tgz"
+        archive = root / VOICES_ARCHIVE
         if self.voices_dir is None and archive.is_file():
             with tarfile.open(archive, "r:gz") as tar:
                 for member in tar.getmembers():

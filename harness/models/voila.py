@@ -60,6 +60,7 @@ Upstream quirks handled here, once (``models.md``):
 from __future__ import annotations
 
 import contextlib
+import dataclasses
 import pickle
 import sys
 import tempfile
@@ -70,12 +71,19 @@ from typing import Any
 import numpy as np
 
 from harness.models.base import TEXT_PROMPT, DuplexModel, ModelInfo, OutputQueue, RowError, StreamContext
-from harness.weights import local_weights
+from harness.weights import Repo, Requirements, loaded, locate
 
 RATE = 16_000  # tokenize_func.AUDIO_SR: the codec's rate, in and out
 FRAME = 640  # tokenize_func.SEG_LEN: one codec frame (40 ms, 25 Hz)
 CHANNELS = 2  # user, agent
 TINY_MAX_TEXT_STEPS = 2  # tiny=True: random weights sample text almost always; bound the work per step
+# what load reads: the LLM and its tokenizer (VoilaAutonomousModel / AutoTokenizer.from_pretrained) and the codec
+# (voila_tokenizer.py VoilaTokenizer: AutoProcessor + EncodecModel.from_pretrained)
+LLM_FILES = ("config.json", "tokenizer_config.json")
+LLM_CHECKPOINT = ("model.safetensors.index.json", "model.safetensors")
+CODEC_FILES = ("config.json", "preprocessor_config.json")
+CODEC_CHECKPOINT = ("model.safetensors", "pytorch_model.bin")
+STACK = ("model:VoilaAutonomousModel", "voila_tokenizer:VoilaTokenizer", "tokenize_func:DEFAULT_AUDIO_TOKEN")
 
 
 @dataclass
@@ -101,8 +109,10 @@ class VoilaModel(DuplexModel):
     Args:
         weights_path: local directory of ``maitrix-org/Voila-autonomous-preview`` (LLM, depth
             head and text tokenizer), or that hub id, then read only from the local Hugging Face
-            cache (``HF_HOME``; never downloaded).
-        revision: the weights' revision (commit) when ``weights_path`` is a hub id.
+            cache (``HF_HOME``; fetched once by ``make weights MODEL=voila``, never downloaded at
+            run time).
+        revision: the weights' commit (40 hex digits) when ``weights_path`` is a hub id.
+            ``ModelInfo.weights`` records both repositories' ``repo@<commit>`` after load.
         codec_path, codec_revision: the same for ``maitrix-org/Voila-Tokenizer`` (Encodec,
             16 kHz, 4 codebooks x 2048 at 25 Hz).
         voice: speaker embedding name in ``voice_file`` (the voice prompt); ``None``: none.
@@ -126,8 +136,8 @@ class VoilaModel(DuplexModel):
 
     SOURCE_DIRS = (".",)  # flat modules model.py, audio_transformer.py, voila_tokenizer.py, tokenize_func.py
 
-    def __init__(self, weights_path: str = "maitrix-org/Voila-autonomous-preview", revision: str = "main",
-                 codec_path: str = "maitrix-org/Voila-Tokenizer", codec_revision: str = "main",
+    def __init__(self, weights_path: str = "maitrix-org/Voila-autonomous-preview", revision: str | None = None,
+                 codec_path: str = "maitrix-org/Voila-Tokenizer", codec_revision: str | None = None,
                  voice: str | None = "Samantha", voice_file: str = "examples/character_ref_emb_demo.pkl",
                  system_text: bool = True, temperature: float = 0.2, top_k: int = 50,
                  audio_temperature: float = 0.8, audio_top_k: int = 50, max_text_steps: int = 64,
@@ -149,13 +159,22 @@ class VoilaModel(DuplexModel):
         self.max_text_steps = min(max_text_steps, TINY_MAX_TEXT_STEPS) if tiny else int(max_text_steps)
         self.codec_context_frames, self.max_tokens = int(codec_context_frames), max_tokens
         self.dtype, self.tiny = dtype, tiny
-        weights = "random:tiny" if tiny else f"{weights_path}@{revision}+{codec_path}@{codec_revision}"
+        weights = "random:tiny" if tiny else "+".join(map(str, self._repos()))
         self.info = ModelInfo("voila", RATE, RATE, FRAME, FRAME, max_batch=1, capabilities=frozenset({TEXT_PROMPT}),
                               weights=weights)
         self._streams: list[_Stream | None] = [None] * self.info.max_batch
         self._queue = OutputQueue(self.info.max_batch, FRAME)
 
     # ------------------------------------------------------------------ loading
+
+    def _repos(self) -> tuple[Repo, Repo]:
+        return (Repo(self.weights_path, self.revision, LLM_FILES, (LLM_CHECKPOINT,)),
+                Repo(self.codec_path, self.codec_revision, CODEC_FILES, (CODEC_CHECKPOINT,), role="codec",
+                     source_key="codec_path", revision_key="codec_revision"))
+
+    def requirements(self) -> Requirements:
+        """maitrix-org/Voila's flat modules and, unless tiny, the model and its tokenizer's repositories."""
+        return Requirements(STACK, () if self.tiny else self._repos())
 
     def load(self, device: str) -> None:
         import tokenize_func as tf
@@ -176,10 +195,10 @@ class VoilaModel(DuplexModel):
                 self.tokenizer = AutoTokenizer.from_pretrained(llm_dir)
                 self.llm = _tiny_llm(VoilaAutonomousModel, len(self.tokenizer))
         else:
-            llm_dir = local_weights(self.weights_path, self.revision,
-                                    what=f"voila weights_path {self.weights_path}@{self.revision}")
-            codec_dir = local_weights(self.codec_path, self.codec_revision,
-                                      what=f"voila codec_path {self.codec_path}@{self.codec_revision}")
+            repos = self._repos()
+            llm_dir, codec_dir = (locate(r, self.info.name) for r in repos)
+            self.info = dataclasses.replace(self.info, weights="+".join(
+                loaded(r, d) for r, d in zip(repos, (llm_dir, codec_dir), strict=True)))
             self.tokenizer = AutoTokenizer.from_pretrained(llm_dir)
             dtype = getattr(torch, self.dtype) if self.device.type == "cuda" else torch.float32
             self.llm = VoilaAutonomousModel.from_pretrained(llm_dir, torch_dtype=dtype, attn_implementation="sdpa",

@@ -282,7 +282,8 @@ def unmet_requests(requests: dict[str, tuple[float, float]], nodes: list[dict[st
 
 
 RESOURCE_HINT = (". Lower the request (e.g. model.<name>.num_gpus=0 on a machine without GPUs) or give Ray "
-                 "the devices (cluster.num_gpus=N).")
+                 "the devices (cluster.num_gpus=N: on a GPU machine N is its GPU count, `nvidia-smi -L | wc -l`; "
+                 "conf/cluster/local.yaml declares 0, so the Ray a job starts sees no GPU until told).")
 
 
 def require_resources(requests: dict[str, tuple[float, float]], wait_s: float = 0.0) -> None:

@@ -22,9 +22,15 @@ completion marker exists is skipped by the stage itself, so it needs nothing):
   issue 19 item 12), so an unknown or misspelt key is named, with the keys the adapter
   accepts, before anything runs (a model whose class cannot be imported here is checked where
   it runs);
-* **each model** whose ``infer`` is not complete: its class's module imports (the model's
-  stack; no weights), else the message names the model and the image it runs in
-  (``model.<name>.image``);
+* **each local model** whose ``infer`` is not complete, from the one statement of what it needs
+  (``DuplexModel.requirements``, :class:`harness.weights.Requirements`; the fetch command and the
+  adapter's own ``load`` read the same): the adapter is built from its params (its constructor's
+  own checks); its stack imports here (each module ``load`` imports: the first that does not is
+  named with why, with the package that shadows it when its top-level name comes from another
+  distribution, and where the stack lives: ``model.<name>.image`` or ``make model-env``); and every
+  repository it reads is pinned to a commit, present in the local Hugging Face cache at that
+  commit (or a folder) and holds the files the loader opens (:func:`harness.weights.locate`):
+  one message per repository, naming it, its revision and ``make weights MODEL=<name>``;
 * **resources** on a local cluster (no ``cluster.address``): each model's and the scoring
   actors' ``num_cpus`` / ``num_gpus`` against ``cluster.num_cpus`` / ``num_gpus``, the Ray
   node this job would start, and for a model given GPUs there, that torch sees usable CUDA
@@ -44,6 +50,7 @@ from __future__ import annotations
 
 import importlib
 import os
+import sys
 from collections.abc import Collection
 from dataclasses import dataclass, field
 
@@ -53,6 +60,7 @@ from harness.runtime.executor import RESOURCE_HINT, unmet_requests
 from harness.runtime.plan import RunPlan
 from harness.runtime.shard import cuda_problem
 from harness.store.base import ObjectStore, StoreError
+from harness.weights import Requirements, fetch_command
 
 INSTALL_HINT = "install the pinned requirements (`make setup`, or `.venv/bin/pip install -r requirements.txt`)"
 
@@ -113,20 +121,81 @@ def backend_problems(label: str, backend: object, needed_by: str) -> list[str]:
     return out
 
 
+def _where(m: ModelSettings) -> str:
+    """Where model ``m``'s stack is installed, for a message."""
+    if m.image:
+        return (f"it runs in image {m.image}: run the job there, or in the environment `make model-env "
+                f"MODEL={m.name}` makes (images/README.md)")
+    return f"model.{m.name}.image is not set: install the model's stack in this environment (docs/adding-a-model.md)"
+
+
 def model_problem(m: ModelSettings) -> str | None:
-    """Why model ``m``'s class cannot be imported here (its stack, not its weights), or None."""
+    """Why model ``m``'s adapter class cannot be imported here, or None."""
     from harness.models.registry import model_class
 
     try:
         model_class(m.target)
     except ImportError as e:
-        where = (f"it runs in image {m.image}: run the job there" if m.image else
-                 f"model.{m.name}.image is not set: install the model's stack in this environment "
-                 "(docs/adding-a-model.md)")
-        return f"model {m.name!r} ({m.target}): cannot import its stack: {type(e).__name__}: {e}; {where}"
+        return f"model {m.name!r} ({m.target}): cannot import its stack: {type(e).__name__}: {e}; {_where(m)}"
     except ValueError as e:
         return f"model {m.name!r}: {e}"
     return None
+
+
+def _shadowed_by(module: str) -> str:
+    """For a dotted ``module`` whose top-level package imports here: which distribution and folder it
+    comes from (e.g. Kyutai's ``moshi`` where PersonaPlex's fork was meant), else ''."""
+    from importlib import metadata
+
+    top = module.split(".")[0]
+    if top == module or top not in sys.modules:
+        return ""
+    dists = sorted(set(metadata.packages_distributions().get(top, ())))
+    versions = ", ".join(f"{d} {metadata.version(d)}" for d in dists) or "no installed distribution"
+    where = getattr(sys.modules[top], "__file__", None) or next(iter(getattr(sys.modules[top], "__path__", [])), "?")
+    return f" (`{top}` imports here from {where}: {versions})"
+
+
+def stack_problem(m: ModelSettings, needs: Requirements) -> str | None:
+    """Why model ``m``'s stack (``needs.imports``: ``"module"`` or ``"module:name"``) does not import
+    here, naming the first module that fails, or None. Any exception of an upstream module's import is
+    its failure (reported, never raised)."""
+    for spec in needs.imports:
+        module, _, name = spec.partition(":")
+        try:
+            mod = importlib.import_module(module)
+        except Exception as e:  # upstream code may fail at import with any error: it is reported, never raised
+            why = f"{type(e).__name__}: {e}{_shadowed_by(module)}"
+        else:
+            if not name or hasattr(mod, name):
+                continue
+            why = f"it has no {name!r}{_shadowed_by(module)}"
+        note = f". {needs.stack}" if needs.stack else ""
+        return f"model {m.name!r}: its stack does not import here: `{module}`: {why}{note}; {_where(m)}"
+    return None
+
+
+def needs_problems(m: ModelSettings) -> list[str]:
+    """What model ``m`` (whose adapter imports and whose params bind) lacks here, from its
+    ``requirements()``: the constructor's refusal of its params, its stack, and each repository
+    that is not pinned, not local or not complete (:func:`harness.weights.locate`)."""
+    from harness.models.registry import build_model
+    from harness.weights import locate
+
+    try:
+        needs = build_model(m.target, m.params).requirements()
+    except (ValueError, TypeError) as e:
+        return [f"model {m.name!r} ({m.target}): model.{m.name}.params: {e}"]
+    out = [p] if (p := stack_problem(m, needs)) else []
+    for repo in needs.repos:
+        try:
+            locate(repo, m.name)
+        except FileNotFoundError as e:
+            out.append(f"model {m.name!r}: {e}")
+        except ImportError as e:
+            out.append(f"model {m.name!r}: cannot look up {repo} ({e}): huggingface_hub is part of the model's "
+                       f"stack; {_where(m)}, then `{fetch_command(m.name)}`")
+    return out
 
 
 def params_problem(m: ModelSettings) -> str | None:
@@ -209,10 +278,13 @@ def problems(cfg: RunConfig, store: ObjectStore, stages: Collection[str]) -> lis
         problem = model_problem(m)
         if problem:
             out.append(problem)
-        else:  # a hosted model's SDK and API key (its class declares sdk_module, credentials_env)
-            from harness.models.registry import model_class
+            continue
+        from harness.models.registry import model_class
 
-            out += backend_problems(f"model={m.name}", model_class(m.target), f"model {m.name!r} in the infer stage")
+        if not params_problem(m):  # (reported above otherwise) its stack and weights
+            out += needs_problems(m)
+        # a hosted model's SDK and API key (its class declares sdk_module, credentials_env)
+        out += backend_problems(f"model={m.name}", model_class(m.target), f"model {m.name!r} in the infer stage")
     return out + cue_problems(cfg, readable, stages) + resource_problems(cfg, work)
 
 

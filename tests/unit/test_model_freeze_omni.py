@@ -81,7 +81,8 @@ def test_native_frames_rates_and_capabilities(upstream, weights):
     assert info.frame_s == pytest.approx(0.16)
     assert info.max_batch == 1 and info.capabilities == frozenset({TEXT_PROMPT})
     assert info.weights == f"{weights['weights_path']}+{weights['llm_path']}"
-    assert upstream["args"] == {"model_path": weights["weights_path"], "llm_path": weights["llm_path"],
+    # the folder holds the repository's checkpoints/, which is what upstream calls the model path
+    assert upstream["args"] == {"model_path": f"{weights['weights_path']}/checkpoints", "llm_path": weights["llm_path"],
                                 "temperature": 0.7, "top_k": 5, "top_p": 0.8}
 
 
@@ -98,8 +99,23 @@ def test_load_hides_argv_and_redirects_hard_coded_cuda_only_while_it_runs(upstre
 
 
 def test_incomplete_weights_are_refused_naming_the_missing_files(upstream, weights):
-    Path(weights["weights_path"], "codec", "final.pt").unlink()
-    with pytest.raises(FileNotFoundError, match=r"weights incomplete, missing \[.*codec/final\.pt'\]"):
+    Path(weights["weights_path"], "checkpoints", "codec", "final.pt").unlink()
+    with pytest.raises(FileNotFoundError, match=r"weights folder .* lacks checkpoints/codec/final\.pt: give a folder "
+                                                r"laid out as the model's repository is"):
+        _model(weights)
+    assert upstream["args"] is None  # refused before anything is loaded
+
+
+def test_the_speech_decoder_settings_come_from_the_released_server_json_unless_given(upstream, weights):
+    """bin/server.py reads checkpoints/server.json; a param given in the config overrides one key."""
+    from tests.fixtures.tiny.freeze_omni import SERVER
+
+    assert _model(weights).tts_settings == SERVER
+    assert _model(weights, decoder_top_k=7).tts_settings == {**SERVER, "decoder_top_k": 7}
+    server = Path(weights["weights_path"], "checkpoints", "server.json")
+    server.write_text('{"decoder_top_k": 2}')
+    with pytest.raises(ValueError, match=r"server\.json has no decoder_penalty_window_size, decoder_penalty, .*: give "
+                                         r"them as params"):
         _model(weights)
 
 

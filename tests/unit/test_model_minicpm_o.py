@@ -15,6 +15,7 @@ import pytest
 from harness.models.base import RowError, StreamContext
 from tests.fixtures.tiny.minicpm_o import upstream as standin
 from tests.fixtures.tiny.minicpm_o import voice as reference_voice
+from tests.fixtures.tiny.minicpm_o import weights
 
 FRAME_IN, FRAME_OUT = 1600, 2400  # 100 ms at 16 kHz in, 24 kHz out
 
@@ -34,7 +35,7 @@ def voice(tmp_path) -> Path:
 def _model(tmp_path, voice, **params):
     from harness.models.registry import build_model
 
-    m = build_model("minicpm_o", {"weights_path": str(tmp_path), "revision": "abc123",
+    m = build_model("minicpm_o", {"weights_path": str(weights(tmp_path / "w")), "revision": "abc123",
                                   "ref_audio": voice and str(voice), **params})
     m.load("cpu")
     return m
@@ -89,7 +90,7 @@ def test_duty_text_voice_and_settings_reach_upstream(upstream, tmp_path, voice):
     m = _model(tmp_path, voice, temperature=0.3, top_k=5, top_p=0.5, decode_mode="greedy",
                max_new_speak_tokens_per_chunk=12, sliding_window_mode="basic", force_listen_count=2)
     d = m.duplex
-    assert d.name_or_path == str(tmp_path) and d.device == "cpu" and d.generate_audio
+    assert d.name_or_path == str(tmp_path / "w") and d.device == "cpu" and d.generate_audio
     assert d.kwargs["sliding_window_mode"] == "basic" and d.kwargs["force_listen_count"] == 2
     m.open(0, _ctx(duty="Only answer to Aria."))
     p = d.prepared[-1]
@@ -102,7 +103,7 @@ def test_duty_text_voice_and_settings_reach_upstream(upstream, tmp_path, voice):
                                          decode_mode="greedy", temperature=0.3, top_k=5, top_p=0.5,
                                          listen_prob_scale=1.0, text_repetition_penalty=1.05,
                                          text_repetition_window_size=512)
-    assert m.info.weights == f"{tmp_path}@abc123"
+    assert m.info.weights == str(tmp_path / "w")  # what was read: a folder (a repo id gives repo@<commit>)
 
 
 def test_without_audio_generation_the_model_is_silent_and_needs_no_voice(upstream, tmp_path):
@@ -139,12 +140,20 @@ def test_missing_weights_or_code_say_what_is_missing(upstream, tmp_path, voice, 
     with pytest.raises(FileNotFoundError, match="is neither a directory nor a Hugging Face repo id"):
         MiniCPMO(weights_path=str(tmp_path / "absent"), ref_audio=str(voice)).load("cpu")
     monkeypatch.setattr("huggingface_hub.constants.HF_HUB_CACHE", str(tmp_path / "hub"))  # an empty cache
-    with pytest.raises(FileNotFoundError, match=re.escape("openbmb/MiniCPM-o-4_5@abc are not in the Hugging Face "
-                                                          "cache (HF_HOME); the harness never downloads weights")):
-        MiniCPMO(weights_path="openbmb/MiniCPM-o-4_5", revision="abc", ref_audio=str(voice)).load("cpu")
+    commit = "ab" * 20
+    with pytest.raises(FileNotFoundError, match=re.escape(f"openbmb/MiniCPM-o-4_5@{commit} (model.minicpm_o.params."
+                                                          "weights_path) are not in the Hugging Face cache")):
+        MiniCPMO(weights_path="openbmb/MiniCPM-o-4_5", revision=commit, ref_audio=str(voice)).load("cpu")
+    with pytest.raises(FileNotFoundError, match=re.escape("has revision 'main', not a commit")):
+        MiniCPMO(weights_path="openbmb/MiniCPM-o-4_5", revision="main", ref_audio=str(voice)).load("cpu")
+    folder = weights(tmp_path / "w")
     monkeypatch.setenv("USE_FLAGOS", "1")
     with pytest.raises(RuntimeError, match="USE_FLAGOS=1 would replace transformers' RMSNorm"):
-        MiniCPMO(weights_path=str(tmp_path), ref_audio=str(voice)).load("cpu")
+        MiniCPMO(weights_path=str(folder), ref_audio=str(voice)).load("cpu")
     monkeypatch.delenv("USE_FLAGOS")
     with pytest.raises(ImportError, match=re.escape("'NoSuchPackage' is not on sys.path")):
-        MiniCPMO(weights_path=str(tmp_path), ref_audio=str(voice), code_package="NoSuchPackage").load("cpu")
+        MiniCPMO(weights_path=str(folder), ref_audio=str(voice), code_package="NoSuchPackage").load("cpu")
+    (folder / "assets" / "token2wav" / "flow.pt").unlink()
+    with pytest.raises(FileNotFoundError, match=re.escape("lacks assets/token2wav/flow.pt")):
+        MiniCPMO(weights_path=str(folder), ref_audio=str(voice)).load("cpu")
+    MiniCPMO(weights_path=str(folder), generate_audio=False, ref_audio=None).load("cpu")  # no vocoder read

@@ -9,6 +9,7 @@ The tiny real architecture is exercised by ``make model-smoke MODEL=personaplex`
 
 from __future__ import annotations
 
+import tarfile
 from pathlib import Path
 
 import numpy as np
@@ -61,12 +62,13 @@ def test_streams_through_the_runner_and_each_stream_starts_afresh(moshi, tmp_pat
     """One Mimi frame in and out per step at 24 kHz; every stream is reset, reseeded and
     prompted again: the seed matters. The stand-in's Mimi overshoots full scale: the adapter
     clips, else the runner would fail the stream."""
-    m = _model(weights(tmp_path / "w", tokenizer))
+    folder = weights(tmp_path / "w", tokenizer)
+    m = _model(folder)
     info = m.info
     assert (info.input_rate, info.output_rate, info.frame_in, info.frame_out, info.max_batch) == (SR, SR, FRAME,
                                                                                                    FRAME, 1)
     assert info.capabilities == {"text_prompt", "audio_prompt", "teacher_forcing"}
-    assert info.weights.startswith("nvidia/personaplex-7b-v1@abc123 ")
+    assert info.weights.startswith(f"{folder} ")  # what was read (a folder here), then the decoding settings
     a, b = _conv("a", 0), _conv("b", 1)
     res = _run(m, [a, b])
     assert [r.status for r in res] == ["ok", "ok"], [r.reason for r in res]
@@ -149,12 +151,18 @@ def test_the_voice_comes_out_of_voices_tgz_when_there_is_no_voices_folder(moshi,
 
 def test_missing_weights_and_voices_are_clear_errors(moshi, tmp_path, tokenizer):
     w = weights(tmp_path / "w", tokenizer, voices="none")
+    with pytest.raises(FileNotFoundError, match=r"weights folder .* lacks voices/NATF2.pt \| voices.tgz: give a "
+                                                r"folder laid out as the model's repository is"):
+        _model(w)
+    weights(w, tokenizer, voices="tgz")
+    (w / "model.safetensors").unlink()
+    with pytest.raises(FileNotFoundError, match=r"lacks model.safetensors: "):
+        _model(w)
+    weights(w, tokenizer, voices="none")
+    with tarfile.open(w / "voices.tgz", "w:gz"):  # an archive without the voice asked for
+        pass
     with pytest.raises(FileNotFoundError, match=r"voice prompt 'NATF2.pt' is neither in .*voices nor in "
                                                 r".*voices.tgz \(released voices: NATF0-3"):
-        _model(w)
-    (w / "model.safetensors").unlink()
-    with pytest.raises(FileNotFoundError, match=r"lacks model.safetensors \(a local snapshot of "
-                                                r"nvidia/personaplex-7b-v1; weights are never downloaded"):
         _model(w)
 
 
@@ -221,7 +229,6 @@ def test_bad_forcing_input_is_refused(moshi, tmp_path, tokenizer):
 
 
 @pytest.mark.parametrize(("params", "message"), [
-    ({}, "personaplex needs weights_path"),
     ({"weights_path": "w", "voice_prompt": "NATF2.mp3"}, "voice_prompt must be a .pt"),
     ({"weights_path": "w", "dtype": "int8"}, "dtype must be bfloat16, float16 or float32"),
     ({"weights_path": "w", "forced_text": "silence"}, "forced_text must be one of"),

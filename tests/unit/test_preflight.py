@@ -182,7 +182,8 @@ def test_a_model_whose_stack_does_not_import_names_the_model_and_its_image(tmp_p
                              "m3": {"target": "harness.models.baselines:NoSuchModel"}})
     why = "cannot import its stack: ModuleNotFoundError: No module named 'moshi_stack_not_here'"
     assert found(c) == [
-        f"model 'm1' ({adapter_module}:Adapter): {why}; it runs in image {image}: run the job there",
+        f"model 'm1' ({adapter_module}:Adapter): {why}; it runs in image {image}: run the job there, or in the "
+        "environment `make model-env MODEL=m1` makes (images/README.md)",
         f"model 'm2' ({adapter_module}:Adapter): {why}; model.m2.image is not set: install the model's stack in "
         "this environment (docs/adding-a-model.md)",
         "model 'm3': module harness.models.baselines has no class 'NoSuchModel'"]

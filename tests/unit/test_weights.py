@@ -47,8 +47,10 @@ def test_a_missing_repo_or_revision_names_repo_revision_cache_and_the_prefetch_c
     with pytest.raises(WeightsNotFoundError) as e:
         local_weights("acme/absent", "abc")
     msg = str(e.value)
-    assert msg.startswith("weights acme/absent@abc are not in the Hugging Face cache")
-    assert str(root) in msg and "huggingface-cli download acme/absent --revision abc" in msg
+    assert msg.startswith("weights acme/absent@abc are not in the Hugging Face cache: looked for acme/absent at "
+                          f"revision abc in the local Hugging Face cache {root}; the harness never downloads")
+    assert "fetch them where that cache is mounted with `HF_HUB_CACHE=" in msg
+    assert "huggingface-cli download acme/absent --revision abc`" in msg
     with pytest.raises(FileNotFoundError, match=re.escape("my model acme/tiny-model@v9 are not in")):
         local_weights(REPO, "v9", what="my model acme/tiny-model@v9")  # a revision the cache lacks
 
@@ -71,3 +73,43 @@ def test_download_only_on_explicit_opt_in(cache, monkeypatch):
     local_weights(REPO, "v1")
     local_weights(REPO, allow_download=True)
     assert seen == [(REPO, True, {"revision": "v1"}), (REPO, False, {})]
+
+
+# -- what a model needs: Repo, pin_problem, missing_files, locate, loaded ------------------------------
+def test_a_sharded_checkpoint_needs_every_shard_its_index_names_and_one_of_each_group(tmp_path):
+    import json
+
+    from harness.weights import Repo, missing_files
+
+    repo = Repo(str(tmp_path), None, ("config.json",), (("model.safetensors.index.json", "model.safetensors"),
+                                                        ("tokenizer.json", "vocab.json")))
+    assert missing_files(tmp_path, repo) == ["config.json", "model.safetensors.index.json | model.safetensors",
+                                             "tokenizer.json | vocab.json"]
+    (tmp_path / "config.json").write_text("{}")
+    (tmp_path / "vocab.json").write_text("{}")
+    (tmp_path / "model.safetensors.index.json").write_text(json.dumps({"weight_map": {"a": "m-1.st", "b": "m-2.st",
+                                                                                      "c": "m-1.st"}}))
+    (tmp_path / "m-1.st").write_bytes(b"")
+    assert missing_files(tmp_path, repo) == ["m-2.st"]  # the index is there, one of its shards is not
+    (tmp_path / "m-2.st").write_bytes(b"")
+    assert missing_files(tmp_path, repo) == []
+    (tmp_path / "model.safetensors.index.json").write_text("[1]")
+    assert missing_files(tmp_path, repo) == ["model.safetensors.index.json (not a checkpoint index with a weight_map)"]
+
+
+def test_a_repo_id_needs_a_commit_a_folder_does_not(cache, tmp_path):
+    from harness.weights import Repo, loaded, locate, pin_problem
+
+    for rev in (None, "main", "v1", COMMIT[:12]):
+        assert "not a commit: pin the 40-hex commit" in pin_problem(Repo(REPO, rev), "m")
+        with pytest.raises(WeightsNotFoundError, match="not a commit"):
+            locate(Repo(REPO, rev, ("config.json",)), "m")
+    _, snap = cache
+    assert pin_problem(Repo(REPO, COMMIT), "m") is None and pin_problem(Repo(str(tmp_path)), "m") is None
+    repo = Repo(REPO, COMMIT, ("config.json",))
+    assert locate(repo, "m") == snap and loaded(repo, snap) == f"{REPO}@{COMMIT}"
+    assert loaded(Repo(str(tmp_path)), tmp_path) == str(tmp_path)
+    with pytest.raises(WeightsNotFoundError, match=re.escape(f"weights {REPO}@{COMMIT} (model.m.params.weights_path): "
+                                                             f"the snapshot {snap} lacks model.bin: fetch it again "
+                                                             "with `make weights MODEL=m`")):
+        locate(Repo(REPO, COMMIT, ("model.bin",)), "m")
