@@ -7,7 +7,7 @@ ARGS  ?=
 STAMP := .venv/.setup-stamp
 APT_PKGS := espeak-ng sox chromium
 
-.PHONY: cue-demo model-smoke help setup demo test test-fast lint bench status rerun-failed review-export review-import cue-review-export cue-review-import clean-runs images k8s-render corpus
+.PHONY: cue-demo model-smoke model-env weights help setup demo test test-fast lint bench status rerun-failed review-export review-import cue-review-export cue-review-import clean-runs images k8s-render corpus
 
 help:  ## list targets
 	@grep -E '^[a-z0-9-]+:.*##' $(MAKEFILE_LIST) | awk -F':.*## ' '{printf "  make %-12s %s\n", $$1, $$2}'
@@ -118,3 +118,15 @@ clean-runs:  ## delete every local run under runs/
 model-smoke: setup  ## an adapter end to end on a tiny random instance of its real upstream code (MODEL=..., SRC=<checkout>)
 	@test -n "$(MODEL)" -a -n "$(SRC)" || { echo "usage: make model-smoke MODEL=<name> SRC=<upstream checkout at the pinned commit>" >&2; exit 2; }
 	$(PY) -m harness.models.smoke --model $(MODEL) --src $(SRC)
+
+# Weights (docs/models.md, "Weights"): the one command that downloads. Every repository MODEL reads, at the
+# revisions its config pins, into the Hugging Face cache (HF_HOME / HF_HUB_CACHE), then verified; ARGS adds
+# overrides (asr=qwen3 tts=qwen3 for their weights). HF_TOKEN from the environment for gated repositories.
+weights: setup  ## fetch and verify a model's weights into the Hugging Face cache (MODEL=..., ARGS="asr=qwen3 ...")
+	$(PY) -m jobs.weights 'model=[$(MODEL)]' $(ARGS)
+
+# A model family's environment for real runs without its image (harness/models/model_env.py): .venv-<family>
+# with images/<family>/requirements.txt and the upstream checkout at the pinned commit (SRC: your own checkout).
+model-env: setup  ## a virtualenv to run MODEL outside its image: .venv-<family> (MODEL=..., SRC=<checkout> optional)
+	@test -n "$(MODEL)" || { echo "usage: make model-env MODEL=<name> [SRC=<upstream checkout>]" >&2; exit 2; }
+	$(PY) -m harness.models.model_env --model $(MODEL) $(if $(SRC),--src $(SRC))
