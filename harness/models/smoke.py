@@ -28,7 +28,6 @@ import json
 import os
 import subprocess
 import sys
-import sysconfig
 import tempfile
 import time
 from pathlib import Path
@@ -154,23 +153,11 @@ def run_inside(model_name: str, src: Path | None) -> dict:
 
 
 def run_outside(model_name: str, src: Path, venv: Path) -> int:
-    """Create the throw-away environment, install the pins of the model's image, rerun this module inside it."""
-    family = image_family(model_name)
-    py = venv / "bin" / "python"
-    if not py.exists():
-        subprocess.run([sys.executable, "-m", "venv", str(venv)], check=True)
-        # the harness's packages (torch, numpy, silero-vad) stay visible behind the adapter's own: a path file
-        # naming this interpreter's site-packages (--system-site-packages would expose the base Python's)
-        purelib = subprocess.run([str(py), "-c", "import sysconfig; print(sysconfig.get_paths()['purelib'])"],
-                                 capture_output=True, text=True, check=True).stdout.strip()
-        (Path(purelib) / "duplex_mpe_harness.pth").write_text(sysconfig.get_paths()["purelib"] + "\n")
-    if family is not None:
-        reqs = IMAGES / family / "requirements.txt"
-        print(f"installing into {venv}: {' '.join(family_pins(family)[0])} ({reqs})", flush=True)
-        # the image's own file, whose `-c ../../requirements.txt` keeps the harness pins: a model's pins may not
-        # move torch or numpy under the harness
-        subprocess.run([str(py), "-m", "pip", "install", "-q", "--disable-pip-version-check", "-r", str(reqs)],
-                       check=True)
+    """Create the throw-away environment with the pins of the model's image (the recipe of
+    ``make model-env``: :func:`harness.models.model_env.create`), rerun this module inside it."""
+    from harness.models.model_env import create
+
+    py = create(venv, image_family(model_name))
     env = {**os.environ, "PYTHONPATH": str(REPO), "NO_TORCH_COMPILE": "1", "NO_CUDA_GRAPH": "1"}
     return subprocess.run([str(py), "-m", "harness.models.smoke", "--inside", "--model", model_name,
                            "--src", str(src)], env=env, cwd=REPO).returncode

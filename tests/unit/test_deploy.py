@@ -111,8 +111,11 @@ def test_each_pin_is_written_once_in_its_family_folder_and_make_images_passes_it
         required = {k for k, has_default in declared.items() if not has_default} - {"BASE_IMAGE"}
         assert required <= set(args), f"{family}: ARGs {sorted(required - set(args))} are in no build-args"
         assert not commit.search((IMAGES / family / "Dockerfile").read_text()), f"{family}: a commit in the Dockerfile"
-        fetches_source = any(i == "ADD" and ".git#" in a for i, a in instructions(IMAGES / family / "Dockerfile"))
+        fetches_source = any(i == "ADD" and "${UPSTREAM_REPO}#${UPSTREAM_COMMIT}" in a
+                             for i, a in instructions(IMAGES / family / "Dockerfile"))
         assert fetches_source == ("UPSTREAM_COMMIT" in args), f"{family}: source from git needs its UPSTREAM_COMMIT"
+        if fetches_source:  # the repository too is written once: `make model-env` clones the same one
+            assert re.fullmatch(r"https://github\.com/[\w.-]+/[\w.-]+\.git", args["UPSTREAM_REPO"]), family
     pin = re.compile(r"[\"'][A-Za-z0-9_.\-\[\]]+==\d")
     for adapter in (ROOT / "harness" / "models").glob("*.py"):
         text = adapter.read_text()
