@@ -24,14 +24,13 @@ import time
 from dataclasses import replace
 
 from harness.audio.tts.settings import TtsSettings
+from harness.products.scenes import SceneSet
 from harness.runtime.config import RunConfig
 from harness.runtime.plan import RunPlan
 from harness.scenes.generator import generate_pairs
 from harness.scenes.schema import validate_scenes
 from harness.scenes.stats import corpus_stats
 from harness.stages import run_stage
-from harness.stages.common import load_scenes
-from harness.stages.synth import synth_stage
 from harness.store.base import LocalStore, get_json
 
 
@@ -61,15 +60,16 @@ def _synth(pairs: int, seed: int, actors: int, root: str) -> dict:
             for a in warm:
                 ray.kill(a)
             t0 = time.perf_counter()
-            synth_stage(cfg, store)
+            run_stage("synth", cfg, store)
             wall = time.perf_counter() - t0
     else:
         t0 = time.perf_counter()
-        synth_stage(cfg, store)
+        run_stage("synth", cfg, store)
         wall = time.perf_counter() - t0
     plan = RunPlan.from_config(cfg)
     marker = get_json(store, plan.layout.marker(plan.synth))
-    spoken = {(cfg.tts.voices[t.speaker], t.text) for s in load_scenes(store, plan) for t in s.turns}
+    spoken = {(cfg.tts.voices[t.speaker], t.text) for s in SceneSet.read(store, plan.layout, plan.scenes).scenes
+              for t in s.turns}
     chars = sum(len(text) for _, text in spoken) + len(cfg.tts.preamble_text)
     return {"wall_s": wall, "startup_s": startup, "clips": marker["clips"], "audio_s": marker["distinct_audio_s"],
             "chars": chars}

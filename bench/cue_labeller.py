@@ -43,8 +43,7 @@ def main() -> None:
     from harness.cue.plan import CuePlan
     from harness.runtime.config import CueSettings, ModelSettings, RunConfig, ScoreSettings
     from harness.runtime.shard import ShardAttempt
-    from harness.stages.cue_reduce import cue_reduce_stage
-    from harness.stages.cue_score import cue_score_stage
+    from harness.stages import run_stage
     from harness.store.base import get_json, put_json
     from harness.store.settings import StoreSettings, open_store
 
@@ -94,11 +93,11 @@ def main() -> None:
             it.item_id: {"status": "ok", "reason": "", "objects": att.objects[it.item_id]} for it in corpus.items}})
 
     t, cpu = time.perf_counter(), resource.getrusage(resource.RUSAGE_SELF).ru_utime
-    cue_score_stage(cfg, store)
+    run_stage("cue-score", cfg, store)
     score_s = time.perf_counter() - t
     score_cpu = resource.getrusage(resource.RUSAGE_SELF).ru_utime - cpu
     t = time.perf_counter()
-    cue_reduce_stage(cfg, store)
+    run_stage("cue-reduce", cfg, store)
     reduce_s = time.perf_counter() - t
     metrics = get_json(store, lay.file(plan.reduce, "cue_metrics.json"))
     rows = {m: get_json(store, lay.file(plan.score[m], "rows.json")) for m in names}

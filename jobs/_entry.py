@@ -242,10 +242,10 @@ def run_until_stopped(fn: Callable[[RunConfig, ObjectStore], T], run: RunConfig,
     Duplex-MPE pipeline's, :func:`~harness.runtime.status.run_status`); ``resume``: the command
     that continues the run (default: ``make rerun-failed``)."""
     from harness.products.infer import InferIncomplete
+    from harness.runtime.driver import StageInputMissing
     from harness.runtime.executor import BudgetExceeded, UnmetResources
     from harness.runtime.pool import BatchesFailed
     from harness.runtime.status import run_status
-    from harness.stages.common import StageInputMissing
     from harness.stages.synth import SynthIncomplete
 
     if resume is None:

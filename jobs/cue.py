@@ -21,26 +21,9 @@ from omegaconf import DictConfig
 from harness.cue.plan import CuePlan
 from harness.products.infer import read_ledger
 from harness.runtime.config import RunConfig
+from harness.stages import CUE_STAGES, run_cue
 from harness.store.base import ObjectStore
 from jobs._entry import CONF_DIR, FAILED_CONVERSATIONS, check_ready, fail, run_until_stopped, setup
-
-CUE_STAGES = ("cue-corpus", "cue-infer", "cue-score", "cue-reduce")
-
-
-def run_cue(cfg: RunConfig, store: ObjectStore) -> str:
-    """Every Duplex Cue stage in order; returns the key of ``cue_report.md``. Ray starts only when
-    cue-infer has shards to run (a resumed, complete run does not start it)."""
-    from harness.runtime.manifest import write_run_manifest
-    from harness.stages.cue_corpus import cue_corpus_stage
-    from harness.stages.cue_infer import cue_infer_stage
-    from harness.stages.cue_reduce import cue_reduce_stage
-    from harness.stages.cue_score import cue_score_stage
-
-    write_run_manifest(cfg, store)
-    for stage in (cue_corpus_stage, cue_infer_stage, cue_score_stage, cue_reduce_stage):
-        stage(cfg, store)
-    plan = CuePlan.from_config(cfg)
-    return plan.layout.file(plan.reduce, "cue_report.md")
 
 
 def item_errors(cfg: RunConfig, store: ObjectStore) -> list[tuple[str, str, str]]:

@@ -25,12 +25,14 @@ Window definitions (our reading where the paper is not explicit; docs/protocol-d
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any
 
 import numpy as np
 
-from harness.protocol.scheduler import ProtocolSettings
+from harness.products.infer import InferRecord
+from harness.protocol.scheduler import Event, ProtocolSettings
 from harness.scenes.schema import Label, Scene
 
 
@@ -56,22 +58,22 @@ class Speech:
         return int(hit.min()) if hit.size else None
 
 
-def _decision(events: list[dict], turn: int) -> dict:
+def _decision(events: Sequence[Event], turn: int) -> Event:
     for e in events:
-        if e.get("turn") == turn and e["kind"] in ("endpoint", "no_onset", "cap"):
-            if "at" not in e:
-                raise ValueError(f"T decision {e['kind']!r} for turn {turn} has no rule time 'at'")
+        if e.turn == turn and e.kind in ("endpoint", "no_onset", "cap"):
+            if e.at is None:
+                raise ValueError(f"T decision {e.kind!r} for turn {turn} has no rule time 'at'")
             return e
     raise ValueError(f"no T decision for turn {turn} in the scheduler log")
 
 
-def conversation_outcomes(scene: Scene, record: dict[str, Any], segments: np.ndarray,
+def conversation_outcomes(scene: Scene, record: InferRecord, segments: np.ndarray,
                           protocol: ProtocolSettings, yield_deadline_s: float = 2.0) -> list[dict[str, Any]]:
     """Rows of the per-event table for one ``ok`` conversation.
 
     Args:
         scene: the script.
-        record: the infer record (``placements``, ``events``).
+        record: the conversation's infer record (its ``placements`` and scheduler ``events``).
         segments: ``int64[k, 2]`` speech segments in samples.
         protocol: the settings the conversation was streamed with.
         yield_deadline_s: N4_R start + this is the yield stop deadline (spec section 5: 2 s).
@@ -85,7 +87,7 @@ def conversation_outcomes(scene: Scene, record: dict[str, Any], segments: np.nda
     """
     sr = protocol.sample_rate
     speech = Speech(np.asarray(segments, dtype=np.int64).reshape(-1, 2))
-    place = {p["turn"]: (p["start"], p["start"] + p["length"]) for p in record["placements"] if p["turn"] is not None}
+    place = {p.turn: (p.start, p.end) for p in record.placements if p.turn is not None}
     if set(place) != set(range(len(scene.turns))):
         raise ValueError(f"{scene.scene_id}: placements do not cover every turn")
     base = {"scene_id": scene.scene_id, "pair_id": scene.pair_id, "condition": scene.condition}
@@ -95,12 +97,12 @@ def conversation_outcomes(scene: Scene, record: dict[str, Any], segments: np.nda
     for i, turn in enumerate(scene.turns):
         start, end = place[i]
         if turn.label is Label.T:
-            dec = _decision(record["events"], i)
-            w_end = t_window_end = int(dec["at"])
+            dec = _decision(record.events, i)
+            w_end = t_window_end = int(dec.at)
             speaking = speech.covers(end)
             onset = speech.first_onset(end, end + protocol.s(protocol.fresh_onset_window_s))
             rows.append({**base, "kind": "T", "turn": i, "label": "T", "start": start, "end": end,
-                         "window_end": w_end, "decision": dec["kind"], "speaking_at_end": speaking,
+                         "window_end": w_end, "decision": dec.kind, "speaking_at_end": speaking,
                          "onset": onset, "fresh_onset": (not speaking) and onset is not None,
                          "response_presence": speech.overlap(end, w_end) > 0,
                          "speech_s": speech.overlap(end, w_end) / sr})

@@ -13,7 +13,7 @@ from functools import cached_property
 from typing import Any
 
 from harness.scenes.schema import Scene, read_manifest, write_manifest
-from harness.store.base import ObjectStore, get_json, put_json
+from harness.store.base import ObjectStore, get_json
 from harness.store.layout import RunLayout
 
 SCENES, INVALID, STATS = "scenes.jsonl", "invalid.json", "stats.json"
@@ -34,12 +34,11 @@ class SceneSet:
     def __len__(self) -> int:
         return len(self.scenes)
 
-    def write(self, store: ObjectStore, layout: RunLayout, prefix: str) -> None:
+    def objects(self) -> dict[str, Any]:
+        """The objects to write under the scenes prefix (name -> bytes or a JSON-able value)."""
         buf = io.StringIO()
         write_manifest(self.scenes, buf)
-        store.put(layout.file(prefix, SCENES), buf.getvalue().encode())
-        put_json(store, layout.file(prefix, INVALID), self.invalid)
-        put_json(store, layout.file(prefix, STATS), self.stats)
+        return {SCENES: buf.getvalue().encode(), INVALID: self.invalid, STATS: self.stats}
 
     @classmethod
     def read(cls, store: ObjectStore, layout: RunLayout, prefix: str) -> SceneSet:

@@ -14,9 +14,15 @@ from typing import Any
 import numpy as np
 
 from harness.products import check_schema
-from harness.store.base import ObjectStore, get_json, put_json
+from harness.store.base import ObjectStore, get_json
 from harness.store.layout import RunLayout
-from harness.vad.tables import read_probabilities, read_sweep_rows, segment_table_bytes
+from harness.vad.tables import (
+    probability_bytes,
+    read_probabilities,
+    read_sweep_rows,
+    segment_table_bytes,
+    sweep_table_bytes,
+)
 
 SEGMENTS, TABLE, PROBABILITIES, SWEEP = "segments.json", "segments.parquet", "probabilities.parquet", "sweep.parquet"
 SCHEMA = 1
@@ -56,11 +62,18 @@ class SegmentEntry:
         return cls("error", np.zeros((0, 2), np.int64), reason=reason)
 
 
-def write_segments(store: ObjectStore, layout: RunLayout, prefix: str, entries: Mapping[str, SegmentEntry]) -> None:
-    """``segments.json`` and ``segments.parquet`` of one model."""
+def segment_objects(entries: Mapping[str, SegmentEntry], probabilities: Mapping[str, np.ndarray] | None = None,
+                    sweep: list[dict[str, Any]] | None = None) -> dict[str, Any]:
+    """The objects of one model's vad prefix: ``segments.json`` and ``segments.parquet``; with
+    ``probabilities`` (a vad stage that re-ran Silero) ``probabilities.parquet``; with ``sweep``
+    (``vad.sweep``'s rows) ``sweep.parquet``."""
     index = {sid: entries[sid].to_dict() for sid in sorted(entries)}
-    put_json(store, layout.file(prefix, SEGMENTS), index)
-    store.put(layout.file(prefix, TABLE), segment_table_bytes(index))
+    out: dict[str, Any] = {SEGMENTS: index, TABLE: segment_table_bytes(index)}
+    if probabilities is not None:
+        out[PROBABILITIES] = probability_bytes(probabilities)
+    if sweep is not None:
+        out[SWEEP] = sweep_table_bytes(sweep)
+    return out
 
 
 def read_segments(store: ObjectStore, layout: RunLayout, prefix: str) -> dict[str, SegmentEntry]:

@@ -16,7 +16,7 @@ import numpy as np
 
 from harness.audio.io import decode
 from harness.products import check_schema
-from harness.store.base import ObjectStore, get_json, put_json
+from harness.store.base import ObjectStore, get_json
 from harness.store.layout import RunLayout
 
 INDEX = "index.json"
@@ -64,8 +64,9 @@ class Timeline:
                     for sid, c in d["conversations"].items()},
                    dict(d.get("errors", {})), dict(d.get("failed_clips", {})))
 
-    def write(self, store: ObjectStore, layout: RunLayout, prefix: str) -> None:
-        put_json(store, layout.file(prefix, INDEX), self.to_dict())
+    def objects(self) -> dict[str, Any]:
+        """The object to write under the synth prefix (its clips are written as they are made)."""
+        return {INDEX: self.to_dict()}
 
     @classmethod
     def read(cls, store: ObjectStore, layout: RunLayout, prefix: str) -> Timeline:

@@ -22,7 +22,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from harness.products import check_schema
-from harness.store.base import ObjectStore, get_json, put_json
+from harness.store.base import ObjectStore, get_json
 from harness.store.layout import RunLayout
 
 WINDOWS = "windows.json"
@@ -56,10 +56,10 @@ class Windows:
 
     conversations: dict[str, ConversationWindows] = field(default_factory=dict)
 
-    def write(self, store: ObjectStore, layout: RunLayout, prefix: str) -> None:
-        put_json(store, layout.file(prefix, WINDOWS),
-                 {"schema": SCHEMA, "conversations": {sid: self.conversations[sid].to_dict()
-                                                      for sid in sorted(self.conversations)}})
+    def objects(self) -> dict[str, Any]:
+        """The object to write under a model's score prefix."""
+        return {WINDOWS: {"schema": SCHEMA, "conversations": {sid: self.conversations[sid].to_dict()
+                                                              for sid in sorted(self.conversations)}}}
 
     @classmethod
     def read(cls, store: ObjectStore, layout: RunLayout, prefix: str) -> Windows:

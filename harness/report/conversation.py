@@ -26,6 +26,7 @@ from typing import Any
 import numpy as np
 
 from harness.metrics.outcomes import Speech
+from harness.products.infer import InferRecord
 from harness.report.document import Document, Figure, Paragraph, Section, Table, to_html
 from harness.report.figures import conversation_timeline
 from harness.scenes.schema import Scene
@@ -170,15 +171,15 @@ def window_table(scene: Scene, segments: Any, rows: Sequence[Mapping[str, Any]],
     return out
 
 
-def event_log(scene: Scene, record: Mapping[str, Any], sample_rate: int) -> list[tuple[str, ...]]:
+def event_log(scene: Scene, record: InferRecord, sample_rate: int) -> list[tuple[str, ...]]:
     """The scheduler's log as table rows: decision time, rule time, kind, turn, reason."""
     sr = float(sample_rate)
     rows = []
-    for e in record.get("events", []):
-        i = e.get("turn")
+    for e in record.events:
+        i = e.turn
         turn = "" if i is None else (f"{i} ({scene.turns[i].label.value}, {scene.turns[i].speaker})"
                                      if 0 <= i < len(scene.turns) else str(i))
-        rows.append((_s(e["t"], sr), _s(e.get("at"), sr), e["kind"], turn, e.get("reason", "")))
+        rows.append((_s(e.t, sr), _s(e.at, sr), e.kind, turn, e.reason))
     return rows
 
 
@@ -212,7 +213,7 @@ def example_conversations(rows: Sequence[Mapping[str, Any]], per_kind: int = 1) 
     return {k: found[k] for k in EXAMPLE_KINDS if k in found}
 
 
-def conversation_document(model: str, scene: Scene, record: Mapping[str, Any], segments: Any,
+def conversation_document(model: str, scene: Scene, record: InferRecord, segments: Any,
                           rows: Sequence[Mapping[str, Any]], sample_rate: int,
                           fresh_onset_window_s: float = 5.0, figure: bool = True,
                           truncated: bool = False, geometry: dict[str, float] | None = None) -> Document:
@@ -237,7 +238,7 @@ def conversation_document(model: str, scene: Scene, record: Mapping[str, Any], s
     doc.intro += [
         Paragraph(f"Pair `{scene.pair_id}`, {scene.condition} addressing, speakers {', '.join(scene.speakers)}, "
                   f"T position {scene.t_position}; gold answer: “{scene.gold_answer}”. "
-                  f"Status `{record.get('status', 'ok')}`, {record.get('n_samples', 0) / sr:.2f} s at "
+                  f"Status `{record.status}`, {(record.n_samples or 0) / sr:.2f} s at "
                   f"{sample_rate} Hz."),
         Paragraph("; ".join(summary) + "."),
     ]
@@ -276,22 +277,22 @@ def conversation_document(model: str, scene: Scene, record: Mapping[str, Any], s
     return doc
 
 
-def stereo_mix(record: Mapping[str, Any], turn_clips: Sequence[np.ndarray], preamble: np.ndarray | None,
+def stereo_mix(record: InferRecord, turn_clips: Sequence[np.ndarray], preamble: np.ndarray | None,
                output: np.ndarray | None) -> np.ndarray:
-    """What was heard and said, ``float32[n, 2]`` on the stream timeline (``n = record["n_samples"]``,
+    """What was heard and said, ``float32[n, 2]`` on the stream timeline (``n = record.n_samples``,
     else the end of the last placement or of the output): left the humans (each placed turn clip
     and the preamble at the scheduler's ``placements``), right the model's ``output`` (silence when
     there is none, e.g. a conversation that ended in ``error``). Clipped to [-1, 1]."""
-    placements = record.get("placements", [])
-    n = int(record.get("n_samples") or 0)
-    n = n or max([p["start"] + p["length"] for p in placements] + [0 if output is None else len(output)])
+    placements = record.placements
+    n = int(record.n_samples or 0)
+    n = n or max([p.end for p in placements] + [0 if output is None else len(output)])
     mix = np.zeros((n, 2), np.float32)
     for p in placements:
-        clip = preamble if p.get("turn") is None else turn_clips[p["turn"]]
+        clip = preamble if p.turn is None else turn_clips[p.turn]
         if clip is None:
             continue
-        a = int(p["start"])
-        k = max(0, min(len(clip), int(p.get("length", len(clip))), n - a))
+        a = p.start
+        k = max(0, min(len(clip), p.length, n - a))
         mix[a:a + k, 0] += clip[:k]
     if output is not None:
         k = min(n, len(output))
@@ -414,7 +415,7 @@ def _player(audio: str, geometry: Mapping[str, float] | None) -> tuple[str, str,
     return PLAYER_CSS, bar, scripts
 
 
-def conversation_page(model: str, scene: Scene, record: Mapping[str, Any], segments: Any,
+def conversation_page(model: str, scene: Scene, record: InferRecord, segments: Any,
                       rows: Sequence[Mapping[str, Any]], sample_rate: int, fresh_onset_window_s: float = 5.0,
                       truncated: bool = False, audio: str | None = None) -> str:
     """An HTML page for one conversation and model, self-contained but for its audio.

@@ -28,6 +28,7 @@ from matplotlib.lines import Line2D
 from matplotlib.patches import Patch, Rectangle
 
 from harness.metrics.scores import SCORE_TITLES, SCORES
+from harness.products.infer import InferRecord
 from harness.scenes.schema import CONDITIONS, Label, Scene
 
 DPI = 100
@@ -285,7 +286,7 @@ def _yield_text(row: Mapping[str, Any]) -> str:
     return YIELD_TEXT.get(row["yield_outcome"], row["yield_outcome"])
 
 
-def timeline_data(scene: Scene, record: Mapping[str, Any], segments: Any, rows: Sequence[Mapping[str, Any]],
+def timeline_data(scene: Scene, record: InferRecord, segments: Any, rows: Sequence[Mapping[str, Any]],
                   sample_rate: int, fresh_onset_window_s: float = 5.0) -> dict[str, Any]:
     """Everything :func:`conversation_timeline` draws, in seconds.
 
@@ -296,7 +297,7 @@ def timeline_data(scene: Scene, record: Mapping[str, Any], segments: Any, rows: 
     """
     sr = float(sample_rate)
     segs = np.asarray(segments, dtype=np.int64).reshape(-1, 2)
-    place = {p["turn"]: (p["start"] / sr, (p["start"] + p["length"]) / sr) for p in record["placements"]}
+    place = {p.turn: (p.start / sr, p.end / sr) for p in record.placements}
     turns = [{"lane": t.speaker, "start": place[i][0], "end": place[i][1], "label": t.label.value, "turn": i}
              for i, t in enumerate(scene.turns) if i in place]
     windows, yields = [], []
@@ -326,12 +327,11 @@ def timeline_data(scene: Scene, record: Mapping[str, Any], segments: Any, rows: 
                            "outcome": r["yield_outcome"], "text": _yield_text(r),
                            "eligible": bool(r["yield_eligible"])})
     events = []
-    for e in record.get("events", []):
-        if e["kind"] in EVENT_KINDS:
-            at = e.get("at")
-            events.append({"kind": e["kind"], "t": e["t"] / sr, "at": None if at is None else at / sr,
-                           "reason": e.get("reason", ""), "turn": e.get("turn")})
-    ends = [record.get("n_samples", 0) / sr, *(p[1] for p in place.values()),
+    for e in record.events:
+        if e.kind in EVENT_KINDS:
+            events.append({"kind": e.kind, "t": e.t / sr, "at": None if e.at is None else e.at / sr,
+                           "reason": e.reason, "turn": e.turn})
+    ends = [(record.n_samples or 0) / sr, *(p[1] for p in place.values()),
             *(segs[:, 1] / sr if segs.size else []), *(w["end"] for w in windows),
             *(y["observation_end"] for y in yields), *(e["t"] for e in events)]
     return {"lanes": ["scheduler", "windows", "yield", "Aria (model)", *scene.speakers, "preamble"],
@@ -339,7 +339,7 @@ def timeline_data(scene: Scene, record: Mapping[str, Any], segments: Any, rows: 
             "yield": yields, "events": events, "end": max(ends)}
 
 
-def conversation_timeline(scene: Scene, record: Mapping[str, Any], segments: Any, rows: Sequence[Mapping[str, Any]],
+def conversation_timeline(scene: Scene, record: InferRecord, segments: Any, rows: Sequence[Mapping[str, Any]],
                           sample_rate: int, fresh_onset_window_s: float = 5.0,
                           geometry: dict[str, float] | None = None) -> bytes:
     """The debugging picture of one conversation (PNG, 1800 x 720 px).

@@ -29,6 +29,7 @@ import numpy as np
 
 from harness.cue.plan import CuePlan
 from harness.cue.schema import INTENTS, RESPONSES, Recording
+from harness.products.cue import continuation_entries, load_corpus, read_recording, read_rows
 from harness.review.forms import REVIEW_COLUMNS, template_csv
 from harness.review.items import PER_STRATUM, draw, page_order
 from harness.review.page import CSS, _dl, _esc, flac_data_uri
@@ -147,22 +148,17 @@ def cue_review_page(run_id: str, items: Sequence[Mapping[str, Any]], recordings:
 def _clip(store: ObjectStore, plan: CuePlan, it: Mapping[str, Any], b: np.ndarray, sr: int, context_s: float,
           outputs: Mapping[str, Any], a: np.ndarray) -> str:
     """The item's stereo clip (B left, the response right) as a 16 kHz FLAC data URI."""
-    import json
-
-    from harness.audio.io import decode
     from harness.audio.resample import resample
     from harness.cue.scoring import span
     from harness.report.conversation import mix_flac
     from harness.report.cue import stereo_mix
-    from harness.runtime.shard import read_output
 
     t0, t1 = max(0.0, it["switch_s"] - context_s), it["end_s"]
     if it["model"] == REFERENCE:
         right = span(a, t0, t1, sr)
     else:
         entry = outputs[it["model"]][it["cue_item_id"]]
-        origin = float(json.loads(read_output(store, entry, "json"))["start_s"])
-        right = span(decode(read_output(store, entry, "flac"), expected_rate=sr)[0], t0, t1, sr, origin)
+        right = span(entry.audio(store, sr), t0, t1, sr, float(entry.json(store)["start_s"]))
     mix = stereo_mix(span(b, t0, t1, sr), right)
     mix16 = np.stack([resample(mix[:, k], sr, REVIEW_SAMPLE_RATE) for k in range(2)], axis=1)
     return flac_data_uri(mix_flac(mix16, REVIEW_SAMPLE_RATE))
@@ -176,15 +172,13 @@ def export_cue_review(cfg: RunConfig, store: ObjectStore) -> dict[str, str]:
     when an earlier export with different items exists (it is never overwritten).
     """
     from harness.review.kit import ReviewError
-    from harness.stages.cue_corpus import read_recording
-    from harness.stages.cue_score import ROWS, continuation_records, load_corpus
 
     plan = CuePlan.from_config(cfg)
     lay, sr = plan.layout, cfg.protocol.sample_rate
     prefix = review_prefix(plan)
     if not store.exists(lay.marker(plan.reduce)):
         raise ReviewError(f"cue-reduce has not completed at {plan.reduce}: run the cue job first (same overrides)")
-    rows_by_model = {m.name: get_json(store, lay.file(plan.score[m.name], ROWS)) for m in cfg.models}
+    rows_by_model = {m.name: read_rows(store, lay, plan.score[m.name]) for m in cfg.models}
     items, strata = sample_cue_items(rows_by_model)
     items = page_order(items)
     short = [f"{k} {v['taken']}/{v['wanted']}" for k, v in strata.items() if v["taken"] < v["wanted"]]
@@ -197,13 +191,14 @@ def export_cue_review(cfg: RunConfig, store: ObjectStore) -> dict[str, str]:
     if store.exists(key[ITEMS_FILE]) and get_json(store, key[ITEMS_FILE]) != manifest:
         raise ReviewError(f"{key[ITEMS_FILE]} holds a different sample; filled CSVs refer to it, so it is not "
                           "overwritten (move it away to export anew)")
-    _, recordings = load_corpus(store, plan)
-    outputs = {m: continuation_records(store, plan, m) for m in {it["model"] for it in items} - {REFERENCE}}
+    _, recordings = load_corpus(store, lay, plan.corpus)
+    models = {it["model"] for it in items} - {REFERENCE}
+    outputs = {m: continuation_entries(store, lay, plan.infer[m], m) for m in models}
     audio, stereo = {}, {}
     for it in items:
         rid = it["recording_id"]
         if rid not in stereo:
-            stereo[rid] = read_recording(store, plan, rid, sr)
+            stereo[rid] = read_recording(store, lay, plan.corpus, rid, sr)
         audio[it["item_id"]] = _clip(store, plan, it, stereo[rid][1], sr, cfg.cue.review_context_s, outputs,
                                      stereo[rid][0])
     page = cue_review_page(cfg.run_id, items, recordings, audio, notes, cfg.cue.review_context_s)

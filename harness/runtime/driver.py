@@ -93,6 +93,12 @@ class Stage(ABC):
         Every unit of ``todo`` must be yielded once, or the computation must raise."""
 
 
+def write_objects(store: ObjectStore, layout: RunLayout, prefix: str, objects: dict[str, Any]) -> None:
+    """Write ``objects`` (name under ``prefix`` -> bytes, or a JSON-able value) in order."""
+    for name, data in objects.items():
+        store.put(layout.file(prefix, name), data if isinstance(data, bytes) else json_bytes(data))
+
+
 def unit_done(store: ObjectStore, layout: RunLayout, unit: Unit) -> bool:
     """Whether ``unit`` is complete: its marker exists (a sharded unit: its shard plan exists and every
     shard of it has a marker)."""
@@ -123,8 +129,7 @@ def drive(stage: Stage, store: ObjectStore, plan: HasLayout) -> list[Unit]:
             todo.append(u)
     if todo:
         for unit, out in _checked(stage.compute(store, plan, todo), todo):
-            for name, data in out.objects.items():
-                store.put(lay.file(unit.prefix, name), data if isinstance(data, bytes) else json_bytes(data))
+            write_objects(store, lay, unit.prefix, out.objects)
             if not unit.sharded:  # a sharded unit's shard markers are its commit
                 put_json(store, lay.marker(unit.prefix), {"stage": stage.name, "version": stage.version,
                                                           "objects": list(out.objects), **out.marker})

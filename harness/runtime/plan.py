@@ -16,14 +16,20 @@ from harness.store.layout import RunLayout, settings_hash
 from harness.vad.silero import VadSettings
 
 GENERATOR_VERSION = "templates-v2"
+# the synth stage's outputs (recorded in its marker): v1 is the layout before stage versions existed, so it
+# is not in the synth hash; the first bump adds it there (a new prefix: clips are made again)
+SYNTH_VERSION = "synth-v1"
+VAD_VERSION = "vad-v1"  # the same for the vad stage's outputs
 # bump when the infer stage's outputs change for the same settings (v2: attempts, checksummed markers,
 # stored probabilities; v3: the endpoint rule from rule times, streaming resampling, output peak)
 INFER_VERSION = "infer-v4"
 # bump when the reduce stage's outputs change for the same inputs (new scores, statistics; v6: the
-# silence window after the T wait starts at the rule time, every score per timing bin, evaluated-only family)
-REDUCE_VERSION = "reduce-v6"
-# bump when the score stage's outputs change for the same settings (ASR/judge code, scoring flow)
-SCORE_VERSION = "score-v2"
+# silence window after the T wait starts at the rule time, every score per timing bin, evaluated-only family;
+# v7: rows from the score stage's windows, hosted settings from the model facts, no review results)
+REDUCE_VERSION = "reduce-v7"
+# bump when the score stage's outputs change for the same settings (ASR/judge code, scoring flow; v3: every
+# window with its verdict in windows.json instead of verdicts joined by "<kind>:<turn>")
+SCORE_VERSION = "score-v3"
 # bump when the reference stage's outputs change for the same settings (reference code, its scores)
 REFERENCE_VERSION = "reference-v1"
 

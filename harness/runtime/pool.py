@@ -31,7 +31,7 @@ from __future__ import annotations
 
 import logging
 from collections import deque
-from collections.abc import Callable, Iterator, Sequence
+from collections.abc import Callable, Iterator, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
@@ -103,6 +103,49 @@ class BatchesFailed(RuntimeError):
         more = len(self.failures) - self.SHOWN
         super().__init__(f"{stage}: {len(self.failures)} of {total} batch(es) failed, the others' results are kept: "
                          f"{shown}" + (f"; and {more} more" if more > 0 else ""))
+
+
+def scoring_resources(cfg: RunConfig) -> Resources:
+    """The scoring pool of ``score`` and ``cue-score``: ``score.num_cpus`` / ``score.num_gpus`` per
+    actor, ``score.actors`` of them (None: as many as the cluster holds; 0: in this process)."""
+    return Resources.of(cfg.score, "the scoring actor (score.num_cpus / score.num_gpus)")
+
+
+Batch = tuple[str, list[tuple[str, Any]]]  # (model, [(item id, what the worker needs of it), ...])
+
+
+def heaviest_first(todo: Mapping[str, Sequence[tuple[str, Any]]], weight: Mapping[tuple[str, str], float],
+                   size: int) -> list[Batch]:
+    """``todo`` (per model, ``(item id, payload)`` pairs) cut into batches of at most ``size``
+    items: each model's items by ``weight[(model, id)]`` descending (then id), the batches by
+    their total weight descending, so that the longest start first (a pool's tail stays short)."""
+    out = []
+    for name, items in todo.items():
+        ordered = sorted(items, key=lambda item, m=name: (-weight[(m, item[0])], item[0]))
+        out += [(name, ordered[i:i + size]) for i in range(0, len(ordered), size)]
+    return sorted(out, key=lambda b: -sum(weight[(b[0], iid)] for iid, _ in b[1]))
+
+
+def on_scoring_pool(cfg: RunConfig, stage: str, worker: type, work: Mapping[str, Sequence[tuple[str, Any]]],
+                    weight: Mapping[tuple[str, str], float]) -> tuple[dict[str, list[Any]], list[BatchFailure], int]:
+    """``worker(cfg).score(model, items)`` over ``work`` (per model, ``(item id, payload)`` pairs) cut
+    into batches of ``score.batch`` items, heaviest first (:func:`heaviest_first`), on the scoring
+    pool (:func:`scoring_resources`). Returns per model its batches' results (a model with a failed
+    batch is left out: its results would be partial), the failures in batch order, and the number
+    of batches."""
+    batches = heaviest_first(work, weight, cfg.score.batch)
+    results: dict[str, list[Any]] = {m: [] for m in work}
+    failed: dict[int, BatchFailure] = {}
+    for i, part in map_batches(cfg, stage, worker, "score", batches, scoring_resources(cfg), args=(cfg,),
+                               describe=lambda i: f"model {batches[i][0]!r}, {len(batches[i][1])} item(s) from "
+                                                  f"{batches[i][1][0][0]}"):
+        if isinstance(part, BatchFailure):
+            failed[i] = part
+        else:
+            results[batches[i][0]].append(part)
+    for i in failed:
+        results.pop(batches[i][0], None)
+    return results, [failed[i] for i in sorted(failed)], len(batches)
 
 
 def map_batches(cfg: RunConfig, stage: str, worker: type, method: str, batches: Sequence[tuple],

@@ -6,7 +6,7 @@ is an **attempt** with its own id; the attempt writes every object under its own
 with a conditional put: the marker names the attempt and the SHA-256 of every object it
 wrote, and the first attempt to commit wins. So a dead attempt (actor killed half-way) or a
 duplicate one (a retry racing the original) can never be read as complete: readers locate
-outputs only through the marker, and :func:`read_output` checks the checksum.
+outputs only through the marker, and :meth:`harness.products.infer.InferEntry.read` checks the checksum.
 
 :class:`ShardWorker` holds that protocol; :class:`InferWorker` loads one model and streams
 conversations through it. A conversation whose input cannot be loaded or that has a
@@ -50,10 +50,6 @@ from harness.store.base import ObjectStore, get_json, json_bytes, put_json
 from harness.store.layout import RunLayout
 
 
-class CorruptOutput(ValueError):
-    """A stored output does not match the checksum its shard marker recorded."""
-
-
 def new_attempt_id() -> str:
     """A unique, time-ordered attempt id (``20261130T021500Z-1a2b3c4d``)."""
     return f"{time.strftime('%Y%m%dT%H%M%SZ', time.gmtime())}-{uuid.uuid4().hex[:8]}"
@@ -70,20 +66,6 @@ def npy_bytes(a: np.ndarray) -> bytes:
     buf = io.BytesIO()
     np.save(buf, a, allow_pickle=False)
     return buf.getvalue()
-
-
-def read_output(store: ObjectStore, entry: dict[str, Any], kind: str) -> bytes:
-    """The bytes of output ``kind`` (``json``, ``flac``, ``probs.npy``) of one conversation.
-
-    ``entry`` is the conversation's entry in its shard marker (see :func:`infer_records`
-    in :mod:`harness.stages.infer`). Raises ``KeyError`` when the attempt wrote no such
-    object and :class:`CorruptOutput` when the bytes do not match the recorded checksum.
-    """
-    obj = entry["objects"][kind]
-    data = store.get(obj["key"])
-    if hashlib.sha256(data).hexdigest() != obj["sha256"]:
-        raise CorruptOutput(f"{obj['key']}: checksum differs from the shard marker's")
-    return data
 
 
 @dataclass

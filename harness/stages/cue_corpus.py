@@ -1,10 +1,12 @@
 """The ``cue-corpus`` stage of Duplex Cue (spec section 9; docs/cue.md): generate the corpus
 (``cue.n_items``, ``cue.seed``: :func:`harness.cue.generate.generate_cue_corpus`) or ingest
-``cue.manifest`` (:func:`harness.cue.corpus.ingest`), and write it under ``CuePlan.corpus``:
+``cue.manifest`` (:func:`harness.cue.corpus.ingest`), and write it under ``CuePlan.corpus``
+(:mod:`harness.products.cue`):
 
 * ``recordings.jsonl``, ``items.jsonl`` (:mod:`harness.cue.corpus`'s JSON lines);
 * ``audio/<recording_id>.flac``: stereo 16-bit FLAC at the timeline rate, channel 0 = A, 1 = B
-  (:func:`harness.cue.corpus.encode_recording`; :func:`read_recording` reads it back bit for bit);
+  (:func:`harness.cue.corpus.encode_recording`; read back bit for bit by
+  :func:`harness.products.cue.read_recording`);
 * ``problems.json``: what ingest rejected, each with its rule and reason (``[]`` when generated);
 * the marker ``_SUCCESS.json`` last (counts).
 """
@@ -14,45 +16,14 @@ from __future__ import annotations
 import io
 import logging
 
-import numpy as np
-
-from harness.audio.io import AudioError
-from harness.cue.corpus import (
-    CueCorpus,
-    decode_recording,
-    encode_recording,
-    ingest,
-    read_items,
-    write_items,
-    write_recordings,
-)
-from harness.cue.plan import CuePlan
-from harness.cue.schema import CueItem
+from harness.cue.corpus import CueCorpus, encode_recording, ingest, write_items, write_recordings
+from harness.cue.plan import CORPUS_VERSION, CuePlan
+from harness.products.cue import ITEMS, PROBLEMS, RECORDINGS, recording_key
 from harness.runtime.config import RunConfig
-from harness.stages.common import stage_done
-from harness.store.base import ObjectStore, put_json
+from harness.runtime.driver import Output, Stage, Unit
+from harness.store.base import ObjectStore, json_bytes
 
 log = logging.getLogger("duplex_mpe")
-
-
-def load_items(store: ObjectStore, plan: CuePlan) -> list[CueItem]:
-    """The corpus's items, in corpus order."""
-    return read_items(store.get(plan.layout.file(plan.corpus, "items.jsonl")).decode().splitlines())
-
-
-def read_recording(store: ObjectStore, plan: CuePlan, recording_id: str, sample_rate: int) -> np.ndarray:
-    """A stored recording as ``float32[2, n]`` (row 0 = A) exactly as written
-    (:func:`harness.cue.corpus.decode_recording` of the stored FLAC).
-
-    Raises:
-        AudioError: undecodable, not stereo, or not at ``sample_rate`` Hz (the message names the key).
-        FileNotFoundError: no such recording in the corpus.
-    """
-    key = plan.layout.file(plan.corpus, f"audio/{recording_id}.flac")
-    try:
-        return decode_recording(store.get(key), sample_rate)
-    except AudioError as e:
-        raise AudioError(f"{key}: {e}") from None
 
 
 def build_corpus(cfg: RunConfig) -> CueCorpus:
@@ -68,36 +39,34 @@ def build_corpus(cfg: RunConfig) -> CueCorpus:
                                                                              window_s=c.window_s))
 
 
-def cue_corpus_stage(cfg: RunConfig, store: ObjectStore) -> str:
-    """Write the corpus (module docstring); skipped when its marker exists. Returns its prefix.
+class CueCorpusStage(Stage):
+    """Write the corpus (module docstring). Raises ValueError when the generated or ingested corpus
+    has no item (the problems are logged and stored), OSError when the manifest cannot be read."""
 
-    Raises:
-        ValueError: the generated or ingested corpus has no item (the problems are logged and stored).
-        OSError: the manifest cannot be read.
-    """
-    plan = CuePlan.from_config(cfg)
-    lay = plan.layout
-    if stage_done(store, plan, plan.corpus, "cue-corpus"):  # type: ignore[arg-type]
-        return plan.corpus
-    recordings, audio, items, problems = build_corpus(cfg)
-    sr = cfg.protocol.sample_rate
-    for p in problems:
-        log.warning("cue-corpus: rejected %s", p["reason"])
-    put_json(store, lay.file(plan.corpus, "problems.json"), problems)
-    if not items:
-        raise ValueError(f"cue-corpus: no usable item ({len(problems)} problem(s), listed in "
-                         f"{lay.file(plan.corpus, 'problems.json')})")
-    for rec in recordings:
-        store.put(lay.file(plan.corpus, f"audio/{rec.recording_id}.flac"),
-                  encode_recording(audio[rec.recording_id], sr))
-    for name, write, rows in (("recordings.jsonl", write_recordings, recordings), ("items.jsonl", write_items, items)):
-        fh = io.StringIO()
-        write(rows, fh)
-        store.put(lay.file(plan.corpus, name), fh.getvalue().encode())
-    counts = {"recordings": len(recordings), "items": len(items), "problems": len(problems),
-              "source": cfg.cue.manifest or "generated"}
-    put_json(store, lay.marker(plan.corpus), counts)
-    log.info("cue-corpus: %d items of %d recordings (%d problems) at %s", len(items), len(recordings),
-             len(problems), plan.corpus)
-    return plan.corpus
+    name, version = "cue-corpus", CORPUS_VERSION
 
+    def __init__(self, cfg: RunConfig):
+        self.cfg = cfg
+
+    def units(self, plan: CuePlan) -> list[Unit]:
+        return [Unit(self.name, plan.corpus)]
+
+    def compute(self, store: ObjectStore, plan: CuePlan, todo: list[Unit]):
+        cfg, lay = self.cfg, plan.layout
+        recordings, audio, items, problems = build_corpus(cfg)
+        for p in problems:
+            log.warning("cue-corpus: rejected %s", p["reason"])
+        store.put(lay.file(plan.corpus, PROBLEMS), json_bytes(problems))
+        if not items:
+            raise ValueError(f"cue-corpus: no usable item ({len(problems)} problem(s), listed in "
+                             f"{lay.file(plan.corpus, PROBLEMS)})")
+        for rec in recordings:  # written as made: a corpus of many long recordings is not held twice
+            store.put(recording_key(lay, plan.corpus, rec.recording_id),
+                      encode_recording(audio[rec.recording_id], cfg.protocol.sample_rate))
+        objects = {}
+        for name, write, rows in ((RECORDINGS, write_recordings, recordings), (ITEMS, write_items, items)):
+            fh = io.StringIO()
+            write(rows, fh)
+            objects[name] = fh.getvalue().encode()
+        yield todo[0], Output({"recordings": len(recordings), "items": len(items), "problems": len(problems),
+                               "source": cfg.cue.manifest or "generated"}, objects)

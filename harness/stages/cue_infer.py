@@ -18,15 +18,15 @@ import logging
 
 from harness.audio.io import AudioError, encode
 from harness.cue.continuation import ContinuationInput, ContinuationResult, run_continuations
-from harness.cue.plan import CuePlan
+from harness.cue.plan import CUE_INFER_VERSION, CuePlan
 from harness.models.base import TEACHER_FORCING
 from harness.models.registry import build_model
+from harness.products.cue import load_items, read_recording
 from harness.runtime.config import RunConfig
+from harness.runtime.driver import Output, Stage, Unit
 from harness.runtime.shard import InferWorker, ShardAttempt
 from harness.runtime.sharded import run_sharded
-from harness.stages.common import require_stage
-from harness.stages.cue_corpus import load_items, read_recording
-from harness.store.base import ObjectStore, json_bytes, put_json
+from harness.store.base import ObjectStore, json_bytes
 
 log = logging.getLogger("duplex_mpe")
 
@@ -43,13 +43,13 @@ class CueInferWorker(InferWorker):
         plan = CuePlan.from_config(self.cfg)
         sr, c = self.cfg.protocol.sample_rate, self.cfg.cue
         if not hasattr(self, "_items"):
-            self._items = {i.item_id: i for i in load_items(self.store, plan)}
+            self._items = {i.item_id: i for i in load_items(self.store, plan.layout, plan.corpus)}
         results: list[ContinuationResult] = []
         ready: list[ContinuationInput] = []
         for iid in item_ids:
             try:
                 item = self._items[iid]
-                audio = read_recording(self.store, plan, item.recording_id, sr)
+                audio = read_recording(self.store, plan.layout, plan.corpus, item.recording_id, sr)
             except (AudioError, KeyError, FileNotFoundError) as e:
                 results.append(ContinuationResult(iid, "error", f"cannot load input: {type(e).__name__}: {e}"))
                 continue
@@ -67,28 +67,40 @@ class CueInferWorker(InferWorker):
         return {r.item_id: (r.status, r.reason) for r in results}, audio_s
 
 
-def cue_infer_stage(cfg: RunConfig, store: ObjectStore) -> dict[str, str]:
-    """Continue every item with every applicable model (module docstring). Returns ``{model: prefix}``.
+class CueInferStage(Stage):
+    """Continue every item with every applicable model (module docstring): one sharded unit per
+    model declaring ``teacher_forcing``; a model that does not gets a marker unit saying why.
 
     Raises:
         StageInputMissing: the corpus has not completed.
         BudgetExceeded, InferIncomplete: as the ``infer`` stage (:mod:`harness.stages.infer`); completed
             shards are kept and the next invocation runs the rest.
     """
-    plan = CuePlan.from_config(cfg)
-    lay = plan.layout
-    require_stage(store, plan, plan.corpus, "cue-corpus")  # type: ignore[arg-type]
-    ids = [i.item_id for i in load_items(store, plan)]
-    roots = {}
-    for m in cfg.models:
-        caps = build_model(m.target, m.params).info.capabilities  # constructs, loads no weights
-        if TEACHER_FORCING in caps:
-            roots[m.name] = plan.infer[m.name]
-            continue
-        reason = f"model {m.name} does not declare {TEACHER_FORCING!r} (Duplex Cue forces the model's output)"
-        put_json(store, lay.marker(plan.infer[m.name]), {"applicable": False, "model": m.name, "reason": reason},
-                 if_absent=True)
-        log.info("cue-infer %s: not applicable: %s", m.name, reason)
-    if roots:
-        run_sharded(cfg, store, plan, ids, roots, cfg.cue.shard_size, "cue-infer", factory=CueInferWorker)
-    return dict(plan.infer)
+
+    name, version = "cue-infer", CUE_INFER_VERSION
+
+    def __init__(self, cfg: RunConfig):
+        self.cfg = cfg
+        # constructs each model (loads no weights) to read its declared capabilities
+        self.applicable = {m.name: TEACHER_FORCING in build_model(m.target, m.params).info.capabilities
+                           for m in cfg.models}
+
+    def units(self, plan: CuePlan) -> list[Unit]:
+        return [Unit(self.name, plan.infer[m.name], m.name, sharded=self.applicable[m.name]) for m in self.cfg.models]
+
+    def inputs(self, plan: CuePlan) -> list[Unit]:
+        return [Unit("cue-corpus", plan.corpus)]
+
+    def compute(self, store: ObjectStore, plan: CuePlan, todo: list[Unit]):
+        forced = {u.model: u.prefix for u in todo if u.sharded}
+        if forced:
+            ids = [i.item_id for i in load_items(store, plan.layout, plan.corpus)]
+            run_sharded(self.cfg, store, plan, ids, forced, self.cfg.cue.shard_size, "cue-infer",
+                        factory=CueInferWorker)
+        for u in todo:
+            if u.sharded:
+                yield u, Output({})
+            else:
+                reason = f"model {u.model} does not declare {TEACHER_FORCING!r} (Duplex Cue forces the model's output)"
+                log.info("cue-infer %s: not applicable: %s", u.model, reason)
+                yield u, Output({"applicable": False, "model": u.model, "reason": reason})

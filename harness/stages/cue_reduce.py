@@ -5,24 +5,20 @@ the model right), under ``CuePlan.reduce``; the marker last."""
 
 from __future__ import annotations
 
-import json
 import logging
 from typing import Any
 
 import numpy as np
 
-from harness.audio.io import decode
-from harness.cue.plan import CuePlan
+from harness.cue.plan import CUE_REDUCE_VERSION, CuePlan
 from harness.cue.stats import model_metrics
 from harness.metrics.stats import BOOTSTRAP_SEED
+from harness.products.cue import continuation_entries, load_corpus, read_recording, read_rows
 from harness.report.conversation import mix_flac
 from harness.report.cue import PAPER_ANCHOR, cue_report, example_items, item_page, stereo_mix
 from harness.runtime.config import RunConfig
-from harness.runtime.shard import read_output
-from harness.stages.common import require_stage, stage_done
-from harness.stages.cue_corpus import read_recording
-from harness.stages.cue_score import ROWS, continuation_records, load_corpus
-from harness.store.base import ObjectStore, get_json, put_json
+from harness.runtime.driver import Output, Stage, Unit
+from harness.store.base import ObjectStore, get_json
 
 log = logging.getLogger("duplex_mpe")
 
@@ -51,61 +47,59 @@ def cue_metrics(cfg: RunConfig, rows_by_model: dict[str, list[dict[str, Any]]],
             "seed": BOOTSTRAP_SEED, "models": models, "not_applicable": na, "anchor": PAPER_ANCHOR}
 
 
-def cue_reduce_stage(cfg: RunConfig, store: ObjectStore) -> str:
-    """Statistics, report and item pages of every model's ``rows.json``. Returns the reduce prefix.
+class CueReduceStage(Stage):
+    """Statistics, report and item pages of every model's ``rows.json`` (module docstring)."""
 
-    Raises:
-        StageInputMissing: a model's cue-score has not completed.
-    """
-    plan = CuePlan.from_config(cfg)
-    lay = plan.layout
-    if stage_done(store, plan, plan.reduce, "cue-reduce"):  # type: ignore[arg-type]
-        return plan.reduce
-    rows_by_model, markers = {}, {}
-    for m in cfg.models:
-        require_stage(store, plan, plan.score[m.name], f"cue-score {m.name}")  # type: ignore[arg-type]
-        markers[m.name] = get_json(store, lay.marker(plan.score[m.name]))
-        rows_by_model[m.name] = get_json(store, lay.file(plan.score[m.name], ROWS))
-    metrics = cue_metrics(cfg, rows_by_model, markers)
-    put_json(store, lay.file(plan.reduce, "cue_metrics.json"), metrics)
-    examples = {m: example_items(rows_by_model[m]) for m in metrics["models"]}
-    pages = _item_pages(cfg, store, plan, rows_by_model, examples)
-    md, html = cue_report(metrics, cfg.run_id, examples)
-    store.put(lay.file(plan.reduce, "cue_report.md"), md.encode())
-    store.put(lay.file(plan.reduce, "cue_report.html"), html.encode())
-    put_json(store, lay.marker(plan.reduce), {"models": list(metrics["models"]),
-                                              "not_applicable": list(metrics["not_applicable"]), "pages": pages})
-    return plan.reduce
+    name, version = "cue-reduce", CUE_REDUCE_VERSION
+
+    def __init__(self, cfg: RunConfig):
+        self.cfg = cfg
+
+    def units(self, plan: CuePlan) -> list[Unit]:
+        return [Unit(self.name, plan.reduce)]
+
+    def inputs(self, plan: CuePlan) -> list[Unit]:
+        return [Unit("cue-score", plan.score[m.name], m.name) for m in self.cfg.models]
+
+    def compute(self, store: ObjectStore, plan: CuePlan, todo: list[Unit]):
+        cfg, lay = self.cfg, plan.layout
+        markers = {m.name: get_json(store, lay.marker(plan.score[m.name])) for m in cfg.models}
+        rows_by_model = {m.name: read_rows(store, lay, plan.score[m.name]) for m in cfg.models}
+        metrics = cue_metrics(cfg, rows_by_model, markers)
+        examples = {m: example_items(rows_by_model[m]) for m in metrics["models"]}
+        pages = _item_pages(cfg, store, plan, rows_by_model, examples)
+        md, html = cue_report(metrics, cfg.run_id, examples)
+        yield todo[0], Output({"models": list(metrics["models"]), "not_applicable": list(metrics["not_applicable"]),
+                               "pages": len(pages) // 2},
+                              {"cue_metrics.json": metrics, **pages, "cue_report.md": md.encode(),
+                               "cue_report.html": html.encode()})
 
 
 def _item_pages(cfg: RunConfig, store: ObjectStore, plan: CuePlan, rows_by_model: dict[str, list[dict[str, Any]]],
-                examples: dict[str, dict[str, str]]) -> int:
-    """Write each example's page and mix; the span shown is ``review_context_s`` before the switch
-    point to the window's end. Returns the number of pages."""
+                examples: dict[str, dict[str, str]]) -> dict[str, bytes]:
+    """Each example's page and mix (``items/<model>/<item_id>.html`` and ``.flac``); the span shown
+    is ``review_context_s`` before the switch point to the window's end."""
     from harness.cue.scoring import span
 
     lay = plan.layout
     sr = cfg.protocol.sample_rate
-    _, recordings = load_corpus(store, plan)
-    n = 0
+    _, recordings = load_corpus(store, lay, plan.corpus)
+    out: dict[str, bytes] = {}
     for model, ex in examples.items():
         rows = {r["item_id"]: r for r in rows_by_model[model]}
-        recs = continuation_records(store, plan, model) if ex else {}
+        recs = continuation_entries(store, lay, plan.infer[model], model) if ex else {}
         for iid in ex.values():
             row = rows[iid]
             rec = recordings[row["recording_id"]]
             t0, t1 = max(0.0, row["switch_s"] - cfg.cue.review_context_s), row["end_s"]
-            b = span(read_recording(store, plan, rec.recording_id, sr)[1], t0, t1, sr)
-            entry = recs.get(iid, {})
-            if entry.get("status") == "ok":
-                out = decode(read_output(store, entry, "flac"), expected_rate=sr)[0]
-                origin = float(json.loads(read_output(store, entry, "json"))["start_s"])
-                model_audio = span(out, t0, t1, sr, origin)
+            b = span(read_recording(store, lay, plan.corpus, rec.recording_id, sr)[1], t0, t1, sr)
+            entry = recs.get(iid)
+            if entry is not None and entry.ok:
+                origin = float(entry.json(store)["start_s"])
+                model_audio = span(entry.audio(store, sr), t0, t1, sr, origin)
             else:
                 model_audio = np.zeros_like(b)  # no output (an error row): a silent right channel
             base = f"items/{model}/{iid}"
-            store.put(lay.file(plan.reduce, f"{base}.flac"), mix_flac(stereo_mix(b, model_audio), sr))
-            page = item_page(model, row, rec, t0, t1, audio=f"{iid}.flac")
-            store.put(lay.file(plan.reduce, f"{base}.html"), page.encode())
-            n += 1
-    return n
+            out[f"{base}.flac"] = mix_flac(stereo_mix(b, model_audio), sr)
+            out[f"{base}.html"] = item_page(model, row, rec, t0, t1, audio=f"{iid}.flac").encode()
+    return out

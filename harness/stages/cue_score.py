@@ -13,16 +13,13 @@ model's items; a completed model is skipped.
 
 from __future__ import annotations
 
-import json
 import logging
 from typing import Any
 
 import numpy as np
 
-from harness.audio.io import decode
-from harness.cue.corpus import read_recordings
-from harness.cue.plan import CuePlan
-from harness.cue.schema import CueItem, Recording
+from harness.cue.plan import CUE_SCORE_VERSION, CuePlan
+from harness.cue.schema import CueItem
 from harness.cue.scoring import (
     Labeler,
     WordTranscriber,
@@ -35,47 +32,16 @@ from harness.cue.scoring import (
     span,
     vocabulary,
 )
-from harness.products.infer import read_ledger
+from harness.products.cue import ROWS, continuation_entries, load_corpus, load_items, not_applicable, read_recording
+from harness.products.infer import InferEntry
 from harness.runtime.config import RunConfig
-from harness.runtime.pool import BatchesFailed, BatchFailure
-from harness.runtime.shard import read_output
-from harness.stages.common import StageInputMissing, require_stage
-from harness.stages.cue_corpus import load_items, read_recording
-from harness.store.base import ObjectStore, get_json, put_json
+from harness.runtime.driver import Output, Stage, Unit, require
+from harness.runtime.pool import BatchesFailed, on_scoring_pool
+from harness.store.base import ObjectStore
 from harness.store.layout import cache_prefix
 from harness.store.settings import open_store
 
 log = logging.getLogger("duplex_mpe")
-
-ROWS = "rows.json"
-
-
-def load_corpus(store: ObjectStore, plan: CuePlan) -> tuple[list[CueItem], dict[str, Recording]]:
-    """The corpus's items and recordings (by id)."""
-    recs = read_recordings(store.get(plan.layout.file(plan.corpus, "recordings.jsonl")).decode().splitlines())
-    return load_items(store, plan), {r.recording_id: r for r in recs}
-
-
-def applicability(store: ObjectStore, plan: CuePlan, model: str) -> dict[str, Any] | None:
-    """The cue-infer marker of a model that was not run (``{"applicable": false, ...}``), else None."""
-    key = plan.layout.marker(plan.infer[model])
-    if store.exists(key):
-        mk = get_json(store, key)
-        if mk.get("applicable") is False:
-            return mk
-    return None
-
-
-def continuation_records(store: ObjectStore, plan: CuePlan, model: str) -> dict[str, dict[str, Any]]:
-    """``{item_id: shard marker entry}`` of a model's cue-infer outputs. Raises
-    :class:`StageInputMissing` when the shard plan is missing or a shard has no marker."""
-    led = read_ledger(store, plan.layout, plan.infer[model], model, failures=False)  # type: ignore[arg-type]
-    if not led.shards:
-        raise StageInputMissing(f"stage 'cue-infer' has not run for model {model!r}: run it first")
-    if led.missing:
-        raise StageInputMissing(f"cue-infer {model}: {len(led.missing)} of {len(led.shards)} shards incomplete: "
-                                "rerun the cue job")
-    return {iid: entry for mk in led.markers.values() for iid, entry in mk["conversations"].items()}
 
 
 class CueScorer:
@@ -86,13 +52,13 @@ class CueScorer:
         self.cfg, self.store, self.plan = cfg, store, plan
         self.labeler, self.transcriber = labeler, transcriber
         self.sr = cfg.protocol.sample_rate
-        self.items, self.recordings = load_corpus(store, plan)
+        self.items, self.recordings = load_corpus(store, plan.layout, plan.corpus)
         self._audio: dict[str, np.ndarray] = {}
         self._reference: dict[str, Any] = {}
 
     def audio(self, rid: str) -> np.ndarray:
         if rid not in self._audio:
-            self._audio[rid] = read_recording(self.store, self.plan, rid, self.sr)
+            self._audio[rid] = read_recording(self.store, self.plan.layout, self.plan.corpus, rid, self.sr)
         return self._audio[rid]
 
     def window(self, item: CueItem) -> tuple[float, float, float]:
@@ -120,9 +86,9 @@ class CueScorer:
                                     for (iid, (a, t0)), s in zip(spans.items(), segs, strict=True)})
         return self._reference
 
-    def score_items(self, model: str, recs: dict[str, dict[str, Any]], item_ids: list[str]) -> list[dict[str, Any]]:
-        """Rows of the corpus items ``item_ids`` (in corpus order); ``recs``: their cue-infer shard
-        marker entries (``{item_id: entry}``; an item without one gets an error row)."""
+    def score_items(self, model: str, recs: dict[str, InferEntry], item_ids: list[str]) -> list[dict[str, Any]]:
+        """Rows of the corpus items ``item_ids`` (in corpus order); ``recs``: their cue-infer entries
+        (``{item_id: entry}``; an item without one gets an error row)."""
         wanted = set(item_ids)
         items = [it for it in self.items if it.item_id in wanted]
         refs = self.references(items)
@@ -133,13 +99,11 @@ class CueScorer:
             if entry is None:
                 errors[it.item_id] = "no continuation output (the item is not in the cue-infer shard plan)"
                 continue
-            if entry.get("status") != "ok":
-                errors[it.item_id] = f"continuation failed: {entry.get('reason') or 'unknown error'}"
+            if not entry.ok:
+                errors[it.item_id] = f"continuation failed: {entry.reason or 'unknown error'}"
                 continue
             try:
-                rec = json.loads(read_output(self.store, entry, "json"))
-                out = decode(read_output(self.store, entry, "flac"), expected_rate=self.sr)[0]
-                outputs[it.item_id] = (out, float(rec["start_s"]))
+                outputs[it.item_id] = (entry.audio(self.store, self.sr), float(entry.json(self.store)["start_s"]))
             except (KeyError, ValueError, FileNotFoundError) as e:
                 errors[it.item_id] = f"cannot read the continuation: {type(e).__name__}: {e}"
         ids = list(outputs)
@@ -184,81 +148,69 @@ class CueScoring:
         store = open_store(cfg.store)
         self.scorer = _scorer(cfg, store, CuePlan.from_config(cfg))
 
-    def score(self, model: str, items: list[tuple[str, dict[str, Any] | None]]) -> dict[str, Any]:
-        """``items``: (item id, its cue-infer shard marker entry or None). Returns the rows by item
-        id and this batch's counts (:func:`_counters`)."""
+    def score(self, model: str, items: list[tuple[str, InferEntry | None]]) -> dict[str, Any]:
+        """``items``: (item id, its cue-infer entry or None). Returns the rows by item id and this
+        batch's counts (:func:`_counters`)."""
         before = _counters(self.scorer)
         rows = self.scorer.score_items(model, {iid: e for iid, e in items if e is not None}, [iid for iid, _ in items])
         after = _counters(self.scorer)
         return {"model": model, "rows": {r["item_id"]: r for r in rows}, **{k: after[k] - before[k] for k in after}}
 
 
-def cue_score_stage(cfg: RunConfig, store: ObjectStore) -> dict[str, str]:
-    """Score every model's continuations (see the module docstring) on the scoring actors of the
-    score stage (:func:`harness.stages.score.on_scoring_actors`: ``score.num_cpus`` /
-    ``num_gpus`` / ``actors``, ``score.actors=0`` in this process), batches of ``score.batch``
-    items of one model, the longest fed spans first (VAD time grows with them). Returns
-    ``{model: prefix}``; ``rows.json`` is in corpus order whatever the batching.
+class CueScoreStage(Stage):
+    """Score every model's continuations (see the module docstring) on the scoring pool
+    (:func:`~harness.runtime.pool.map_batches` with ``score.*`` resources; ``score.actors=0`` in
+    this process), batches of ``score.batch`` items of one model, the longest fed spans first
+    (VAD time grows with them); ``rows.json`` is in corpus order whatever the batching. A model
+    whose cue-infer says ``applicable: false`` gets empty rows and a marker saying so.
 
     Raises:
         StageInputMissing: the corpus, or a (applicable) model's cue-infer outputs, are incomplete.
         BatchesFailed: a batch failed (its actor died on every ``cluster.batch_attempts`` attempt,
             or the worker raised); raised once the other models are written, that model is not.
     """
-    from harness.stages.score import heaviest_first, on_scoring_actors
 
-    plan = CuePlan.from_config(cfg)
-    lay = plan.layout
-    require_stage(store, plan, plan.corpus, "cue-corpus")  # type: ignore[arg-type]
-    todo = [m.name for m in cfg.models if not store.exists(lay.marker(plan.score[m.name]))]
-    for name in sorted(set(m.name for m in cfg.models) - set(todo)):
-        log.info("cue-score %s: complete at %s, skipped", name, plan.score[name])
-    items = load_items(store, plan)
-    work: dict[str, list[tuple[str, dict[str, Any] | None]]] = {}
-    for name in todo:
-        na = applicability(store, plan, name)
-        if na is not None:
-            put_json(store, lay.file(plan.score[name], ROWS), [])
-            put_json(store, lay.marker(plan.score[name]), {"applicable": False, "reason": na.get("reason", "")})
-            log.info("cue-score %s: not applicable (%s)", name, na.get("reason", ""))
-        else:
-            recs = continuation_records(store, plan, name)
-            work[name] = [(it.item_id, recs.get(it.item_id)) for it in items]
-    if not work:
-        return dict(plan.score)
-    c = cfg.cue
-    fed = {it.item_id: min(it.switch_s(c.switch_lead_s), c.context_s) + c.window_s for it in items}
-    weight = {(name, iid): fed[iid] for name in work for iid, _ in work[name]}
-    merged = {name: {"rows": {}, "asr_calls": 0, "label_hits": 0, "label_misses": 0, "usd": 0.0, "usd_saved": 0.0}
-              for name in work}
-    batches = heaviest_first(work, weight, cfg.score.batch)
-    failed: dict[int, BatchFailure] = {}
-    for i, part in on_scoring_actors(cfg, "cue-score", CueScoring, batches):
-        if isinstance(part, BatchFailure):
-            failed[i] = part
-            continue
-        acc = merged[part.pop("model")]
-        acc["rows"].update(part.pop("rows"))
-        for k, v in part.items():
-            acc[k] += v
-    incomplete = {batches[i][0] for i in failed}  # their rows lack a batch: not written
-    for name, acc in merged.items():
-        if name in incomplete:
-            continue
-        prefix = plan.score[name]
-        by_id = acc.pop("rows")
-        rows = [by_id[it.item_id] for it in items]
-        put_json(store, lay.file(prefix, ROWS), rows)
-        n_err = sum(r["error"] is not None for r in rows)
-        marker = {"applicable": True, "items": len(rows), "eligible": sum(r["eligible"] for r in rows),
-                  "errors": n_err, "transcriber": cfg.cue.transcriber, "labeler": cfg.cue.labeler, **acc}
-        put_json(store, lay.marker(prefix), marker)
-        log.info("cue-score %s: %d items, %d eligible, %d errors, %d ASR calls, labeller %d hits / %d misses, $%.4f",
-                 name, marker["items"], marker["eligible"], n_err, marker["asr_calls"], marker["label_hits"],
-                 marker["label_misses"], marker["usd"])
-    if failed:  # the other models are written; ASR and labeller results are cached, so a rerun pays little
-        raise BatchesFailed("cue-score", [failed[i] for i in sorted(failed)], len(batches))
-    return dict(plan.score)
+    name, version = "cue-score", CUE_SCORE_VERSION
+
+    def __init__(self, cfg: RunConfig):
+        self.cfg = cfg
+
+    def units(self, plan: CuePlan) -> list[Unit]:
+        return [Unit(self.name, plan.score[m.name], m.name) for m in self.cfg.models]
+
+    def inputs(self, plan: CuePlan) -> list[Unit]:
+        return [Unit("cue-corpus", plan.corpus)]
+
+    def compute(self, store: ObjectStore, plan: CuePlan, todo: list[Unit]):
+        cfg, lay = self.cfg, plan.layout
+        items = load_items(store, lay, plan.corpus)
+        work: dict[str, list[tuple[str, InferEntry | None]]] = {}
+        for u in todo:
+            na = not_applicable(store, lay, plan.infer[u.model])
+            if na is not None:
+                log.info("cue-score %s: not applicable (%s)", u.model, na.get("reason", ""))
+                yield u, Output({"applicable": False, "reason": na.get("reason", "")}, {ROWS: []})
+                continue
+            require(store, lay, [Unit("cue-infer", plan.infer[u.model], u.model, sharded=True)])
+            recs = continuation_entries(store, lay, plan.infer[u.model], u.model)
+            work[u.model] = [(it.item_id, recs.get(it.item_id)) for it in items]
+        if not work:
+            return
+        c = cfg.cue
+        fed = {it.item_id: min(it.switch_s(c.switch_lead_s), c.context_s) + c.window_s for it in items}
+        weight = {(name, iid): fed[iid] for name in work for iid, _ in work[name]}
+        results, failed, n_batches = on_scoring_pool(cfg, "cue-score", CueScoring, work, weight)
+        for u in todo:
+            if u.model not in results:  # not applicable (written above), or a batch failed: rows would be partial
+                continue
+            acc = {k: sum(part[k] for part in results[u.model]) for k in COUNTERS}
+            by_id = {iid: r for part in results[u.model] for iid, r in part["rows"].items()}
+            rows = [by_id[it.item_id] for it in items]
+            yield u, Output({"applicable": True, "items": len(rows), "eligible": sum(r["eligible"] for r in rows),
+                             "errors": sum(r["error"] is not None for r in rows), "transcriber": c.transcriber,
+                             "labeler": c.labeler, **acc}, {ROWS: rows})
+        if failed:  # the other models are written; ASR and labeller results are cached, so a rerun pays little
+            raise BatchesFailed("cue-score", failed, n_batches)
 
 
 def transcriber_params(cfg: RunConfig) -> dict[str, Any]:
@@ -278,7 +230,10 @@ def _scorer(cfg: RunConfig, store: ObjectStore, plan: CuePlan) -> CueScorer:
     return CueScorer(cfg, store, plan, labeler, transcriber)
 
 
+COUNTERS = ("asr_calls", "label_hits", "label_misses", "usd", "usd_saved")  # summed over a model's batches
+
+
 def _counters(s: CueScorer) -> dict[str, Any]:
     lab = s.labeler
-    return {"asr_calls": s.transcriber.asr_calls, "label_hits": lab.hits, "label_misses": lab.misses,
-            "usd": lab.cost.usd, "usd_saved": lab.saved.usd}
+    return dict(zip(COUNTERS, (s.transcriber.asr_calls, lab.hits, lab.misses, lab.cost.usd, lab.saved.usd),
+                    strict=True))

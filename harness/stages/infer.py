@@ -9,9 +9,7 @@ written; completed shards are skipped and cost nothing.
 
 from __future__ import annotations
 
-from typing import Any
-
-from harness.products.infer import MODEL_FACTS, InferIncomplete, ModelLedger, read_ledger
+from harness.products.infer import MODEL_FACTS
 from harness.products.timeline import Timeline
 from harness.runtime.config import RunConfig
 from harness.runtime.driver import Output, Stage, Unit, unit_done
@@ -54,17 +52,3 @@ class InferStage(Stage):
             facts = {} if store.exists(plan.layout.file(u.prefix, MODEL_FACTS)) else \
                 {MODEL_FACTS: model_facts(models[u.model]).to_dict()}
             yield u, Output({}, facts)
-
-
-def infer_records(store: ObjectStore, plan: RunPlan, model: str,
-                  led: ModelLedger | None = None) -> dict[str, dict[str, Any]]:
-    """``{scene_id: marker entry + shard}`` for every conversation of the model's shard plan
-    (the readers not yet on :func:`harness.products.infer.read_entries`). Raises
-    :class:`InferIncomplete` when a shard has no marker."""
-    led = led or read_ledger(store, plan.layout, plan.infer[model], model, failures=False)
-    if led.missing:
-        raise InferIncomplete(f"infer {model}: {len(led.missing)} of {len(led.shards)} shards incomplete "
-                              f"({', '.join(led.missing[:5])}{'...' if len(led.missing) > 5 else ''}): "
-                              "run `make rerun-failed` first")
-    return {sid: {**entry, "shard": shard} for shard, mk in led.markers.items()
-            for sid, entry in mk["conversations"].items()}

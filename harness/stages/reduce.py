@@ -4,180 +4,168 @@ from __future__ import annotations
 
 import dataclasses
 import io
-import json
 import logging
 from collections import defaultdict
 from typing import Any
 
-import numpy as np
-
-from harness.audio.io import decode
 from harness.metrics.analyses import all_statistics, output_checks, streaming_speed
-from harness.metrics.outcomes import with_verdict
 from harness.metrics.scores import compute_metrics
-from harness.pricing import load_prices, metered_key, spend_rows
-from harness.products.infer import ModelLedger, read_ledger
+from harness.pricing import load_prices, spend_rows
+from harness.products.infer import InferEntry, ModelFacts, ModelLedger, read_ledger
+from harness.products.reference import read_reference, read_reference_cost
+from harness.products.scenes import SceneSet
+from harness.products.segments import SegmentEntry, read_segments, read_sweep
+from harness.products.timeline import ClipReader, Timeline
+from harness.products.windows import Windows
 from harness.protocol.scheduler import Scheduler
 from harness.report.conversation import conversation_page, example_conversations, mix_flac, stereo_mix
 from harness.report.figures import report_figures
 from harness.report.markdown import render_html, render_report
 from harness.runtime.config import RunConfig
-from harness.runtime.plan import RunPlan
-from harness.runtime.shard import read_output
+from harness.runtime.driver import Output, Stage, Unit
+from harness.runtime.plan import REDUCE_VERSION, RunPlan
 from harness.scenes.schema import CONDITIONS, Scene
-from harness.stages.common import load_scenes, require_stage, stage_done
-from harness.stages.infer import infer_records
-from harness.stages.score import ERROR_KEY, scored_windows
-from harness.store.base import ObjectStore, get_json, put_json
-from harness.vad.tables import read_sweep_rows
+from harness.store.base import ObjectStore, get_json
 
 log = logging.getLogger("duplex_mpe")
 
 
-def reduce_stage(cfg: RunConfig, store: ObjectStore) -> str:
-    """Per-event table, ``metrics.json`` and the Markdown report."""
-    plan = RunPlan.from_config(cfg)
-    lay = plan.layout
-    if stage_done(store, plan, plan.reduce, "reduce"):
-        return plan.reduce
-    scenes = {s.scene_id: s for s in load_scenes(store, plan)}
-    index = get_json(store, lay.file(plan.synth, "index.json"))
-    synth_errors = index["errors"]
-    invalid = get_json(store, lay.file(plan.scenes, "invalid.json"))
-    require_stage(store, plan, plan.reference, "reference")
-    reference = get_json(store, lay.file(plan.reference, "reference.json"))
-    rows_by_model: dict[str, list[dict[str, Any]]] = {}
-    errors: dict[str, dict[str, int]] = {}
-    error_list: list[dict[str, str]] = []
-    spend: dict[str, dict[str, Any]] = {}
-    outputs: dict[str, tuple[dict[str, Any], dict[str, Any]]] = {}  # model -> (infer records, vad segments)
-    produced: dict[str, list[dict[str, Any]]] = {}  # model -> what each stored output holds (output_checks)
-    failures: dict[str, dict[str, int]] = {}  # model -> failed infer attempts and conversation errors
-    ledgers: dict[str, ModelLedger] = {}
-    sr = cfg.protocol.sample_rate
-    for m in cfg.models:
-        require_stage(store, plan, plan.score[m.name], f"score {m.name}")
-        segs = get_json(store, lay.file(plan.vad[m.name], "segments.json"))
-        verdicts = get_json(store, lay.file(plan.score[m.name], "verdicts.json"))
-        spend[m.name] = get_json(store, lay.marker(plan.score[m.name]))
-        led = ledgers[m.name] = read_ledger(store, plan.layout, plan.infer[m.name], m.name)
-        recs = infer_records(store, plan, m.name, led)
-        outputs[m.name] = recs, segs
-        rows: list[dict[str, Any]] = []
-        errs: dict[str, int] = defaultdict(int)
-        produced[m.name] = []
-        for sid, scene in scenes.items():
-            reason = synth_errors.get(sid) or (None if sid in segs else "no infer output")
-            entry = segs.get(sid, {})
-            if reason is None and entry.get("status") != "ok":
-                reason = entry.get("reason", "unknown error")
-            if reason is None:
-                try:
-                    rec = json.loads(read_output(store, recs[sid], "json"))
-                    produced[m.name].append({"speech_s": sum(e - b for b, e in entry["segments"]) / sr,
-                                             "truncated": entry.get("truncated", False),
-                                             "peak": rec.get("output_peak"),
-                                             "audio_s": (rec.get("n_samples") or 0) / sr,
-                                             "wall_s": rec.get("wall_s"), "step_s": rec.get("step_s")})
-                    reason = verdicts.get(sid, {}).get(ERROR_KEY)
-                    if reason is None:
-                        conv = scored_windows(cfg, scene, rec, entry["segments"])
-                        rows += [{"model": m.name, **with_verdict(r, verdicts.get(sid, {}))} for r in conv]
-                        continue
-                except (ValueError, KeyError, FileNotFoundError) as e:
-                    reason = f"cannot score: {type(e).__name__}: {e}"
-            errs[scene.condition] += 1
-            error_list.append({"model": m.name, "scene_id": sid, "reason": reason})
-        rows_by_model[m.name] = rows
-        errors[m.name] = dict(errs)
-        failures[m.name] = {"shards": len(led.shards), "failed_attempts": sum(map(len, led.failures.values())),
-                            "infer_conversation_errors": led.conversation_errors,
-                            "conversations_in_error": sum(errs.values())}
-    metrics = compute_metrics(rows_by_model, errors, CONDITIONS, cfg.metrics.min_n, cfg.judge.kind)
-    roles = {m.name: m.role for m in cfg.models}
-    statistics = all_statistics(rows_by_model, metrics, request_times(cfg, index, scenes), CONDITIONS,
-                                cfg.metrics.min_n, roles)
-    statistics["output_checks"] = output_checks(produced, roles, cfg.metrics.suspect_peak_dbfs)
-    statistics["streaming_speed"] = streaming_speed(produced)
-    statistics["failures"] = failures
-    statistics["scoring_cost"] = spend
-    statistics["turn_taking"] = turn_taking_settings(cfg)
-    refuse_mixed_turn_taking(statistics, statistics["turn_taking"])
-    table = load_prices(cfg.budget.price_table)
-    statistics["api_cost"] = {"table": table.label, "rows": spend_rows(  # the usage ledger, priced now
-        ledgers.values(), spend, get_json(store, lay.marker(plan.reference)), table,
-        f"reference ({cfg.reference.kind})")}
-    all_rows = [r for rows in rows_by_model.values() for r in rows]
-    put_json(store, lay.file(plan.reduce, "metrics.json"), metrics)
-    put_json(store, lay.file(plan.reduce, "statistics.json"), statistics)
-    store.put(lay.file(plan.reduce, "events.parquet"), _parquet(all_rows))
-    put_json(store, lay.file(plan.reduce, "errors.json"), {"conversations": error_list, "invalid_scenes": invalid})
-    stats = get_json(store, lay.file(plan.scenes, "stats.json"))
-    examples = {m: example_conversations(rows) for m, rows in rows_by_model.items()}
-    report = render_report(cfg, metrics, statistics, stats, error_list, invalid, plan, reference=reference,
-                           examples=examples)
-    store.put(lay.file(plan.reduce, "report.md"), report.encode())
-    sweep = [r for m in cfg.models if cfg.vad.sweep
-             for r in read_sweep_rows(store.get(lay.file(plan.vad[m.name], "sweep.parquet")), m.name)]
-    figures = report_figures(metrics, sweep, dataclasses.asdict(cfg.vad.rules))
-    html = render_html(cfg, metrics, statistics, stats, error_list, invalid, plan, figures,
-                       reference=reference, examples=examples)
-    store.put(lay.file(plan.reduce, "report.html"), html.encode())
-    _conversation_pages(cfg, store, plan, scenes, rows_by_model, examples, outputs)
-    put_json(store, lay.marker(plan.reduce), {"models": [m.name for m in cfg.models], "rows": len(all_rows)})
-    return plan.reduce
+class ReduceStage(Stage):
+    """Per-event table, ``metrics.json``, ``statistics.json``, the report and the conversation pages,
+    from the products of every earlier stage (nothing is computed again: the rows are the score
+    stage's windows, the hosted models' settings their infer facts)."""
+
+    name, version = "reduce", REDUCE_VERSION
+
+    def __init__(self, cfg: RunConfig):
+        self.cfg = cfg
+
+    def units(self, plan: RunPlan) -> list[Unit]:
+        return [Unit(self.name, plan.reduce)]
+
+    def inputs(self, plan: RunPlan) -> list[Unit]:
+        return [Unit("reference", plan.reference), *(Unit("score", plan.score[m.name], m.name)
+                                                     for m in self.cfg.models)]
+
+    def compute(self, store: ObjectStore, plan: RunPlan, todo: list[Unit]):
+        cfg, lay = self.cfg, plan.layout
+        scene_set = SceneSet.read(store, lay, plan.scenes)
+        scenes, invalid = scene_set.by_id, scene_set.invalid
+        timeline = Timeline.read(store, lay, plan.synth)
+        reference = read_reference(store, lay, plan.reference)
+        rows_by_model: dict[str, list[dict[str, Any]]] = {}
+        errors: dict[str, dict[str, int]] = {}
+        error_list: list[dict[str, str]] = []
+        spend: dict[str, dict[str, Any]] = {}
+        outputs: dict[str, tuple[dict[str, InferEntry], dict[str, SegmentEntry]]] = {}
+        produced: dict[str, list[dict[str, Any]]] = {}  # model -> what each stored output holds (output_checks)
+        failures: dict[str, dict[str, int]] = {}  # model -> failed infer attempts and conversation errors
+        ledgers: dict[str, ModelLedger] = {}
+        facts: dict[str, ModelFacts] = {}
+        sr = cfg.protocol.sample_rate
+        for m in cfg.models:
+            segs = read_segments(store, lay, plan.vad[m.name])
+            windows = Windows.read(store, lay, plan.score[m.name]).conversations
+            spend[m.name] = get_json(store, lay.marker(plan.score[m.name]))
+            led = ledgers[m.name] = read_ledger(store, lay, plan.infer[m.name], m.name)
+            facts[m.name] = ModelFacts.read(store, lay, plan.infer[m.name])
+            entries = led.entries()
+            outputs[m.name] = entries, segs
+            rows: list[dict[str, Any]] = []
+            errs: dict[str, int] = defaultdict(int)
+            produced[m.name] = []
+            for sid, scene in scenes.items():
+                reason = timeline.errors.get(sid) or (None if sid in segs else "no infer output")
+                seg = segs.get(sid)
+                if reason is None and not seg.ok:
+                    reason = seg.reason or "unknown error"
+                if reason is None:
+                    try:
+                        rec = entries[sid].record(store)
+                    except (ValueError, KeyError, FileNotFoundError) as e:
+                        reason = f"cannot read the infer record: {type(e).__name__}: {e}"
+                    else:
+                        produced[m.name].append({"speech_s": seg.speech_samples / sr, "truncated": seg.truncated,
+                                                 "peak": rec.output_peak, "audio_s": (rec.n_samples or 0) / sr,
+                                                 "wall_s": rec.wall_s, "step_s": rec.step_s})
+                        conv = windows.get(sid)
+                        if conv is not None and conv.ok:
+                            rows += [{"model": m.name, **r} for r in conv.windows]
+                            continue
+                        reason = conv.reason if conv is not None else "not scored"
+                errs[scene.condition] += 1
+                error_list.append({"model": m.name, "scene_id": sid, "reason": reason})
+            rows_by_model[m.name] = rows
+            errors[m.name] = dict(errs)
+            failures[m.name] = {"shards": len(led.shards), "failed_attempts": sum(map(len, led.failures.values())),
+                                "infer_conversation_errors": led.conversation_errors,
+                                "conversations_in_error": sum(errs.values())}
+        metrics = compute_metrics(rows_by_model, errors, CONDITIONS, cfg.metrics.min_n, cfg.judge.kind)
+        roles = {m.name: m.role for m in cfg.models}
+        statistics = all_statistics(rows_by_model, metrics, request_times(cfg, timeline, scenes), CONDITIONS,
+                                    cfg.metrics.min_n, roles)
+        statistics["output_checks"] = output_checks(produced, roles, cfg.metrics.suspect_peak_dbfs)
+        statistics["streaming_speed"] = streaming_speed(produced)
+        statistics["failures"] = failures
+        statistics["scoring_cost"] = spend
+        statistics["turn_taking"] = turn_taking_settings(facts)
+        refuse_mixed_turn_taking(statistics, statistics["turn_taking"])
+        table = load_prices(cfg.budget.price_table)
+        statistics["api_cost"] = {"table": table.label, "rows": spend_rows(  # the usage ledger, priced now
+            ledgers.values(), spend, read_reference_cost(store, lay, plan.reference), table,
+            f"reference ({cfg.reference.kind})")}
+        all_rows = [r for rows in rows_by_model.values() for r in rows]
+        examples = {m: example_conversations(rows) for m, rows in rows_by_model.items()}
+        report = render_report(cfg, metrics, statistics, scene_set.stats, error_list, invalid, plan,
+                               reference=reference, examples=examples)
+        sweep = [r for m in cfg.models if cfg.vad.sweep for r in read_sweep(store, lay, plan.vad[m.name], m.name)]
+        figures = report_figures(metrics, sweep, dataclasses.asdict(cfg.vad.rules))
+        html = render_html(cfg, metrics, statistics, scene_set.stats, error_list, invalid, plan, figures,
+                           reference=reference, examples=examples)
+        objects: dict[str, Any] = {"metrics.json": metrics, "statistics.json": statistics,
+                                   "events.parquet": _parquet(all_rows),
+                                   "errors.json": {"conversations": error_list, "invalid_scenes": invalid},
+                                   "report.md": report.encode(), "report.html": html.encode()}
+        objects.update(_conversation_pages(cfg, store, plan, timeline, scenes, rows_by_model, examples, outputs))
+        yield todo[0], Output({"models": [m.name for m in cfg.models], "rows": len(all_rows)}, objects)
 
 
-def _conversation_pages(cfg: RunConfig, store: ObjectStore, plan: RunPlan, scenes: dict[str, Scene],
-                        rows_by_model: dict[str, list[dict[str, Any]]], examples: dict[str, dict[str, list[str]]],
-                        outputs: dict[str, tuple[dict[str, Any], dict[str, Any]]]) -> None:
+def _conversation_pages(cfg: RunConfig, store: ObjectStore, plan: RunPlan, timeline: Timeline,
+                        scenes: dict[str, Scene], rows_by_model: dict[str, list[dict[str, Any]]],
+                        examples: dict[str, dict[str, list[str]]],
+                        outputs: dict[str, tuple[dict[str, InferEntry], dict[str, SegmentEntry]]]) -> dict[str, bytes]:
     """One debugging page per model for an example of every kind of outcome (pass, fail, exclusion),
-    with its stereo mix beside it (``<scene>.flac``: humans left, model right)."""
-    lay = plan.layout
+    with its stereo mix beside it (``<scene>.flac``: humans left, model right): the objects
+    ``conversations/<model>/<scene>.html`` and ``.flac``."""
     sr = cfg.protocol.sample_rate
-    index = get_json(store, lay.file(plan.synth, "index.json"))
-    clips: dict[str, np.ndarray] = {}
-
-    def clip(cid: str) -> np.ndarray:
-        if cid not in clips:
-            clips[cid] = decode(store.get(lay.clip(plan.synth, cid)), expected_rate=sr)[0]
-        return clips[cid]
-
+    clip = ClipReader(store, plan.layout, plan.synth, sr)
+    out: dict[str, bytes] = {}
     for m in cfg.models:
         rows = rows_by_model[m.name]
-        recs, segs = outputs[m.name]
+        entries, segs = outputs[m.name]
         for sids in examples[m.name].values():
             for sid in sids:
-                rec = json.loads(read_output(store, recs[sid], "json"))
-                out = decode(read_output(store, recs[sid], "flac"), expected_rate=sr)[0] \
-                    if "flac" in recs[sid]["objects"] else None
-                turns = [clip(t["clip"]) for t in index["conversations"][sid]["turns"]]
-                mix = stereo_mix(rec, turns, clip(index["preamble"]["clip"]), out)
-                store.put(lay.file(plan.reduce, f"conversations/{m.name}/{sid}.flac"), mix_flac(mix, sr))
-                page = conversation_page(m.name, scenes[sid], rec, np.asarray(segs[sid]["segments"]).reshape(-1, 2),
+                entry, seg = entries[sid], segs[sid]
+                rec = entry.record(store)
+                audio = entry.audio(store, sr) if "flac" in entry.objects else None
+                turns = [clip(t.clip) for t in timeline.conversations[sid]]
+                mix = stereo_mix(rec, turns, clip(timeline.preamble.clip), audio)
+                out[f"conversations/{m.name}/{sid}.flac"] = mix_flac(mix, sr)
+                page = conversation_page(m.name, scenes[sid], rec, seg.segments,
                                          [r for r in rows if r["scene_id"] == sid], sr,
-                                         cfg.protocol.fresh_onset_window_s,
-                                         truncated=segs[sid].get("truncated", False), audio=f"{sid}.flac")
-                store.put(lay.file(plan.reduce, f"conversations/{m.name}/{sid}.html"), page.encode())
-
-
-def turn_taking_settings(cfg: RunConfig) -> dict[str, dict[str, Any]]:
-    """``{model: {"provider", "model" (provider/model id), "settings"}}`` of every hosted model of the run: its
-    turn-taking settings as its config's params give them (the run manifest records the params;
-    the ``infer`` prefix hashes them, so every conversation of a model ran under the same ones)."""
-    from harness.models.hosted import HostedRealtimeModel
-    from harness.models.registry import model_class
-
-    out = {}
-    for m in cfg.models:
-        try:
-            cls = model_class(m.target)
-        except (ImportError, ValueError):
-            continue
-        if isinstance(cls, type) and issubclass(cls, HostedRealtimeModel):
-            out[m.name] = {"provider": cls.provider, "model": metered_key(m.target, m.params),
-                           "settings": cls.turn_taking(m.params)}
+                                         cfg.protocol.fresh_onset_window_s, truncated=seg.truncated,
+                                         audio=f"{sid}.flac")
+                out[f"conversations/{m.name}/{sid}.html"] = page.encode()
     return out
+
+
+def turn_taking_settings(facts: dict[str, ModelFacts]) -> dict[str, dict[str, Any]]:
+    """``{model: {"provider", "model" (provider/model id), "settings"}}`` of every hosted model of the
+    run, from the facts its infer stage wrote (:class:`~harness.products.infer.ModelFacts`): its
+    turn-taking settings as sent (the ``infer`` prefix hashes the params, so every conversation of
+    a model ran under the same ones)."""
+    return {name: {"provider": f.provider, "model": f.metered, "settings": f.turn_taking}
+            for name, f in facts.items() if f.provider is not None}
 
 
 def turn_taking_refusal(a: str, b: str, hosted: dict[str, dict[str, Any]]) -> str | None:
@@ -204,17 +192,16 @@ def refuse_mixed_turn_taking(statistics: dict[str, Any], hosted: dict[str, dict[
                 r.update(refused=why, diff=None, lo=None, hi=None)
 
 
-def request_times(cfg: RunConfig, index: dict[str, Any], scenes: dict[str, Scene]) -> dict[str, float]:
+def request_times(cfg: RunConfig, timeline: Timeline, scenes: dict[str, Scene]) -> dict[str, float]:
     """Seconds from the first human turn's start to T's start, per conversation.
 
     Everything up to T is scripted, so the scheduler's initial placements give this on a
     model-independent timeline: every model gets the same tertile bins (spec section 6).
     """
     out = {}
-    for sid, entry in index["conversations"].items():
+    for sid, turns in timeline.conversations.items():
         scene = scenes[sid]
-        sched = Scheduler([t["n"] for t in entry["turns"]], [t.label for t in scene.turns],
-                          index["preamble"]["n"], cfg.protocol)
+        sched = Scheduler([t.n for t in turns], [t.label for t in scene.turns], timeline.preamble.n, cfg.protocol)
         starts = {p.turn: p.start for p in sched.placements}
         out[sid] = (starts[scene.t_index] - starts[0]) / cfg.protocol.sample_rate
     return out

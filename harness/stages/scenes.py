@@ -32,5 +32,5 @@ class ScenesStage(Stage):
         else:
             scenes, invalid = validate_scenes(generate_pairs(s.n_pairs, s.seed, s.four_party_share, s.n4_share,
                                                              s.profile), strict=True)
-        SceneSet(tuple(scenes), invalid, corpus_stats(scenes)).write(store, plan.layout, plan.scenes)
-        yield todo[0], Output({"scenes": len(scenes), "invalid": len(invalid)})
+        yield todo[0], Output({"scenes": len(scenes), "invalid": len(invalid)},
+                              SceneSet(tuple(scenes), invalid, corpus_stats(scenes)).objects())

@@ -40,17 +40,16 @@ from tqdm import tqdm
 
 from harness.audio.io import AudioError, decode, encode
 from harness.audio.tts import SynthesisError, TtsUnavailableError, build_tts
+from harness.products.scenes import SceneSet
+from harness.products.timeline import ClipRef, Timeline
 from harness.runtime.config import RunConfig
-from harness.runtime.plan import RunPlan
+from harness.runtime.driver import Output, Stage, Unit
+from harness.runtime.plan import SYNTH_VERSION, RunPlan
 from harness.runtime.pool import BatchFailure, Resources, map_batches
-from harness.stages.common import load_scenes, require_stage, stage_done
 from harness.store.base import ObjectStore, get_json, put_json
 from harness.store.settings import open_store
 
 log = logging.getLogger("duplex_mpe")
-
-PREAMBLE = "preamble"  # the index's entry of the duty preamble clip
-
 
 class SynthIncomplete(RuntimeError):
     """Some batches were lost (not a clip the engine refused): the clips made are kept, no index
@@ -166,74 +165,79 @@ def _recorded_lengths(store: ObjectStore, plan: RunPlan) -> tuple[dict[str, int]
     return {c: n for c, n in lengths.items() if c in stored}, stored
 
 
-def synth_stage(cfg: RunConfig, store: ObjectStore) -> str:
+class SynthStage(Stage):
     """Speak every distinct (voice, text) once and index each conversation (module docstring).
 
-    Writes ``<synth>/index.json``: ``sample_rate``, ``preamble`` and per conversation ``turns``
-    (``{"clip": id, "n": samples}`` each), ``errors`` (scene id -> reason) and ``failed_clips``
-    (clip id -> voice, text, reason); then the marker. Raises :class:`SynthIncomplete` when
-    batches were lost, :class:`SynthesisError` when the preamble cannot be made.
+    Writes the :class:`~harness.products.timeline.Timeline` (``index.json``) after the clips, then
+    the marker. Raises :class:`SynthIncomplete` when batches were lost, :class:`SynthesisError`
+    when the preamble cannot be made.
     """
-    plan = RunPlan.from_config(cfg)
-    require_stage(store, plan, plan.scenes, "scenes")
-    if stage_done(store, plan, plan.synth, "synth"):
-        return plan.synth
-    lay = plan.layout
-    tts = build_tts(cfg.tts, cfg.protocol.sample_rate)  # clip ids only: the engine loads in the workers
-    scenes = load_scenes(store, plan)
-    jobs, turns, errors = clip_jobs(cfg, tts, scenes)
-    lengths, stored = _recorded_lengths(store, plan)
-    todo = sorted((j for c, j in jobs.items() if c not in lengths), key=lambda j: (-len(j.text), j.clip_id))
-    batches = [todo[i:i + cfg.tts.batch] for i in range(0, len(todo), cfg.tts.batch)]
-    log.info("synth: %d distinct clips, %d stored, %d to make in %d batches", len(jobs), len(lengths), len(todo),
-             len(batches))
-    failed: dict[str, str] = {}
-    lost: list[str] = []
-    made, made_s = 0, 0.0
-    t0 = time.perf_counter()
-    bar = tqdm(total=len(todo), desc="synth clips", unit="clip")
-    try:
-        for jobs_done, result in _run_batches(cfg, batches, stored):
-            if isinstance(result, str):
-                log.warning("synth: a batch of %d clips was lost: %s", len(jobs_done), result)
-                lost.append(result)
+
+    name, version = "synth", SYNTH_VERSION
+
+    def __init__(self, cfg: RunConfig):
+        self.cfg = cfg
+
+    def units(self, plan: RunPlan) -> list[Unit]:
+        return [Unit(self.name, plan.synth)]
+
+    def inputs(self, plan: RunPlan) -> list[Unit]:
+        return [Unit("scenes", plan.scenes)]
+
+    def compute(self, store: ObjectStore, plan: RunPlan, todo: list[Unit]):
+        cfg = self.cfg
+        tts = build_tts(cfg.tts, cfg.protocol.sample_rate)  # clip ids only: the engine loads in the workers
+        scenes = SceneSet.read(store, plan.layout, plan.scenes).scenes
+        jobs, turns, errors = clip_jobs(cfg, tts, scenes)
+        lengths, stored = _recorded_lengths(store, plan)
+        todo_clips = sorted((j for c, j in jobs.items() if c not in lengths), key=lambda j: (-len(j.text), j.clip_id))
+        batches = [todo_clips[i:i + cfg.tts.batch] for i in range(0, len(todo_clips), cfg.tts.batch)]
+        log.info("synth: %d distinct clips, %d stored, %d to make in %d batches", len(jobs), len(lengths),
+                 len(todo_clips), len(batches))
+        failed: dict[str, str] = {}
+        lost: list[str] = []
+        made, made_s = 0, 0.0
+        t0 = time.perf_counter()
+        bar = tqdm(total=len(todo_clips), desc="synth clips", unit="clip")
+        try:
+            for jobs_done, result in _run_batches(cfg, batches, stored):
+                if isinstance(result, str):
+                    log.warning("synth: a batch of %d clips was lost: %s", len(jobs_done), result)
+                    lost.append(result)
+                else:
+                    lengths.update(result["lengths"])
+                    failed.update(result["failed"])
+                    made, made_s = made + result["made"], made_s + result["audio_s"]
+                bar.update(len(jobs_done))
+                bar.set_postfix(made=made, failed=len(failed), lost=len(lost))
+        finally:
+            bar.close()
+        if lost:
+            raise SynthIncomplete(f"synth: {len(lost)} of {len(batches)} batch(es) were lost ({lost[0]}); the "
+                                  f"{made} clips made are kept, rerun the stage to make the rest")
+        pre = jobs[tts.clip_id(cfg.tts.narrator, cfg.tts.preamble_text)]
+        if pre.clip_id in failed:
+            raise SynthesisError(f"the duty preamble (voice {pre.voice!r}) could not be synthesised: "
+                                 f"{failed[pre.clip_id]}")
+        by_id = {s.scene_id: s for s in scenes}
+        conversations = {}
+        for sid, cids in turns.items():
+            bad = next((i for i, c in enumerate(cids) if c in failed), None)
+            if bad is None:
+                conversations[sid] = tuple(ClipRef(c, lengths[c]) for c in cids)
             else:
-                lengths.update(result["lengths"])
-                failed.update(result["failed"])
-                made, made_s = made + result["made"], made_s + result["audio_s"]
-            bar.update(len(jobs_done))
-            bar.set_postfix(made=made, failed=len(failed), lost=len(lost))
-    finally:
-        bar.close()
-    wall = time.perf_counter() - t0
-    if lost:
-        raise SynthIncomplete(f"synth: {len(lost)} of {len(batches)} batch(es) were lost ({lost[0]}); the "
-                              f"{made} clips made are kept, rerun the stage to make the rest")
-    pre = jobs[tts.clip_id(cfg.tts.narrator, cfg.tts.preamble_text)]
-    if pre.clip_id in failed:
-        raise SynthesisError(f"the duty preamble (voice {pre.voice!r}) could not be synthesised: {failed[pre.clip_id]}")
-    index: dict[str, Any] = {"sample_rate": cfg.protocol.sample_rate, "conversations": {}, "errors": dict(errors),
-                             "preamble": {"clip": pre.clip_id, "n": lengths[pre.clip_id]},
-                             "failed_clips": {c: {"voice": jobs[c].voice, "text": jobs[c].text, "reason": r}
-                                              for c, r in sorted(failed.items())}}
-    by_id = {s.scene_id: s for s in scenes}
-    for sid, cids in turns.items():
-        bad = next((i for i, c in enumerate(cids) if c in failed), None)
-        if bad is None:
-            index["conversations"][sid] = {"turns": [{"clip": c, "n": lengths[c]} for c in cids]}
-        else:
-            index["errors"][sid] = (f"synthesis failed: turn {bad} (speaker {by_id[sid].turns[bad].speaker}, "
-                                    f"voice {jobs[cids[bad]].voice!r}): {failed[cids[bad]]}")
-    put_json(store, lay.file(plan.synth, "index.json"), index)
-    used = {c for cids in turns.values() for c in cids if c not in failed} | {pre.clip_id}
-    total_s = sum(lengths[c] for c in used) / cfg.protocol.sample_rate
-    put_json(store, lay.marker(plan.synth), {"clips": len(used), "distinct_audio_s": round(total_s, 2),
-                                             "errors": len(index["errors"]), "failed_clips": len(failed),
-                                             "engine": cfg.tts.engine})
-    log.info("synth: %d distinct clips (%d made now in %.1f s, %.1f s of audio), %.1f s of audio in all, "
-             "%d failed clips, %d conversations in error", len(used), made, wall, made_s, total_s, len(failed),
-             len(index["errors"]))
-    return plan.synth
+                errors[sid] = (f"synthesis failed: turn {bad} (speaker {by_id[sid].turns[bad].speaker}, "
+                               f"voice {jobs[cids[bad]].voice!r}): {failed[cids[bad]]}")
+        timeline = Timeline(cfg.protocol.sample_rate, ClipRef(pre.clip_id, lengths[pre.clip_id]), conversations,
+                            errors, {c: {"voice": jobs[c].voice, "text": jobs[c].text, "reason": r}
+                                     for c, r in sorted(failed.items())})
+        used = {c for cids in turns.values() for c in cids if c not in failed} | {pre.clip_id}
+        total_s = sum(lengths[c] for c in used) / cfg.protocol.sample_rate
+        log.info("synth: %d distinct clips (%d made now in %.1f s, %.1f s of audio), %.1f s of audio in all, "
+                 "%d failed clips, %d conversations in error", len(used), made, time.perf_counter() - t0, made_s,
+                 total_s, len(failed), len(errors))
+        yield todo[0], Output({"clips": len(used), "distinct_audio_s": round(total_s, 2), "errors": len(errors),
+                               "failed_clips": len(failed), "engine": cfg.tts.engine}, timeline.objects())
 
 
 def _run_batches(cfg: RunConfig, batches: list[list[ClipJob]],

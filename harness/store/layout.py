@@ -16,7 +16,7 @@
     <run>/infer/<model>/<h>/<shard>/attempts/<a>/<scene_id>.probs.npy  online Silero probabilities
     <run>/infer/<model>/<h>/<shard>/failures/<a>.json                  an attempt that died: reason, spend
     <run>/vad/<model>/<h>/segments.json | _SUCCESS.json
-    <run>/score/<model>/<h>/verdicts.json | _SUCCESS.json   ASR transcripts and judge verdicts
+    <run>/score/<model>/<h>/windows.json | _SUCCESS.json    every scored window with its ASR/judge verdict
     <run>/reduce/<h>/metrics.json | statistics.json | events.parquet | report.md | _SUCCESS.json
     <run>/cue-corpus/<h>/recordings.jsonl | items.jsonl | audio/<id>.flac | problems.json | _SUCCESS.json
     <run>/cue-infer/<model>/<h>/...                 Duplex Cue continuations, sharded as infer (docs/cue.md)

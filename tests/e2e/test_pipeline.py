@@ -141,19 +141,18 @@ def test_changed_vad_setting_reruns_vad_onward_only(run):
 
 
 def test_failed_synthesis_marks_scene_error(tmp_path):
+    from harness.products.scenes import SceneSet
     from harness.stages import run_stage
-    from harness.stages.common import load_scenes
-    from harness.stages.synth import synth_stage
 
     cfg = _cfg(tmp_path)
     cfg = replace(cfg, models=(ModelSettings("silent", "silent"),),
                   tts=replace(cfg.tts, voices={**cfg.tts.voices, "D": "nonexistentvoice"}))
     store = LocalStore(cfg.store.root)
     run_stage("scenes", cfg, store)
-    synth_stage(cfg, store)
+    run_stage("synth", cfg, store)
     plan = RunPlan.from_config(cfg)
     index = get_json(store, plan.layout.file(plan.synth, "index.json"))
-    scenes = load_scenes(store, plan)
+    scenes = SceneSet.read(store, plan.layout, plan.scenes).scenes
     four_party = {s.scene_id for s in scenes if any(t.speaker == "D" for t in s.turns)}
     three_party = {s.scene_id for s in scenes} - four_party
     assert four_party and three_party  # the demo's n_pairs=3, four_party_share=0.34 gives both

@@ -23,7 +23,7 @@ from harness.runtime.plan import RunPlan
 from harness.runtime.pool import BatchesFailed
 from harness.stages import cue_score, run_stage, score, synth, vad
 from harness.store.base import LocalStore
-from tests.unit.test_shard import _babble_shard
+from tests.fixtures.runs import babble_shard
 
 pytestmark = pytest.mark.slow
 
@@ -97,11 +97,11 @@ def test_synth_pool(local_ray, tmp_path, monkeypatch):
                                "tts": {"actors": 0}})
     store, plan = LocalStore(root), RunPlan.from_config(cfg)
     run_stage("scenes", cfg, store)
-    synth.synth_stage(cfg, store)
+    run_stage("synth", cfg, store)
     undisturbed = _again(root, plan.synth)
     flag = tmp_path / "killed"
     monkeypatch.setattr(synth, "ClipSynthesizer", dies(synth.ClipSynthesizer, "run", flag))
-    synth.synth_stage(_with(cfg, tts={"actors": 2, "batch": 4}), store)
+    run_stage("synth", _with(cfg, tts={"actors": 2, "batch": 4}), store)
     assert flag.exists()
     pooled = _tree(root, plan.synth)
     batches = [k for k in pooled if k.startswith("batches/")]  # the batches' length records: their own layout
@@ -111,26 +111,26 @@ def test_synth_pool(local_ray, tmp_path, monkeypatch):
 
 
 def test_vad_redetection_pool(local_ray, tmp_path, monkeypatch):
-    cfg, store, _, _ = _babble_shard(tmp_path / "store", "vadpool")
+    cfg, store, _, _ = babble_shard(tmp_path / "store", "vadpool")
     cfg = _with(cfg, vad={"model": "silero-vad-jit-offline", "batch": 1})  # Silero again, one conversation a batch
     assert not vad.reuses_online_detector(cfg)
     prefix = RunPlan.from_config(cfg).vad["babble"]
-    vad.vad_stage(cfg, store)
+    run_stage("vad", cfg, store)
     undisturbed = _again(tmp_path / "store", prefix)
     flag = tmp_path / "killed"
     monkeypatch.setattr(vad, "OutputDetector", dies(vad.OutputDetector, "detect", flag))
-    vad.vad_stage(cfg, store)
+    run_stage("vad", cfg, store)
     assert flag.exists()
     assert _tree(tmp_path / "store", prefix) == undisturbed
 
 
 def test_score_pool(local_ray, tmp_path, monkeypatch):
     root = tmp_path / "store"
-    cfg, store, plan, _ = _babble_shard(root, "scorepool")
-    vad.vad_stage(cfg, store)
+    cfg, store, plan, _ = babble_shard(root, "scorepool")
+    run_stage("vad", cfg, store)
     cfg = _with(cfg, score={"actors": 0, "batch": 1})
     prefix = plan.score["babble"]
-    score.score_stage(cfg, store)
+    run_stage("score", cfg, store)
     undisturbed = _again(root, prefix)
     pooled = _with(cfg, score={"actors": 2}, cluster={"batch_attempts": 2})
     worker = score.ConversationScoring
@@ -139,34 +139,34 @@ def test_score_pool(local_ray, tmp_path, monkeypatch):
     with pytest.raises(BatchesFailed, match=r"^score: 2 of 2 batch\(es\) failed, the others' results are kept: "
                                             r"batch 1 of 2 \(model 'babble', 1 item\(s\) from p00000-explicit\) "
                                             r"failed after 2 attempt\(s\): ActorDiedError: The actor died"):
-        score.score_stage(pooled, store)
+        run_stage("score", pooled, store)
     assert not (root / prefix).exists()
-    # killed once: retried, and the same verdicts and marker as in this process
+    # killed once: retried, and the same windows (verdicts included) and marker as in this process
     flag = tmp_path / "killed"
     monkeypatch.setattr(score, "ConversationScoring", dies(worker, "score", flag))
-    score.score_stage(pooled, store)
+    run_stage("score", pooled, store)
     assert flag.exists()
-    _cached_the_same(_tree(root, prefix), undisturbed, "verdicts.json", hits="judge_hits", misses="judge_misses")
+    _cached_the_same(_tree(root, prefix), undisturbed, "windows.json", hits="judge_hits", misses="judge_misses")
 
 
 def test_cue_score_pool(local_ray, tmp_path, monkeypatch):
     from harness.cue.generate import generate_cue_corpus
     from harness.cue.plan import CuePlan
-    from tests.unit.test_cue_scoring import _write_continuations, _write_corpus
+    from tests.fixtures.cue import write_continuations, write_corpus
 
     root = tmp_path / "store"
     cfg = RunConfig.from_dict({"run_id": "cue", "store": {"root": str(root)},
                                "model": {"replay": {"target": "replay"}}, "score": {"batch": 1, "actors": 0}})
     store, plan = LocalStore(root), CuePlan.from_config(cfg)
     corpus = generate_cue_corpus(2, seed=1)
-    _write_corpus(store, plan, corpus)
-    _write_continuations(store, plan, cfg, "replay", corpus,
+    write_corpus(store, plan, corpus)
+    write_continuations(store, plan, cfg, "replay", corpus,
                          lambda it, a, start, switch, end: a[round(start * 24_000): round(end * 24_000)])
-    cue_score.cue_score_stage(cfg, store)
+    run_stage("cue-score", cfg, store)
     undisturbed = _again(root, plan.score["replay"])
     flag = tmp_path / "killed"
     monkeypatch.setattr(cue_score, "CueScoring", dies(cue_score.CueScoring, "score", flag))
-    cue_score.cue_score_stage(_with(cfg, score={"actors": 2}), store)
+    run_stage("cue-score", _with(cfg, score={"actors": 2}), store)
     assert flag.exists()
     _cached_the_same(_tree(root, plan.score["replay"]), undisturbed, "rows.json", hits="label_hits",
                      misses="label_misses")

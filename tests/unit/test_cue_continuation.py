@@ -207,17 +207,15 @@ def test_replay_outside_duplex_cue_fails_its_stream():
 def test_cue_infer_stage_writes_the_contract_and_a_second_invocation_skips_completed_shards(tmp_path, monkeypatch):
     from contextlib import nullcontext
 
+    import harness.runtime.sharded as sharded
     import harness.stages.cue_corpus as cue_corpus
-    import harness.stages.infer as infer
-    from harness.audio.io import decode
     from harness.cue.corpus import CueCorpus
     from harness.cue.plan import CuePlan
     from harness.cue.schema import Recording
     from harness.products.infer import read_ledger
     from harness.runtime.config import CueSettings, ModelSettings, RunConfig
     from harness.runtime.executor import InferReport
-    from harness.runtime.shard import read_output
-    from harness.stages.cue_infer import cue_infer_stage
+    from harness.stages import run_stage
     from harness.store.base import get_json
     from harness.store.settings import StoreSettings, open_store
 
@@ -238,26 +236,26 @@ def test_cue_infer_stage_writes_the_contract_and_a_second_invocation_skips_compl
                 for name, shards in work.items() for shard, ids in shards.items()]
         return InferReport(done=done)
 
-    monkeypatch.setattr(infer, "ray_session", lambda cfg_: nullcontext())
-    monkeypatch.setattr(infer, "run_shards", in_process)
-    cue_corpus.cue_corpus_stage(cfg, store)
-    cue_infer_stage(cfg, store)
+    monkeypatch.setattr(sharded, "ray_session", lambda cfg_: nullcontext())
+    monkeypatch.setattr(sharded, "run_shards", in_process)
+    run_stage("cue-corpus", cfg, store)
+    run_stage("cue-infer", cfg, store)
     plan = CuePlan.from_config(cfg)
     assert sent == [{"replay": ["shard-00000", "shard-00001"]}]
     na = get_json(store, plan.layout.marker(plan.infer["silent"]))
     assert na["applicable"] is False and "does not declare 'teacher_forcing'" in na["reason"]
     led = read_ledger(store, plan.layout, plan.infer["replay"], "replay")
-    entries = {iid: e for mk in led.markers.values() for iid, e in mk["conversations"].items()}
+    entries = led.entries()
     for inp in inputs:
         span = item_span(inp.item, SR, F, LEAD, CONTEXT, WINDOW)
-        rec = get_json(store, entries[inp.item.item_id]["objects"]["json"]["key"])
+        rec = entries[inp.item.item_id].json(store)
         assert rec["status"] == "ok" and rec["start_s"] == span.start / SR and rec["end_s"] == span.end / SR
-        out = decode(read_output(store, entries[inp.item.item_id], "flac"), expected_rate=SR)[0]
+        out = entries[inp.item.item_id].audio(store, SR)
         np.testing.assert_array_equal(out, inp.audio[0, span.start:span.end])  # through the stored corpus and FLAC
     shard0 = plan.layout.marker(plan.layout.shard(plan.infer["replay"], "shard-00000"))
     first = get_json(store, shard0)["attempt"]
     (tmp_path / plan.layout.marker(plan.layout.shard(plan.infer["replay"], "shard-00001"))).unlink()  # as if it failed
-    cue_infer_stage(cfg, store)
-    cue_infer_stage(cfg, store)
+    run_stage("cue-infer", cfg, store)
+    run_stage("cue-infer", cfg, store)
     assert sent[1:] == [{"replay": ["shard-00001"]}]  # only the incomplete shard; then nothing at all
     assert get_json(store, shard0)["attempt"] == first

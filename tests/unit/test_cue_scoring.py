@@ -5,7 +5,6 @@ a small generated corpus with hand-written continuation outputs."""
 from __future__ import annotations
 
 import io
-import json
 from types import SimpleNamespace
 
 import numpy as np
@@ -25,6 +24,7 @@ from harness.cue.scoring import (
 )
 from harness.cue.stats import distribution, funnel, model_metrics, paired_adapted
 from harness.metrics.stats import bootstrap_indices
+from tests.fixtures.cue import write_continuations, write_corpus
 
 SWITCH, END = 10.0, 20.0
 
@@ -198,50 +198,6 @@ def _synthetic_corpus(n: int = 3):
     return CueCorpus(recs, audio, items, [])
 
 
-def _write_corpus(store, plan, corpus) -> None:
-    import soundfile as sf
-
-    from harness.cue.corpus import write_items, write_recordings
-
-    lay = plan.layout
-    for name, fn, xs in (("items.jsonl", write_items, corpus.items), ("recordings.jsonl", write_recordings,
-                                                                       corpus.recordings)):
-        buf = io.StringIO()
-        fn(xs, buf)
-        store.put(lay.file(plan.corpus, name), buf.getvalue().encode())
-    for rid, x in corpus.audio.items():
-        buf = io.BytesIO()
-        sf.write(buf, x.T, 24_000, format="FLAC", subtype="PCM_16")
-        store.put(lay.file(plan.corpus, f"audio/{rid}.flac"), buf.getvalue())
-    store.put(lay.marker(plan.corpus), b"{}")
-
-
-def _write_continuations(store, plan, cfg, model, corpus, make) -> None:
-    """One shard with every item; ``make(item, a_channel, start, switch, end)`` -> output or None (error)."""
-    from harness.audio.io import encode
-    from harness.runtime.shard import ShardAttempt
-    from harness.store.base import put_json
-
-    lay = plan.layout
-    prefix = plan.infer[model]
-    put_json(store, lay.file(prefix, "plan.json"), {"s0": [it.item_id for it in corpus.items]})
-    att = ShardAttempt(store, lay, lay.shard(prefix, "s0"))
-    entries = {}
-    for it in corpus.items:
-        switch = it.switch_s(cfg.cue.switch_lead_s)
-        start, end = max(0.0, switch - cfg.cue.context_s), switch + cfg.cue.window_s
-        out = make(it, corpus.audio[it.recording_id][0], start, switch, end)
-        if out is None:
-            entries[it.item_id] = {"status": "error", "reason": "watchdog", "objects": {}}
-            continue
-        att.put(it.item_id, "json", json.dumps({"item_id": it.item_id, "status": "ok", "start_s": start,
-                                                "switch_s": switch, "end_s": end}).encode())
-        att.put(it.item_id, "flac", encode(out, 24_000))
-        entries[it.item_id] = {"status": "ok", "reason": "", "objects": att.objects[it.item_id]}
-    att.commit({"shard": "s0", "model": model, "ok": sum(e["status"] == "ok" for e in entries.values()),
-                "error": 0, "conversations": entries})
-
-
 class _FakeASR:
     """One word per burst of loud audio, named by its order (tests only; no model)."""
 
@@ -280,8 +236,8 @@ def _energy_vad(self, waves):
 def test_stages_end_to_end(tmp_path, monkeypatch):
     from harness.cue.plan import CuePlan
     from harness.runtime.config import CueSettings, ModelSettings, RunConfig, ScoreSettings
-    from harness.stages.cue_reduce import cue_reduce_stage
-    from harness.stages.cue_score import CueScorer, cue_score_stage
+    from harness.stages import run_stage
+    from harness.stages.cue_score import CueScorer
     from harness.store.base import get_json, put_json
     from harness.store.settings import StoreSettings, open_store
 
@@ -294,7 +250,7 @@ def test_stages_end_to_end(tmp_path, monkeypatch):
                     store=StoreSettings(root=str(tmp_path)), score=ScoreSettings(actors=0))  # in this process
     store, plan = open_store(cfg.store), CuePlan.from_config(cfg)
     corpus = _synthetic_corpus(3)
-    _write_corpus(store, plan, corpus)
+    write_corpus(store, plan, corpus)
     sr = 24_000
 
     def replay(it, a, start, switch, end):
@@ -305,13 +261,13 @@ def test_stages_end_to_end(tmp_path, monkeypatch):
         out[round((switch - start) * sr):] = 0
         return out
 
-    _write_continuations(store, plan, cfg, "replay", corpus, replay)
-    _write_continuations(store, plan, cfg, "yield_now", corpus, yield_now)
-    _write_continuations(store, plan, cfg, "flaky", corpus,
+    write_continuations(store, plan, cfg, "replay", corpus, replay)
+    write_continuations(store, plan, cfg, "yield_now", corpus, yield_now)
+    write_continuations(store, plan, cfg, "flaky", corpus,
                          lambda it, *a: None if it.item_id == "rec-0-cue" else replay(it, *a))
     put_json(store, plan.layout.marker(plan.infer["other"]), {"applicable": False, "reason": "no TEACHER_FORCING"})
 
-    cue_score_stage(cfg, store)
+    run_stage("cue-score", cfg, store)
     rows = {m.name: get_json(store, plan.layout.file(plan.score[m.name], "rows.json")) for m in models}
     # replay emits A's recording: its labels are the reference's, item by item
     assert all(r["eligible"] and r["model_label"] == r["reference_label"] == "continued" for r in rows["replay"])
@@ -324,10 +280,10 @@ def test_stages_end_to_end(tmp_path, monkeypatch):
     mk = get_json(store, plan.layout.marker(plan.score["replay"]))
     assert mk["items"] == 3 and mk["eligible"] == 3 and mk["usd"] == 0
     calls = asr.calls
-    cue_score_stage(cfg, store)  # complete: skipped
+    run_stage("cue-score", cfg, store)  # complete: skipped
     assert asr.calls == calls
 
-    cue_reduce_stage(cfg, store)
+    run_stage("cue-reduce", cfg, store)
     metrics = get_json(store, plan.layout.file(plan.reduce, "cue_metrics.json"))
     assert metrics["not_applicable"] == {"other": "no TEACHER_FORCING"}
     assert metrics["models"]["flaky"]["funnel"]["excluded"]["error"] == 1
@@ -395,7 +351,7 @@ def test_the_actor_pool_writes_what_the_calling_process_writes(tmp_path, monkeyp
     from harness.cue.generate import generate_cue_corpus
     from harness.cue.plan import CuePlan
     from harness.runtime.config import RunConfig
-    from harness.stages.cue_score import cue_score_stage
+    from harness.stages import run_stage
     from harness.store.base import get_json
     from harness.store.settings import open_store
 
@@ -410,7 +366,7 @@ def test_the_actor_pool_writes_what_the_calling_process_writes(tmp_path, monkeyp
                                    "score": {"batch": 1, "actors": actors},
                                    "cluster": {"num_cpus": 2, "num_gpus": 0, "ray_tmp": ray_tmp}})
         store, plan = open_store(cfg.store), CuePlan.from_config(cfg)
-        _write_corpus(store, plan, corpus)
+        write_corpus(store, plan, corpus)
         for name, cut in (("replay", False), ("yield_now", True)):
             def make(it, a, start, switch, end, cut=cut):
                 y = a[round(start * 24_000): round(end * 24_000)].copy()
@@ -418,8 +374,8 @@ def test_the_actor_pool_writes_what_the_calling_process_writes(tmp_path, monkeyp
                     y[round((switch - start) * 24_000):] = 0
                 return y
 
-            _write_continuations(store, plan, cfg, name, corpus, make)
-        cue_score_stage(cfg, store)
+            write_continuations(store, plan, cfg, name, corpus, make)
+        run_stage("cue-score", cfg, store)
         out[actors] = {m: (get_json(store, plan.layout.file(plan.score[m], "rows.json")),
                            get_json(store, plan.layout.marker(plan.score[m]))) for m in ("replay", "yield_now")}
     assert out[1] == out[0]

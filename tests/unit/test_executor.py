@@ -21,7 +21,6 @@ from harness.products.infer import read_ledger
 from harness.runtime.config import RunConfig
 from harness.runtime.executor import UnmetResources, ray_session, run_shards
 from harness.runtime.plan import RunPlan
-from harness.runtime.shard import read_output
 from harness.runtime.simulate import NullWorker
 from harness.runtime.status import run_status
 from harness.store.base import LocalStore, get_json, put_json
@@ -88,7 +87,8 @@ def test_actor_killed_mid_shard_is_retried_and_partial_output_is_never_read(ray_
     assert named and not named & set(dead)
     for entry in marker["conversations"].values():
         assert get_json(store, entry["objects"]["json"]["key"])["status"] == "ok"
-        assert read_output(store, entry, "json")
+    for entry in led.entries().values():
+        assert entry.ok and entry.read(store, "json")  # through the checksum
 
 
 def test_a_store_errors_server_message_survives_into_the_failure_reason():

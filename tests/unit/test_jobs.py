@@ -13,9 +13,9 @@ import pytest
 
 from harness.products.infer import InferIncomplete
 from harness.runtime.config import RunConfig
+from harness.runtime.driver import StageInputMissing
 from harness.runtime.executor import BudgetExceeded, UnmetResources
 from harness.runtime.plan import RunPlan
-from harness.stages.common import StageInputMissing
 from harness.stages.synth import SynthIncomplete
 from harness.store.base import LocalStore, put_json
 from jobs import _entry

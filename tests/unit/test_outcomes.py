@@ -12,6 +12,7 @@ import pytest
 
 from harness.metrics.outcomes import Speech, conversation_outcomes, n4_outcome
 from harness.metrics.scores import condition_scores
+from harness.products.infer import InferRecord
 from harness.protocol.scheduler import ProtocolSettings
 from harness.scenes.schema import Label, Scene, Target, Turn
 
@@ -26,13 +27,14 @@ def scene(*labels: Label) -> Scene:
                  gold_answer="at nine")
 
 
-def record(placements: list[tuple[int, int]], *events: dict) -> dict:
+def record(placements: list[tuple[int, int]], *events: dict) -> InferRecord:
     """``placements``: ``(start, length)`` per turn in order."""
-    return {"placements": [{"turn": i, "start": s, "length": n} for i, (s, n) in enumerate(placements)],
-            "events": list(events)}
+    return InferRecord.from_dict({"scene_id": "x", "status": "ok", "sample_rate": 1000,
+                                  "placements": [{"turn": i, "start": s, "length": n}
+                                                 for i, (s, n) in enumerate(placements)], "events": list(events)})
 
 
-def rows_of(sc: Scene, rec: dict, segments: list[list[int]]) -> list[dict]:
+def rows_of(sc: Scene, rec: InferRecord, segments: list[list[int]]) -> list[dict]:
     return conversation_outcomes(sc, rec, np.array(segments, dtype=np.int64).reshape(-1, 2), PROTO)
 
 

@@ -17,6 +17,7 @@ import pytest
 
 from harness.metrics.outcomes import conversation_outcomes
 from harness.metrics.scores import SCORE_TITLES, SCORES
+from harness.products.infer import InferRecord
 from harness.protocol.scheduler import ProtocolSettings
 from harness.report.conversation import (
     conversation_document,
@@ -145,7 +146,7 @@ SCENE = Scene("p7-explicit", "p7", "explicit", ("A", "B", "C"), (
 ), gold_answer="Wednesday")
 PLACEMENTS = [(None, 0, 2000), (0, 2500, 1500), (1, 4500, 2000), (2, 10010, 1500), (3, 12010, 2000),
               (4, 17010, 1500), (5, 19010, 1000)]
-RECORD = {
+RECORD_JSON = {
     "status": "ok", "n_samples": 22010, "sample_rate": 1000, "scene_id": SCENE.scene_id,
     "placements": [{"turn": t, "start": s, "length": n} for t, s, n in PLACEMENTS],
     "events": [
@@ -165,6 +166,7 @@ RECORD = {
         {"kind": "stream_end", "reason": "2.0 s after the last turn", "t": 22010},
     ],
 }
+RECORD = InferRecord.from_dict(RECORD_JSON)
 # 1.24 s of speech inside the N2 window; the T answer; an N4 answer that stops before the deadline
 SEGMENTS = np.array([[2800, 4040], [7070, 8000], [14500, 17500]], dtype=np.int64)
 
@@ -420,9 +422,10 @@ def test_conversation_page_explains_every_window():
 
 def test_conversation_windows_for_a_model_that_never_stops():
     segments = np.array([[1000, 21000]], dtype=np.int64)
-    rec = {**RECORD, "events": [e if e["kind"] != "t_end_silent" else
-                                {**e, "kind": "t_end_speaking", "reason": "model speech covers the end of T"}
-                                for e in RECORD["events"] if e["kind"] != "onset"]}
+    rec = InferRecord.from_dict({**RECORD_JSON, "events": [
+        e if e["kind"] != "t_end_silent" else
+        {**e, "kind": "t_end_speaking", "reason": "model speech covers the end of T"}
+        for e in RECORD_JSON["events"] if e["kind"] != "onset"]})
     rows = conversation_outcomes(SCENE, rec, segments, PROTO)
     table = window_table(SCENE, segments, rows, 1000)
     why = {w["label"]: w["why"] for w in table}
@@ -437,9 +440,9 @@ def test_conversation_windows_for_a_model_that_never_stops():
 
 def test_conversation_page_without_speech():
     segments = np.zeros((0, 2), dtype=np.int64)
-    rec = {**RECORD, "events": [e if e["kind"] != "endpoint" else
-                                {**e, "kind": "no_onset", "at": 11500, "t": 11510}
-                                for e in RECORD["events"] if e["kind"] != "onset"]}
+    rec = InferRecord.from_dict({**RECORD_JSON, "events": [
+        e if e["kind"] != "endpoint" else {**e, "kind": "no_onset", "at": 11500, "t": 11510}
+        for e in RECORD_JSON["events"] if e["kind"] != "onset"]})
     rows = conversation_outcomes(SCENE, rec, segments, PROTO)
     md = to_markdown(conversation_document("silent", SCENE, rec, segments, rows, 1000, figure=False))
     assert "no fresh onset: no speech starts within 5 s after T end" in md
@@ -556,9 +559,9 @@ def test_segment_entry_truncated_iff_the_pause_was_never_confirmed(active, n_fra
     flushed.push(probs, final=True)
     unflushed.push(probs, final=False)
     entry = segment_entry(np.array(flushed.segments(0)), n_frames * frame, cfg)
-    assert entry["segments"] == [list(s) for s in flushed.segments(0)]
-    assert entry["truncated"] == (len(flushed.segments(0)) > len(unflushed.segments(0)))
-    assert entry["truncated"] == (active in ((10, 76), (10, 100)))
+    assert entry.segments.tolist() == [list(s) for s in flushed.segments(0)]
+    assert entry.truncated == (len(flushed.segments(0)) > len(unflushed.segments(0)))
+    assert entry.truncated == (active in ((10, 76), (10, 100)))
 
 
 def test_status_counts_failed_attempts_and_flags_suspect_models(tmp_path):
@@ -637,7 +640,7 @@ def test_judge_calls_through_the_scoring_flow_equal_judged_windows(tmp_path):
     # N2 window [2500, 4500): 50 ms of speech; N1 window from 10000: 500 ms; N3 window: 300 ms; T answer
     segments = np.array([[2600, 2650], [7070, 8000], [10500, 11000], [19100, 19400]], dtype=np.int64)
     rows = conversation_outcomes(SCENE, RECORD, segments, PROTO)
-    output = np.zeros(RECORD["n_samples"], np.float32)
+    output = np.zeros(RECORD.n_samples, np.float32)
     for a, b in segments:
         output[a:b] = 0.3 * np.sin(np.arange(b - a, dtype=np.float32))
     judge = RecordingJudge()

@@ -23,6 +23,7 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from harness.metrics.outcomes import conversation_outcomes
+from harness.products.infer import InferRecord
 from harness.protocol.scheduler import ProtocolSettings, Scheduler
 from harness.scenes.schema import Label, Scene, Target, Turn
 from harness.vad.segments import SegmentRules, SpeechTracker
@@ -315,8 +316,7 @@ def _scene(labels: list[Label]) -> Scene:
 def test_online_decisions_match_offline_outcomes(spans):
     """Decisions taken online from the causal view agree with outcomes from the final segments."""
     sched, segs = drive(LENGTHS, LABELS, after_t_end(*spans))
-    record = {"placements": [{"turn": p.turn, "start": p.start, "length": p.length} for p in sched.placements],
-              "events": [e.to_dict() for e in sched.events]}
+    record = InferRecord("x", "ok", "", PROTO.sample_rate, None, None, tuple(sched.placements), tuple(sched.events))
     row = next(r for r in conversation_outcomes(_scene(LABELS), record, np.array(segs).reshape(-1, 2), PROTO)
                if r["kind"] == "T")
     by_kind = {e.kind: e for e in sched.events}
@@ -371,8 +371,7 @@ def run24(model: Model, step: int, proto: ProtocolSettings = PROTO24, lengths: l
           labels: list[Label] = LABELS24, horizon: int | None = None,
           ) -> tuple[Scheduler, list[tuple[int, int]], list[dict]]:
     sched, segs = drive(lengths, labels, model, proto=proto, frame=F24, step=step, max_t=400 * SR24, horizon=horizon)
-    record = {"placements": [{"turn": p.turn, "start": p.start, "length": p.length} for p in sched.placements],
-              "events": [e.to_dict() for e in sched.events]}
+    record = InferRecord("x", "ok", "", proto.sample_rate, None, None, tuple(sched.placements), tuple(sched.events))
     rows = conversation_outcomes(_scene(labels), record, np.array(segs, np.int64).reshape(-1, 2), proto)
     return sched, segs, rows
 

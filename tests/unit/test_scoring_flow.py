@@ -14,6 +14,7 @@ import pytest
 
 from harness.audio.preamble import DUTY_TEXT
 from harness.metrics.outcomes import conversation_outcomes
+from harness.products.infer import InferRecord
 from harness.protocol.scheduler import ProtocolSettings
 from harness.scenes.schema import Label, Scene, Target, Turn
 from harness.scoring.asr import Transcript, prepare_input
@@ -96,9 +97,11 @@ SCENE = Scene("p5-explicit", "p5", "explicit", ("A", "B", "C"), (
     Turn("A", "Aria, when does the bus leave?", Label.T, Target.ARIA),
     Turn("B", "Let's go then.", Label.N2, Target.HUMAN),
 ), "at nine fifteen")
-RECORD = {"placements": [{"turn": i, "start": s, "length": n} for i, (s, n) in
-                         enumerate([(0, 1000), (1500, 1000), (3000, 1000), (4500, 1500), (9500, 1000)])],
-          "events": [{"t": 9000, "kind": "endpoint", "turn": 3, "at": 9000}]}
+RECORD = InferRecord.from_dict({
+    "scene_id": "x", "status": "ok", "sample_rate": 1000,
+    "placements": [{"turn": i, "start": s, "length": n} for i, (s, n) in
+                   enumerate([(0, 1000), (1500, 1000), (3000, 1000), (4500, 1500), (9500, 1000)])],
+    "events": [{"t": 9000, "kind": "endpoint", "turn": 3, "at": 9000}]})
 SEGMENTS = np.array([
     [200, 800],  # window 0 [0, 1500): 600 ms, all of it over turn 0
     [2950, 3050],  # window 1 [1500, 3000) gets [2950, 3000): 50 ms, under 100 ms: heard as nothing;

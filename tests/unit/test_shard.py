@@ -14,33 +14,31 @@ import numpy as np
 import pytest
 
 from harness.audio.io import encode
-from harness.products.infer import read_ledger
+from harness.products.infer import CorruptOutput, read_ledger
+from harness.products.segments import SegmentEntry, read_segments, segment_objects
+from harness.products.timeline import Timeline
 from harness.runtime.config import RunConfig
+from harness.runtime.driver import write_objects
 from harness.runtime.plan import RunPlan
 from harness.runtime.runner import ModelFailure, ModelStalled
-from harness.runtime.shard import CorruptOutput, InferWorker, ModelLoadStalled, read_output
+from harness.runtime.shard import InferWorker, ModelLoadStalled
 from harness.scoring.flow import ConversationScorer
 from harness.stages import run_stage
-from harness.stages.infer import infer_records
-from harness.stages.score import ERROR_KEY, ConversationScoring, score_stage
-from harness.stages.synth import synth_stage
-from harness.stages.vad import segment_stored_probs, vad_stage
+from harness.stages.score import ConversationScoring
+from harness.stages.vad import segment_stored_probs
 from harness.store.base import LocalStore, get_json, put_json
+from tests.fixtures.runs import babble_shard, planned, stages_to_synth, tiny_config
 
 
 def test_corrupt_and_wrong_rate_clips_fail_their_conversations(tmp_path):
     cfg = RunConfig.from_dict({"run_id": "shard", "scenes": {"n_pairs": 2, "seed": 3, "n4_share": 0.0},
                                "model": {"silent": {"target": "silent"}},
                                "store": {"root": str(tmp_path)}})
-    store = LocalStore(tmp_path)
-    run_stage("scenes", cfg, store)
-    synth_stage(cfg, store)
-    plan = RunPlan.from_config(cfg)
-    index = get_json(store, plan.layout.file(plan.synth, "index.json"))
-    ids = sorted(index["conversations"])
+    store, plan, ids = stages_to_synth(cfg)
+    timeline = Timeline.read(store, plan.layout, plan.synth)
     # clips unique to one conversation: the T turns differ between versions
-    t_clip = {sid: index["conversations"][sid]["turns"] for sid in ids}
-    only = {sid: next(t["clip"] for t in turns if sum(t in v for v in t_clip.values()) == 1)
+    t_clip = {sid: timeline.conversations[sid] for sid in ids}
+    only = {sid: next(t.clip for t in turns if sum(t in v for v in t_clip.values()) == 1)
             for sid, turns in t_clip.items()}
     store.put(plan.layout.clip(plan.synth, only[ids[0]]), b"garbage, not FLAC")
     store.put(plan.layout.clip(plan.synth, only[ids[1]]), encode(np.zeros(800, np.float32), 16_000))
@@ -66,16 +64,8 @@ def test_corrupt_and_wrong_rate_clips_fail_their_conversations(tmp_path):
 def _model_run(tmp_path, models: dict[str, dict], **cfg) -> tuple[RunConfig, LocalStore, RunPlan, list[str]]:
     """A run of ``models`` ({name: model settings}) over one synthesised scene pair, each with
     one planned shard ``shard-00000`` of both conversations."""
-    cfg = RunConfig.from_dict({"run_id": "fail", "scenes": {"n_pairs": 1, "seed": 3, "n4_share": 0.0},
-                               "model": models, "store": {"root": str(tmp_path)}, **cfg})
-    store = LocalStore(tmp_path)
-    run_stage("scenes", cfg, store)
-    synth_stage(cfg, store)
-    plan = RunPlan.from_config(cfg)
-    ids = sorted(get_json(store, plan.layout.file(plan.synth, "index.json"))["conversations"])
-    for name in models:
-        put_json(store, plan.layout.file(plan.infer[name], "plan.json"), {"shard-00000": ids})
-    return cfg, store, plan, ids
+    cfg = tiny_config(tmp_path, "fail", models, **cfg)
+    return cfg, *planned(cfg)
 
 
 FAULTY = "tests.fixtures.faulty_models"
@@ -174,25 +164,12 @@ def test_room_tone_changes_the_infer_stage_and_is_recorded_in_run_json(tmp_path)
     assert RunConfig.from_dict(stored["config"]) == zeros
 
 
-def _babble_shard(tmp_path, run_id: str) -> tuple[RunConfig, LocalStore, RunPlan, dict]:
-    cfg = RunConfig.from_dict({"run_id": run_id, "scenes": {"n_pairs": 1, "seed": 3, "n4_share": 0.0},
-                               "model": {"babble": {"target": "babble"}}, "store": {"root": str(tmp_path)}})
-    store = LocalStore(tmp_path)
-    run_stage("scenes", cfg, store)
-    synth_stage(cfg, store)
-    plan = RunPlan.from_config(cfg)
-    ids = sorted(get_json(store, plan.layout.file(plan.synth, "index.json"))["conversations"])
-    put_json(store, plan.layout.file(plan.infer["babble"], "plan.json"), {"shard-00000": ids})
-    InferWorker(cfg, cfg.models[0], store).run("shard-00000", ids)
-    return cfg, store, plan, infer_records(store, plan, "babble")
-
-
 def test_corrupt_output_is_detected_by_its_checksum(tmp_path):
-    _, store, _, recs = _babble_shard(tmp_path, "corrupt")
+    _, store, _, recs = babble_shard(tmp_path, "corrupt")
     entry = next(iter(recs.values()))
-    store.put(entry["objects"]["flac"]["key"], b"bit rot")
+    store.put(entry.objects["flac"]["key"], b"bit rot")
     with pytest.raises(CorruptOutput, match="checksum"):
-        read_output(store, entry, "flac")
+        entry.read(store, "flac")
 
 
 def test_scoring_failure_marks_the_conversation_error(tmp_path, monkeypatch):
@@ -201,34 +178,33 @@ def test_scoring_failure_marks_the_conversation_error(tmp_path, monkeypatch):
         raise RuntimeError("decoder crashed")
 
     monkeypatch.setattr(ConversationScorer, "score", boom)
-    cfg, store, plan, recs = _babble_shard(tmp_path, "sc")
+    cfg, store, plan, recs = babble_shard(tmp_path, "sc")
     ids = sorted(recs)
-    segs = {sid: {"status": "ok", **entry}
-            for sid, entry in zip(ids, segment_stored_probs(cfg, store, [recs[s] for s in ids]), strict=True)}
-    put_json(store, plan.layout.file(plan.vad["babble"], "segments.json"), segs)
+    segs = {sid: seg for sid, (seg, _) in zip(ids, segment_stored_probs(cfg, store, [recs[s] for s in ids]),
+                                              strict=True)}
+    write_objects(store, plan.layout, plan.vad["babble"], segment_objects(segs))
     out = ConversationScoring(cfg).score("babble", [(sid, recs[sid]) for sid in ids])
-    assert all("decoder crashed" in out["results"][sid][ERROR_KEY] for sid in ids)
+    assert all(not w.ok and "decoder crashed" in w.reason for w in out["windows"].values())
 
 
 def test_rerunning_a_shard_reproduces_its_outputs(tmp_path):
     """Per-conversation seeds depend on (run seed, conversation id) only: a shard run again
     elsewhere writes byte-identical outputs (docs/reproducibility.md)."""
-    a = _babble_shard(tmp_path / "a", "rep")[3]
-    b = _babble_shard(tmp_path / "b", "rep")[3]
-    digests = [{sid: {k: o["sha256"] for k, o in e["objects"].items() if k != "json"} for sid, e in recs.items()}
+    a = babble_shard(tmp_path / "a", "rep")[3]
+    b = babble_shard(tmp_path / "b", "rep")[3]
+    digests = [{sid: {k: o["sha256"] for k, o in e.objects.items() if k != "json"} for sid, e in recs.items()}
                for recs in (a, b)]
     assert digests[0] == digests[1] and all(len(d) == 2 for d in digests[0].values())
 
 
 def test_a_corrupt_stored_output_fails_only_its_conversation_in_vad(tmp_path):
-    cfg, store, plan, recs = _babble_shard(tmp_path, "vadcorrupt")
+    cfg, store, plan, recs = babble_shard(tmp_path, "vadcorrupt")
     bad, good = sorted(recs)
-    store.put(recs[bad]["objects"]["probs.npy"]["key"], b"bit rot")
-    vad_stage(cfg, store)
-    segs = get_json(store, plan.layout.file(plan.vad["babble"], "segments.json"))
-    assert segs[bad]["status"] == "error" and "CorruptOutput" in segs[bad]["reason"]
-    assert "checksum" in segs[bad]["reason"]
-    assert segs[good]["status"] == "ok" and segs[good]["segments"]
+    store.put(recs[bad].objects["probs.npy"]["key"], b"bit rot")
+    run_stage("vad", cfg, store)
+    segs = read_segments(store, plan.layout, plan.vad["babble"])
+    assert not segs[bad].ok and "CorruptOutput" in segs[bad].reason and "checksum" in segs[bad].reason
+    assert segs[good].ok and len(segs[good].segments)
 
 
 def test_an_actor_given_a_gpu_without_usable_cuda_fails_unless_cpu_is_intended(tmp_path, monkeypatch):
@@ -282,13 +258,13 @@ def test_scoring_actors_no_node_can_hold_fail_at_once_instead_of_queueing(tmp_pa
     put_json(store, lay.file(plan.infer["silent"], "plan.json"), {"shard-00000": ["p001-explicit"]})
     put_json(store, lay.marker(lay.shard(plan.infer["silent"], "shard-00000")),
              {"conversations": {"p001-explicit": {"status": "ok", "reason": "", "objects": {}}}})
-    put_json(store, lay.file(plan.vad["silent"], "segments.json"),
-             {"p001-explicit": {"status": "ok", "segments": [[1.0, 2.0]]}})
+    write_objects(store, lay, plan.vad["silent"], segment_objects({"p001-explicit": SegmentEntry("ok",
+                                                                                                 np.array([[1, 2]]))}))
     put_json(store, lay.marker(plan.vad["silent"]), {})
     message = ("the scoring actor (score.num_cpus / score.num_gpus) asks for num_cpus=1, num_gpus=1 per actor, but "
                "no node of the Ray cluster has that (nodes: 2 CPU, 0 GPU)" + RESOURCE_HINT)
     with pytest.raises(UnmetResources, match=f"^{re.escape(message)}$"):
-        score_stage(cfg, store)
+        run_stage("score", cfg, store)
     assert not store.exists(lay.marker(plan.score["silent"]))
     shutil.rmtree(ray_tmp, ignore_errors=True)
 

@@ -16,11 +16,11 @@ import yaml
 from harness.audio.io import decode
 from harness.audio.tts import SynthesisError
 from harness.audio.tts.espeak import EspeakTTS
+from harness.products.scenes import SceneSet
 from harness.runtime.config import RunConfig
 from harness.runtime.plan import RunPlan
 from harness.stages import run_stage
-from harness.stages.common import load_scenes
-from harness.stages.synth import SynthIncomplete, synth_stage
+from harness.stages.synth import SynthIncomplete
 from harness.store.base import LocalStore, get_json
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -111,7 +111,7 @@ def test_a_killed_run_resumes_making_only_the_missing_clips(tmp_path, spoken):
     lay = plan.layout
     spoken.kill_at = 7  # batch 1 (4 clips) is complete and recorded; batch 2 has stored 2 clips, no record
     with pytest.raises(KeyboardInterrupt):
-        synth_stage(cfg, store)
+        run_stage("synth", cfg, store)
     assert not store.exists(lay.marker(plan.synth)) and not store.exists(lay.file(plan.synth, "index.json"))
     first = list(spoken.texts[:6])
     stored = sorted(store.list(lay.file(plan.synth, "clips")))
@@ -122,7 +122,7 @@ def test_a_killed_run_resumes_making_only_the_missing_clips(tmp_path, spoken):
     store.put(unrecorded[0], store.get(unrecorded[0])[:200])  # cut short, as a copy that did not finish leaves it
 
     spoken.texts, spoken.kill_at = [], None
-    synth_stage(cfg, store)
+    run_stage("synth", cfg, store)
     index = get_json(store, lay.file(plan.synth, "index.json"))
     n_distinct = len({t["clip"] for c in index["conversations"].values() for t in c["turns"]} |
                      {index["preamble"]["clip"]})
@@ -133,18 +133,18 @@ def test_a_killed_run_resumes_making_only_the_missing_clips(tmp_path, spoken):
 
     # the resumed outputs are exactly an uninterrupted run's
     cfg2, store2, _ = _scenes(tmp_path / "b", batch=4)
-    synth_stage(cfg2, store2)
+    run_stage("synth", cfg2, store2)
     assert _outputs(store, plan) == _outputs(store2, plan)
     for key in store.list(lay.file(plan.synth, "clips")):
         assert len(decode(store.get(key), 24_000)[0]) > 0
     spoken.texts = []
-    synth_stage(cfg, store)  # complete: skipped
+    run_stage("synth", cfg, store)  # complete: skipped
     assert spoken.texts == []
 
 
 def test_a_failing_clip_errors_only_the_conversations_that_need_it(tmp_path, spoken):
     cfg, store, plan = _scenes(tmp_path, n_pairs=2)
-    scenes = {s.scene_id: s for s in load_scenes(store, plan)}
+    scenes = {s.scene_id: s for s in SceneSet.read(store, plan.layout, plan.scenes).scenes}
     counts: dict[str, int] = {}
     for s in scenes.values():
         for t in {t.text for t in s.turns}:
@@ -152,7 +152,7 @@ def test_a_failing_clip_errors_only_the_conversations_that_need_it(tmp_path, spo
     victim = next(sid for sid in sorted(scenes) if any(counts[t.text] == 1 for t in scenes[sid].turns))
     k, turn = next((i, t) for i, t in enumerate(scenes[victim].turns) if counts[t.text] == 1)
     spoken.refuse = turn.text
-    synth_stage(cfg, store)
+    run_stage("synth", cfg, store)
     lay = plan.layout
     index = get_json(store, lay.file(plan.synth, "index.json"))
     assert set(index["errors"]) == {victim}
@@ -172,7 +172,7 @@ def test_a_failing_clip_errors_only_the_conversations_that_need_it(tmp_path, spo
 def test_a_preamble_espeak_cannot_speak_stops_the_stage(tmp_path):
     cfg, store, plan = _scenes(tmp_path, narrator="nonexistentvoice")
     with pytest.raises(SynthesisError, match=r"duty preamble.*nonexistentvoice"):
-        synth_stage(cfg, store)
+        run_stage("synth", cfg, store)
     assert not store.exists(plan.layout.marker(plan.synth))
 
 
@@ -199,21 +199,22 @@ def test_qwen3_through_the_stage(tmp_path, fake_qwen_tts):
     weights = tmp_path / "weights"
     weights.mkdir()
     cfg, store, plan = _qwen3(tmp_path / "store", weights, batch=5)
-    synth_stage(cfg, store)
+    run_stage("synth", cfg, store)
     index = get_json(store, plan.layout.file(plan.synth, "index.json"))
     assert index["errors"] == {} and index["failed_clips"] == {} and len(index["conversations"]) == 4
     loads = [json.loads(x) for x in (weights / "loads.jsonl").read_text().splitlines()]
     assert loads == [{"pid": os.getpid(), "device": "cpu", "dtype": "torch.bfloat16"}]  # loaded once
-    for s in load_scenes(store, plan):  # 12 kHz stand-in output, trimmed to 10 ms margins, at 24 kHz
+    # 12 kHz stand-in output, trimmed to 10 ms margins, at 24 kHz
+    for s in SceneSet.read(store, plan.layout, plan.scenes).scenes:
         for t, c in zip(s.turns, index["conversations"][s.scene_id]["turns"], strict=True):
             assert abs(c["n"] - 2 * (int(0.05 * 12_000 * len(t.text)) + 240)) <= 4
             assert len(decode(store.get(plan.layout.clip(plan.synth, c["clip"])), 24_000)[0]) == c["n"]
     # a speaker the model does not know fails its clips (the batch is retried clip by clip), not the others
     cfg, store, plan = _qwen3(tmp_path / "store2", weights, batch=5,
                               voices={"A": "ryan", "B": "aiden", "C": "eric", "D": "nobody"})
-    synth_stage(cfg, store)
+    run_stage("synth", cfg, store)
     index = get_json(store, plan.layout.file(plan.synth, "index.json"))
-    four = {s.scene_id for s in load_scenes(store, plan) if "D" in s.speakers}
+    four = {s.scene_id for s in SceneSet.read(store, plan.layout, plan.scenes).scenes if "D" in s.speakers}
     assert four and set(index["errors"]) == four and set(index["conversations"]).isdisjoint(four)
     assert all("Unsupported speakers" in e and "speaker D" in e for e in index["errors"].values())
     assert {r["voice"] for r in index["failed_clips"].values()} == {"nobody"}
@@ -239,10 +240,10 @@ def ray_with_fake(tmp_path_factory):
 
 def test_the_parallel_path_gives_the_serial_outputs(tmp_path, ray_with_fake):
     cfg, store, plan = _scenes(tmp_path / "serial")
-    synth_stage(cfg, store)
+    run_stage("synth", cfg, store)
     par, pstore, _ = _scenes(tmp_path / "parallel", actors=2, batch=3)
     assert RunPlan.from_config(par).synth == plan.synth  # execution settings are not in the stage's hash
-    synth_stage(par, pstore)
+    run_stage("synth", par, pstore)
     assert _outputs(pstore, plan) == _outputs(store, plan)
     assert len(list(pstore.list(plan.layout.file(plan.synth, "batches")))) >= 4  # it did run in batches
 
@@ -251,7 +252,7 @@ def test_qwen3_on_a_gpu_actor_and_an_engine_that_cannot_load(tmp_path, ray_with_
     weights = tmp_path / "weights"
     weights.mkdir()
     cfg, store, plan = _qwen3(tmp_path / "store", weights, actors=None, num_gpus=1, num_cpus=1)
-    synth_stage(cfg, store)
+    run_stage("synth", cfg, store)
     index = get_json(store, plan.layout.file(plan.synth, "index.json"))
     assert index["errors"] == {} and len(index["conversations"]) == 4
     [load] = [json.loads(x) for x in (weights / "loads.jsonl").read_text().splitlines()]
@@ -260,7 +261,7 @@ def test_qwen3_on_a_gpu_actor_and_an_engine_that_cannot_load(tmp_path, ray_with_
     cfg, store, plan = _qwen3(tmp_path / "store2", tmp_path / "absent", actors=None, num_gpus=1, num_cpus=1,
                               cluster={"max_restarts": 0, "max_task_retries": 0})
     with pytest.raises(SynthIncomplete, match="does not exist"):
-        synth_stage(cfg, store)
+        run_stage("synth", cfg, store)
     assert not store.exists(plan.layout.marker(plan.synth))
 
 

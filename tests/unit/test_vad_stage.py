@@ -5,29 +5,29 @@ probability tables in Parquet."""
 from __future__ import annotations
 
 import io
-import json
 
+import numpy as np
 import pyarrow as pa
 import pyarrow.parquet as pq
 import pytest
 
+from harness.metrics.outcomes import conversation_outcomes
+from harness.products.scenes import SceneSet
+from harness.products.segments import read_offline_probabilities
 from harness.runtime.config import RunConfig
 from harness.runtime.plan import RunPlan
-from harness.runtime.shard import read_output
-from harness.stages.common import load_scenes
-from harness.stages.infer import infer_records
-from harness.stages.score import scored_windows
-from harness.stages.vad import detect_outputs, reuses_online_detector, segment_stored_probs, stored_probs, vad_stage
+from harness.stages import run_stage
+from harness.stages.vad import detect_outputs, reuses_online_detector, segment_stored_probs
 from harness.store.base import get_json
 from harness.vad.sweep import sweep_scores
-from harness.vad.tables import read_probabilities, segment_table
+from harness.vad.tables import segment_table
+from tests.fixtures.runs import babble_shard
 from tests.fixtures.vad_checks import assert_probs_agree, same_decisions
-from tests.unit.test_shard import _babble_shard
 
 
 @pytest.fixture(scope="module")
 def shard(tmp_path_factory):
-    return _babble_shard(tmp_path_factory.mktemp("vadstage"), "vadstage")
+    return babble_shard(tmp_path_factory.mktemp("vadstage"), "vadstage")
 
 
 def _redetecting(cfg: RunConfig) -> RunConfig:
@@ -40,19 +40,18 @@ def _redetecting(cfg: RunConfig) -> RunConfig:
 def test_offline_redetection_agrees_with_the_online_probabilities(shard):
     cfg, store, _, recs = shard
     ids = sorted(recs)
-    online = [stored_probs(store, recs[s]) for s in ids]
+    online = segment_stored_probs(cfg, store, [recs[s] for s in ids])
     offline = detect_outputs(cfg, [recs[s] for s in ids])
-    assert_probs_agree([p for _, p in offline], online, rules=cfg.vad.rules, clear=False)
-    for (entry, p), q, e in zip(offline, online, segment_stored_probs(cfg, store, [recs[s] for s in ids]),
-                                strict=True):
+    assert_probs_agree([p for _, p in offline], [p for _, p in online], rules=cfg.vad.rules, clear=False)
+    for (entry, p), (e, q) in zip(offline, online, strict=True):
         if same_decisions(p, q, cfg.vad.rules):
-            assert entry == e
-    assert all(len(e["segments"]) for e, _ in offline)
+            assert entry.to_dict() == e.to_dict()
+    assert all(len(e.segments) for e, _ in offline)
 
 
 def test_vad_stage_writes_parquet_tables(shard):
     cfg, store, plan, recs = shard
-    vad_stage(cfg, store)
+    run_stage("vad", cfg, store)
     lay = plan.layout
     index = get_json(store, lay.file(plan.vad["babble"], "segments.json"))
     table = pq.read_table(io.BytesIO(store.get(lay.file(plan.vad["babble"], "segments.parquet"))))
@@ -70,11 +69,11 @@ def test_vad_stage_writes_parquet_tables(shard):
     assert not reuses_online_detector(re_cfg)
     re_plan = RunPlan.from_config(re_cfg)
     assert re_plan.vad["babble"] != plan.vad["babble"]
-    vad_stage(re_cfg, store)
+    run_stage("vad", re_cfg, store)
     re_index = get_json(store, lay.file(re_plan.vad["babble"], "segments.json"))
-    probs = read_probabilities(store.get(lay.file(re_plan.vad["babble"], "probabilities.parquet")))
-    assert sorted(probs) == sorted(infer_records(store, plan, "babble")) == sorted(re_index) == sorted(index)
-    online = {s: stored_probs(store, recs[s]) for s in sorted(probs)}
+    probs = read_offline_probabilities(store, lay, re_plan.vad["babble"])
+    assert sorted(probs) == sorted(recs) == sorted(re_index) == sorted(index)
+    online = {s: recs[s].probs(store) for s in sorted(probs)}
     assert_probs_agree([probs[s] for s in online], list(online.values()), rules=cfg.vad.rules, clear=False)
     for sid, p in online.items():
         if same_decisions(probs[sid], p, cfg.vad.rules):
@@ -96,15 +95,15 @@ def test_sweep_reruns_only_the_segmenter_and_matches_scoring_at_the_configured_r
                                   "model": {"babble": {"target": "babble"}}, "store": {"root": cfg.store.root},
                                   "vad": {"sweep": sweep}})
     sw_plan = RunPlan.from_config(sw_cfg)
-    vad_stage(sw_cfg, store)
+    run_stage("vad", sw_cfg, store)
     rows = pq.read_table(io.BytesIO(store.get(plan.layout.file(sw_plan.vad["babble"], "sweep.parquet")))).to_pylist()
     assert {(r["setting"], r["value"]) for r in rows} == {(k, v) for k, vs in sweep.items() for v in vs}
     # at the configured rules the sweep scores what the score stage would, from segments.json
     index = get_json(store, plan.layout.file(sw_plan.vad["babble"], "segments.json"))
-    scenes = {s.scene_id: s for s in load_scenes(store, sw_plan)}
+    scenes = SceneSet.read(store, sw_plan.layout, sw_plan.scenes).by_id
     windows = [o for sid, e in index.items()
-               for o in scored_windows(sw_cfg, scenes[sid], json.loads(read_output(store, recs[sid], "json")),
-                                       e["segments"])]
+               for o in conversation_outcomes(scenes[sid], recs[sid].record(store), np.array(e["segments"]),
+                                              sw_cfg.protocol, sw_cfg.metrics.yield_deadline_s)]
     expected = {(r["condition"], r["score"]): (r["successes"], r["n"]) for r in sweep_scores(windows)}
     for setting in sweep:
         got = {(r["condition"], r["score"]): (r["successes"], r["n"]) for r in rows
