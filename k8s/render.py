@@ -1,15 +1,18 @@
-"""Render the KubeRay RayJob of one model for one run, with real kustomize.
+"""Render the KubeRay RayJob of one model for one run, or the Job that fills its model volume, with real kustomize.
 
     python k8s/render.py --model moshi --run-id r1 --bucket my-bucket [--out rayjob.yaml]
     make k8s-render MODEL=moshi RUN=r1 BUCKET=my-bucket          # the same, from make variables
+    python k8s/render.py --job weights --model moshi [--registry ... --tag ...] [--out weights.yaml]
 
 The overlay ``k8s/overlays/<model>`` fixes the image family and the model; this script writes a
 throw-away kustomization on top of it that sets what differs per run: the Hydra overrides of the
 entry point (``run_id``, ``store.*`` and any extra ``key=value``), the registry and tag of the
 images, the RayJob's name suffix and run label, the number of workers, their node selector and
-tolerations, the service account, the credentials Secret and the model-cache volume. kustomize
-(a standalone ``kustomize`` or ``kubectl kustomize``) does every transformation; docs/cluster.md
-says why and what each parameter means.
+tolerations, the service account, the credentials Secret and the model volume's claim. With
+``--job weights`` it renders ``k8s/weights`` instead: the batch Job that runs the fetch command
+(``python -m jobs.weights 'model=[<m>]'``, as ``make weights``) in the model's image onto the claim,
+once, before the RayJobs that mount it read-only. kustomize (a standalone ``kustomize`` or
+``kubectl kustomize``) does every transformation; docs/cluster.md says why and what each parameter means.
 
 Errors (unknown model, a run id or value that cannot travel through the entry point's shells,
 a name too long for KubeRay, no kustomize) exit with status 2 and one line on stderr.
@@ -32,6 +35,8 @@ import yaml
 
 K8S = Path(__file__).resolve().parent
 OVERLAYS = K8S / "overlays"
+WEIGHTS = K8S / "weights"
+MODEL_CLAIM = "duplex-mpe-models"  # the model volume's claim in the manifests (k8s/storage/models-pvc.yaml)
 # KubeRay names the cluster `<rayjob>-<5 chars>` and its head Service `<cluster>-head-svc`,
 # which must stay a 63-character DNS label.
 MAX_NAME = 47
@@ -40,8 +45,8 @@ MAX_NAME = 47
 SAFE_VALUE = re.compile(r"^[A-Za-z0-9_.,:/@+\-\[\]]*$")
 SAFE_RUN_ID = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_.\-]*$")
 WORKERS = "/spec/rayClusterSpec/workerGroupSpecs/0"
-POD_PATHS = ("/spec/submitterPodTemplate/spec", "/spec/rayClusterSpec/headGroupSpec/template/spec",
-             f"{WORKERS}/template/spec")
+HEAD = "/spec/rayClusterSpec/headGroupSpec/template/spec"
+POD_PATHS = ("/spec/submitterPodTemplate/spec", HEAD, f"{WORKERS}/template/spec")
 
 
 class RenderError(Exception):
@@ -126,10 +131,66 @@ def config_name(overlay: str) -> str:
     return overlay.replace("-", "_")
 
 
+def claim_ops(spec: dict, path: str, claim: str, read_only: bool) -> list[dict]:
+    """JSON patches giving pod spec ``spec`` (at ``path``) the model volume ``claim``."""
+    index = next(i for i, v in enumerate(spec["volumes"]) if v["name"] == "models")
+    source = {"claimName": claim, **({"readOnly": True} if read_only else {})}
+    return [{"op": "replace", "path": f"{path}/volumes/{index}",
+             "value": {"name": "models", "persistentVolumeClaim": source}}]
+
+
+def image_ops(images: list[str], args: argparse.Namespace) -> list[dict]:
+    """kustomize ``images`` entries: every image under ``--registry`` with ``--tag``."""
+    registry = args.registry.rstrip("/")
+    return [{"name": i, "newName": f"{registry}/{i}" if registry else i, "newTag": args.tag} for i in images]
+
+
+def build_on(base: Path, kustomize: list[str], kustomization: dict) -> str:
+    """Build ``kustomization`` (its ``resources``: ``base``) in a throw-away folder."""
+    with tempfile.TemporaryDirectory(prefix="duplex-mpe-render-") as tmp:
+        kustomization["resources"] = [os.path.relpath(base, tmp)]  # kustomize refuses absolute roots
+        Path(tmp, "kustomization.yaml").write_text(json.dumps(kustomization, indent=1))
+        return build(kustomize, Path(tmp))
+
+
+def render_weights(args: argparse.Namespace) -> str:
+    """The weights Job of ``args.model`` (``k8s/weights``): ``python -m jobs.weights 'model=[<m>]' <args>``
+    in the model's image, the claim mounted read-write, the HF token Secret ``--hf-secret``."""
+    sys.path.insert(0, str(K8S.parent))
+    from harness.models.smoke import IMAGE_PREFIX, image_family
+
+    name = config_name(args.model)
+    try:
+        family = image_family(name)
+    except ValueError as e:
+        raise RenderError(str(e)) from None
+    overrides = [f"model=[{name}]", *shlex.split(args.args or "")]
+    for o in overrides:
+        merge_overrides("", [o])  # the same check of each value as the RayJob's
+    pod = "/spec/template/spec"
+    ops = [{"op": "replace", "path": f"{pod}/containers/0/args", "value": ["jobs.weights", *overrides]},
+           {"op": "replace", "path": f"{pod}/serviceAccountName", "value": args.service_account},
+           {"op": "replace", "path": f"{pod}/containers/0/envFrom/0/secretRef/name", "value": args.hf_secret},
+           {"op": "replace", "path": f"{pod}/volumes/0/persistentVolumeClaim/claimName",
+            "value": args.model_cache_pvc or MODEL_CLAIM}]
+    image = f"{IMAGE_PREFIX}{family or 'base'}"
+    kustomization = {
+        "apiVersion": "kustomize.config.k8s.io/v1beta1", "kind": "Kustomization", "resources": [],
+        "nameSuffix": f"-{args.model}",
+        "images": [{**i, "name": "duplex-mpe-base"} for i in image_ops([image], args)],
+        "patches": [{"target": {"group": "batch", "kind": "Job"}, "patch": json.dumps(ops)}],
+    }
+    return build_on(WEIGHTS, kustomize_command(args.kustomize), kustomization)
+
+
 def render(args: argparse.Namespace) -> str:
     """The rendered manifests (YAML) for ``args`` (see :func:`parser`)."""
     if args.model not in models():
         raise RenderError(f"unknown model {args.model!r}: one of {', '.join(models())}")
+    if args.job == "weights":
+        return render_weights(args)
+    if not args.run_id:
+        raise RenderError("--run-id is required for the RayJob")
     if args.workers < 1:
         raise RenderError(f"workers must be at least 1, not {args.workers}")
     name = config_name(args.model)
@@ -160,35 +221,33 @@ def render(args: argparse.Namespace) -> str:
     if args.tolerations:
         ops.append({"op": "add", "path": f"{WORKERS}/template/spec/tolerations",
                     "value": worker.get("tolerations", []) + parse_tolerations(args.tolerations)})
-    if args.model_cache_pvc:
-        index = next(i for i, v in enumerate(worker["volumes"]) if v["name"] == "models")
-        ops.append({"op": "replace", "path": f"{WORKERS}/template/spec/volumes/{index}",
-                    "value": {"name": "models", "persistentVolumeClaim": {"claimName": args.model_cache_pvc}}})
+    if args.model_cache_pvc:  # the head's preflight and the workers' loaders read it, neither writes
+        head = job["spec"]["rayClusterSpec"]["headGroupSpec"]["template"]["spec"]
+        ops += claim_ops(head, HEAD, args.model_cache_pvc, True)
+        ops += claim_ops(worker, f"{WORKERS}/template/spec", args.model_cache_pvc, True)
 
     images = sorted({c["image"] for p in (job["spec"]["submitterPodTemplate"]["spec"],
                                            job["spec"]["rayClusterSpec"]["headGroupSpec"]["template"]["spec"], worker)
                      for c in p["containers"]})
-    registry = args.registry.rstrip("/")
     kustomization = {
         "apiVersion": "kustomize.config.k8s.io/v1beta1",
         "kind": "Kustomization",
-        "resources": [],  # the overlay, relative to the temporary directory (kustomize refuses absolute roots)
+        "resources": [],
         "nameSuffix": suffix,
         "labels": [{"pairs": {"duplex-mpe/run-id": label}, "includeSelectors": False}],
-        "images": [{"name": i, "newName": f"{registry}/{i}" if registry else i, "newTag": args.tag} for i in images],
+        "images": image_ops(images, args),
         "patches": [{"target": {"group": "ray.io", "kind": "RayJob"}, "patch": json.dumps(ops)}],
     }
-    with tempfile.TemporaryDirectory(prefix="duplex-mpe-render-") as tmp:
-        kustomization["resources"] = [os.path.relpath(overlay, tmp)]
-        Path(tmp, "kustomization.yaml").write_text(json.dumps(kustomization, indent=1))
-        return build(kustomize, Path(tmp))
+    return build_on(overlay, kustomize, kustomization)
 
 
 def parser() -> argparse.ArgumentParser:
     p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0],
                                 formatter_class=argparse.ArgumentDefaultsHelpFormatter)
+    p.add_argument("--job", choices=("rayjob", "weights"), default="rayjob",
+                   help="the run's RayJob, or the Job that fills the model volume with the model's weights")
     p.add_argument("--model", required=True, help="overlay under k8s/overlays/")
-    p.add_argument("--run-id", required=True, help="the harness run id (run_id=...)")
+    p.add_argument("--run-id", default="", help="the harness run id (run_id=...); required for the RayJob")
     p.add_argument("--bucket", default="duplex-mpe", help="store.bucket")
     p.add_argument("--prefix", default="runs", help="store.prefix: runs live under <prefix>/<run_id>/")
     p.add_argument("--endpoint-url", default="", help="store.endpoint_url (MinIO, Ceph, GCS); empty: AWS S3")
@@ -201,7 +260,9 @@ def parser() -> argparse.ArgumentParser:
     p.add_argument("--tolerations", default="", help="extra worker tolerations, key[=value]:Effect[,...]")
     p.add_argument("--service-account", default="duplex-mpe", help="pods' service account (IRSA role)")
     p.add_argument("--secret", default="duplex-mpe-s3", help="Secret with S3 keys, read by envFrom (optional)")
-    p.add_argument("--model-cache-pvc", default="", help="PersistentVolumeClaim for HF_HOME (empty: emptyDir)")
+    p.add_argument("--model-cache-pvc", default="",
+                   help=f"the model volume's claim, HF_HOME (empty: {MODEL_CLAIM}; the baselines: none)")
+    p.add_argument("--hf-secret", default="duplex-mpe-hf", help="weights Job: Secret with HF_TOKEN (optional)")
     p.add_argument("--kustomize", default="",
                    help="kustomize command (default: `kustomize build`, else `kubectl kustomize`)")
     p.add_argument("--out", default="", help="write here instead of stdout")

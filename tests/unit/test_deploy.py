@@ -276,7 +276,8 @@ def test_rendered_rayjob_runs_the_pipeline_against_object_storage(rendered, mode
     assert job["metadata"]["name"] == f"duplex-mpe-{model}-t-2026-1"
     assert job["metadata"]["labels"]["duplex-mpe/run-id"] == "t-2026-1"
     spec = job["spec"]
-    assert spec["shutdownAfterJobFinishes"] is True and spec["ttlSecondsAfterFinished"] > 0
+    # KubeRay deletes the Ray cluster ttlSecondsAfterFinished after the job ends: its GPUs go down at once
+    assert spec["shutdownAfterJobFinishes"] is True and spec["ttlSecondsAfterFinished"] == 0
     assert spec["rayClusterSpec"]["rayVersion"] == RAY_PIN
     tokens = spec["entrypoint"].split()
     assert tokens[:3] == ["python", "-m", "jobs.pipeline"]
@@ -310,7 +311,13 @@ def test_rendered_pods_are_non_root_limited_and_credentialed(rendered, model):
     worker = group["template"]["spec"]
     assert worker["nodeSelector"] == {"pool": "h100", "zone": "a"}
     assert {"key": "dedicated", "operator": "Equal", "value": "bench", "effect": "NoSchedule"} in worker["tolerations"]
-    assert {"name": "models", "persistentVolumeClaim": {"claimName": "hf-cache"}} in worker["volumes"]
+    claim = {"name": "models", "persistentVolumeClaim": {"claimName": "hf-cache", "readOnly": True}}
+    head = job["spec"]["rayClusterSpec"]["headGroupSpec"]["template"]["spec"]
+    for pod in (head, worker):  # the head's preflight and the workers' loaders read the weights, offline
+        assert claim in pod["volumes"]
+        (c,) = pod["containers"]
+        assert {"name": "models", "mountPath": "/models", "readOnly": True} in c["volumeMounts"]
+        assert {"name": "HF_HUB_OFFLINE", "value": "1"} in c["env"]
     resources = worker["containers"][0]["resources"]
     if model in GPU_MODELS:
         assert resources["requests"]["nvidia.com/gpu"] == resources["limits"]["nvidia.com/gpu"] == "1"
@@ -344,3 +351,66 @@ def test_render_rejects_bad_parameters_clearly(args, message, tmp_path):
     out = tmp_path / "out.yaml"
     proc = subprocess.run([*RENDER, *args, "--out", str(out)], capture_output=True, text=True, check=False)
     assert proc.returncode == 2 and message in proc.stderr and not out.exists(), proc.stderr
+
+
+# ---------------------------------------------------------------------------------- weights on the cluster
+
+
+@needs_kustomize
+@pytest.mark.parametrize("model", OVERLAYS)
+def test_by_default_the_model_volume_is_the_claim_the_weights_job_fills_and_baselines_need_none(model, tmp_path):
+    proc = render(model)
+    assert proc.returncode == 0, proc.stderr
+    (job,) = list(yaml.safe_load_all(proc.stdout))
+    volumes = [v for p in pod_specs(job).values() for v in p["spec"].get("volumes", []) if v["name"] == "models"]
+    assert len(volumes) == 2  # head and workers
+    for v in volumes:
+        if model in BASELINES:
+            assert "emptyDir" in v and "persistentVolumeClaim" not in v
+        else:
+            assert v["persistentVolumeClaim"] == {"claimName": "duplex-mpe-models", "readOnly": True}
+
+
+def render_weights(model: str, *extra: str) -> subprocess.CompletedProcess:
+    return subprocess.run([*RENDER, "--job", "weights", "--model", model, *extra], capture_output=True, text=True,
+                          check=False)
+
+
+@needs_kustomize
+@pytest.mark.parametrize("model", OVERLAYS)
+def test_the_weights_job_runs_the_fetch_command_in_the_models_image_onto_the_claim(model, tmp_path):
+    out = tmp_path / "weights.yaml"
+    proc = render_weights(model, "--registry", "registry.example/lab", "--tag", "0123abcd", "--model-cache-pvc",
+                          "hf-cache", "--args", "asr=qwen3", "--hf-secret", "hf-token", "--out", str(out))
+    assert proc.returncode == 0, proc.stderr
+    assert yamllint(out).returncode == 0, yamllint(out).stdout
+    (job,) = [d for d in yaml.safe_load_all(out.read_text()) if d]
+    kubernetes_validate.validate(job, KUBE_VERSION, strict=True)  # batch/v1 Job: a core type
+    assert job["kind"] == "Job" and job["metadata"]["name"] == f"duplex-mpe-weights-{model}"
+    pod = job["spec"]["template"]["spec"]
+    (c,) = pod["containers"]
+    family = "base" if model in BASELINES else model
+    assert c["image"] == f"registry.example/lab/duplex-mpe-{family}:0123abcd"
+    assert c["args"] == ["jobs.weights", f"model=[{model.replace('-', '_')}]", "asr=qwen3"]
+    assert {"secretRef": {"name": "hf-token", "optional": True}} in c["envFrom"]
+    assert "HF_HUB_OFFLINE" not in {e["name"] for e in c.get("env", [])}  # it downloads
+    assert {"name": "models", "mountPath": "/models"} in c["volumeMounts"]  # read-write
+    assert {"name": "models", "persistentVolumeClaim": {"claimName": "hf-cache"}} in pod["volumes"]
+    sc = pod["securityContext"]
+    assert sc["runAsNonRoot"] is True and sc["runAsUser"] == 1000 and sc["fsGroup"] == 1000  # writes as uid 1000
+    assert c["securityContext"]["allowPrivilegeEscalation"] is False
+    assert pod["restartPolicy"] == "Never" and job["spec"]["backoffLimit"] >= 1  # a retry resumes
+
+
+def test_the_model_volume_claim_is_a_valid_read_write_many_claim():
+    (pvc,) = list(yaml.safe_load_all((K8S / "storage" / "models-pvc.yaml").read_text()))
+    kubernetes_validate.validate(pvc, KUBE_VERSION, strict=True)
+    assert pvc["metadata"]["name"] == "duplex-mpe-models" and pvc["spec"]["accessModes"] == ["ReadWriteMany"]
+    base = (K8S / "base" / "rayjob.yaml").read_text() + (K8S / "weights" / "job.yaml").read_text()
+    assert base.count("claimName: duplex-mpe-models") == 3  # head, workers, the weights Job
+
+
+@needs_kustomize
+def test_the_weights_job_refuses_a_value_that_is_not_key_value():
+    proc = render_weights("moshi", "--args", "asr=$(id)")
+    assert proc.returncode == 2 and "is not key=value" in proc.stderr
