@@ -170,7 +170,7 @@ def stack_problem(m: ModelSettings, needs: Requirements) -> str | None:
             if not name or hasattr(mod, name):
                 continue
             why = f"it has no {name!r}{_shadowed_by(module)}"
-        note = f". {needs.stack}" if needs.stack else ""
+        note = f"; {needs.stack}" if needs.stack else ""
         return f"model {m.name!r}: its stack does not import here: `{module}`: {why}{note}; {_where(m)}"
     return None
 

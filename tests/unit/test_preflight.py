@@ -343,3 +343,28 @@ def test_cue_a_manifest_that_is_not_a_file_is_named_before_the_corpus(tmp_path):
     assert found(cfg(tmp_path, cue={"manifest": str(missing)}), ["cue-score"]) == []  # only the corpus reads it
     missing.write_text("")
     assert found(cfg(tmp_path, cue={"manifest": str(missing)}), CUE) == []
+
+
+def test_a_stack_that_fails_at_import_or_lacks_a_name_is_reported_never_raised(tmp_path, monkeypatch):
+    """``requirements().imports``: the first module of the stack that does not import (with any error:
+    upstream code may raise anything at import) or lacks the name ``load`` takes from it."""
+    (tmp_path / "h21_broken_stack.py").write_text("raise RuntimeError('needs CUDA at import')\n")
+    (tmp_path / "h21_thin_stack.py").write_text("x = 1\n")
+    (tmp_path / "h21_adapter.py").write_text(
+        "from harness.models.baselines import SilentModel\nfrom harness.weights import Requirements\n\n"
+        "class Broken(SilentModel):\n    def requirements(self):\n"
+        "        return Requirements(('json', 'h21_broken_stack'), stack='it lives in image x')\n\n"
+        "class Thin(SilentModel):\n    def requirements(self):\n"
+        "        return Requirements(('h21_thin_stack:LMGen',))\n")
+    monkeypatch.syspath_prepend(str(tmp_path))
+    c = cfg(tmp_path, model={"b": {"target": "h21_adapter:Broken", "image": "duplex-mpe-x"},
+                             "t": {"target": "h21_adapter:Thin"}})
+    assert found(c, ["infer"]) == [
+        "model 'b': its stack does not import here: `h21_broken_stack`: RuntimeError: needs CUDA at import; it lives "
+        "in image x; it runs in image duplex-mpe-x: run the job there, or in the environment `make model-env MODEL=b` "
+        "makes (images/README.md)",
+        "model 't': its stack does not import here: `h21_thin_stack`: it has no 'LMGen'; model.t.image is not set: "
+        "install the model's stack in this environment (docs/adding-a-model.md)"]
+    assert found(c, ["scenes", "score"]) == []  # only infer loads models
+    for name in ("h21_broken_stack", "h21_thin_stack", "h21_adapter"):
+        sys.modules.pop(name, None)
