@@ -22,6 +22,8 @@ import numpy as np
 import pytest
 import soundfile as sf
 
+from harness.products.infer import InferRecord
+from harness.protocol.scheduler import Placement
 from harness.report.conversation import mix_flac, stereo_mix
 
 WIDTH = 1280
@@ -42,9 +44,8 @@ def chromium_path() -> str | None:
 
 # -- fast: the mix and the page markup, no browser -------------------------------------------------
 def test_stereo_mix_puts_humans_left_and_the_model_right():
-    rec = {"n_samples": 100, "placements": [{"turn": None, "start": 0, "length": 10},
-                                            {"turn": 0, "start": 20, "length": 30},
-                                            {"turn": 1, "start": 90, "length": 30}]}  # runs past the end
+    rec = InferRecord("x", "ok", "", 24_000, 100, None, (Placement(None, 0, 10), Placement(0, 20, 30),
+                                                         Placement(1, 90, 30)), ())  # the last runs past the end
     pre, t0, t1 = (np.full(10, 0.1, np.float32), np.full(30, 0.2, np.float32), np.full(30, 0.3, np.float32))
     out = np.linspace(-0.5, 0.5, 100).astype(np.float32)
     mix = stereo_mix(rec, [t0, t1], pre, out)
