@@ -157,7 +157,7 @@ def render_weights(args: argparse.Namespace) -> str:
     """The weights Job of ``args.model`` (``k8s/weights``): ``python -m jobs.weights 'model=[<m>]' <args>``
     in the model's image, the claim mounted read-write, the HF token Secret ``--hf-secret``."""
     sys.path.insert(0, str(K8S.parent))
-    from harness.models.smoke import IMAGE_PREFIX, image_family
+    from harness.models.model_env import IMAGE_PREFIX, image_family
 
     name = config_name(args.model)
     try:

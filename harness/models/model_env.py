@@ -27,8 +27,44 @@ import sys
 import sysconfig
 from pathlib import Path
 
-from harness.models import smoke
-from harness.models.smoke import REPO, family_pins, image_family
+REPO = Path(__file__).resolve().parents[2]
+IMAGES = REPO / "images"
+IMAGE_PREFIX = "duplex-mpe-"  # an image is duplex-mpe-<family>, built from images/<family>/ (`make images`)
+
+
+def image_family(model_name: str, conf_dir: Path | None = None) -> str | None:
+    """The image family of model config ``model_name`` (its ``image: duplex-mpe-<family>``), None
+    for a model that runs in the base image (``image: null``). ``conf_dir``: the model configs
+    (default: ``conf/model``).
+
+    Raises:
+        ValueError: an unknown model, or an image that is not ``duplex-mpe-<family>`` of a folder
+            ``images/<family>/`` with a Dockerfile.
+    """
+    from harness.models.registry import CONF_DIR, model_config
+
+    image = model_config(model_name, conf_dir or CONF_DIR).get("image")
+    if image is None:
+        return None
+    family = str(image).removeprefix(IMAGE_PREFIX)
+    if not image.startswith(IMAGE_PREFIX) or not (IMAGES / family / "Dockerfile").is_file():
+        raise ValueError(f"model {model_name!r}: image {image!r} is not {IMAGE_PREFIX}<family> of a folder "
+                         f"{IMAGES}/<family>/ with a Dockerfile")
+    return family
+
+
+def family_pins(family: str) -> tuple[list[str], dict[str, str]]:
+    """What image family ``family`` pins, each written once in its folder: the requirements
+    (``images/<family>/requirements.txt``, its lines without comments and options, e.g.
+    ``transformers==4.51.3``) and the build arguments (``images/<family>/build-args``, ``KEY=VALUE``
+    lines, e.g. ``UPSTREAM_COMMIT``: ``{}`` without that file)."""
+    folder = IMAGES / family
+    lines = [ln.split("#")[0].strip() for ln in (folder / "requirements.txt").read_text().splitlines()]
+    args_file = folder / "build-args"
+    args = [ln.strip() for ln in args_file.read_text().splitlines()] if args_file.is_file() else []
+    return ([ln for ln in lines if ln and not ln.startswith("-")],
+            dict(ln.split("=", 1) for ln in args if ln and not ln.startswith("#")))
+
 
 UPSTREAM_PATHS = "00-duplex-mpe-upstream.pth"  # sorts before HARNESS_PATHS: the upstream code comes first
 HARNESS_PATHS = "duplex_mpe_harness.pth"
@@ -55,7 +91,7 @@ def create(venv: Path, family: str | None) -> Path:
         lines = [sysconfig.get_paths()["purelib"], str(REPO)]
         (site_packages(python) / HARNESS_PATHS).write_text("\n".join(lines) + "\n")
     if family is not None:
-        reqs = smoke.IMAGES / family / "requirements.txt"
+        reqs = IMAGES / family / "requirements.txt"
         pins = family_pins(family)[0]
         if pins:
             print(f"installing into {venv}: {' '.join(pins)} ({reqs})", flush=True)

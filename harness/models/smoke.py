@@ -34,43 +34,7 @@ from pathlib import Path
 
 import numpy as np
 
-REPO = Path(__file__).resolve().parents[2]
-IMAGES = REPO / "images"
-IMAGE_PREFIX = "duplex-mpe-"  # an image is duplex-mpe-<family>, built from images/<family>/ (`make images`)
-
-
-def image_family(model_name: str, conf_dir: Path | None = None) -> str | None:
-    """The image family of model config ``model_name`` (its ``image: duplex-mpe-<family>``), None
-    for a model that runs in the base image (``image: null``). ``conf_dir``: the model configs
-    (default: ``conf/model``).
-
-    Raises:
-        ValueError: an unknown model, or an image that is not ``duplex-mpe-<family>`` of a folder
-            ``images/<family>/`` with a Dockerfile.
-    """
-    from harness.models.registry import CONF_DIR, model_config
-
-    image = model_config(model_name, conf_dir or CONF_DIR).get("image")
-    if image is None:
-        return None
-    family = str(image).removeprefix(IMAGE_PREFIX)
-    if not image.startswith(IMAGE_PREFIX) or not (IMAGES / family / "Dockerfile").is_file():
-        raise ValueError(f"model {model_name!r}: image {image!r} is not {IMAGE_PREFIX}<family> of a folder "
-                         f"{IMAGES}/<family>/ with a Dockerfile")
-    return family
-
-
-def family_pins(family: str) -> tuple[list[str], dict[str, str]]:
-    """What image family ``family`` pins, each written once in its folder: the requirements
-    (``images/<family>/requirements.txt``, its lines without comments and options, e.g.
-    ``transformers==4.51.3``) and the build arguments (``images/<family>/build-args``, ``KEY=VALUE``
-    lines, e.g. ``UPSTREAM_COMMIT``: ``{}`` without that file)."""
-    folder = IMAGES / family
-    lines = [ln.split("#")[0].strip() for ln in (folder / "requirements.txt").read_text().splitlines()]
-    args_file = folder / "build-args"
-    args = [ln.strip() for ln in args_file.read_text().splitlines()] if args_file.is_file() else []
-    return ([ln for ln in lines if ln and not ln.startswith("-")],
-            dict(ln.split("=", 1) for ln in args if ln and not ln.startswith("#")))
+from harness.models.model_env import REPO, family_pins, image_family
 
 
 def smoke_scenes():

@@ -20,8 +20,8 @@ import kubernetes_validate
 import pytest
 import yaml
 
+from harness.models.model_env import family_pins, image_family
 from harness.models.registry import model_configs
-from harness.models.smoke import family_pins, image_family
 
 ROOT = Path(__file__).resolve().parents[2]
 BIN = Path(sys.executable).parent

@@ -11,7 +11,7 @@ import subprocess
 
 import pytest
 
-from harness.models import model_env, smoke
+from harness.models import model_env
 
 
 def git(*args, cwd) -> str:
@@ -36,7 +36,7 @@ def family(tmp_path, monkeypatch):
     (images / "personaplex" / "Dockerfile").write_text("FROM x\n")
     (images / "personaplex" / "requirements.txt").write_text("-c ../../requirements.txt\n")
     (images / "personaplex" / "build-args").write_text(f"UPSTREAM_COMMIT={pinned}\nUPSTREAM_REPO={upstream}\n")
-    monkeypatch.setattr(smoke, "IMAGES", images)
+    monkeypatch.setattr(model_env, "IMAGES", images)
     return upstream, pinned, later
 
 
@@ -62,5 +62,5 @@ def test_a_checkout_of_ones_own_at_another_commit_is_used_and_said_so(family, tm
 
 
 def test_make_model_env_needs_a_model():
-    out = subprocess.run(["make", "-s", "-C", str(smoke.REPO), "model-env"], capture_output=True, text=True)
+    out = subprocess.run(["make", "-s", "-C", str(model_env.REPO), "model-env"], capture_output=True, text=True)
     assert out.returncode == 2 and "usage: make model-env MODEL=<name>" in out.stderr
