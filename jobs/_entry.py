@@ -242,7 +242,7 @@ def run_until_stopped(fn: Callable[[RunConfig, ObjectStore], T], run: RunConfig,
     Duplex-MPE pipeline's, :func:`~harness.runtime.status.run_status`); ``resume``: the command
     that continues the run (default: ``make rerun-failed``)."""
     from harness.products.infer import InferIncomplete
-    from harness.runtime.driver import StageInputMissing
+    from harness.runtime.driver import StageCannotRun
     from harness.runtime.executor import BudgetExceeded, UnmetResources
     from harness.runtime.pool import BatchesFailed
     from harness.runtime.status import run_status
@@ -269,7 +269,7 @@ def run_until_stopped(fn: Callable[[RunConfig, ObjectStore], T], run: RunConfig,
              + (" (with budget.gpu_hours=... / budget.usd=... in ARGS to raise the budget)"
                 if isinstance(e, BudgetExceeded) else ""),
              BUDGET_STOP if isinstance(e, BudgetExceeded) else FAILED_SHARDS)
-    except StageInputMissing as e:
+    except StageCannotRun as e:  # an input missing, or nothing to run (every scene invalid)
         fail(f"cannot run: {e}")
     except UnmetResources as e:
         fail(f"cannot schedule: {e}")
@@ -289,6 +289,10 @@ def finish(run: RunConfig, store: ObjectStore) -> None:
 
     plan = RunPlan.from_config(run)
     print(report_location(run, store, plan.layout.file(plan.reduce, "report.md")))
+    invalid = get_json(store, plan.layout.file(plan.reduce, "errors.json"))["invalid_scenes"]
+    if invalid:
+        print(f"{len(invalid)} invalid scene(s) were left out (never run, never scored); each reason is in the "
+              "report's errors and in errors.json")
     errors = get_json(store, plan.layout.file(plan.reduce, "errors.json"))["conversations"]
     if errors:
         models = sorted({e["model"] for e in errors})

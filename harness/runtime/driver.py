@@ -33,7 +33,12 @@ from harness.store.layout import RunLayout
 log = logging.getLogger("duplex_mpe")
 
 
-class StageInputMissing(RuntimeError):
+class StageCannotRun(RuntimeError):
+    """A stage cannot do its work with what it was given (jobs: exit 2, the message says why and
+    where the details are): nothing of it is marked complete."""
+
+
+class StageInputMissing(StageCannotRun):
     """An upstream stage has not completed (its marker is missing)."""
 
 

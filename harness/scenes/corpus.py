@@ -107,6 +107,10 @@ def main(argv: list[str] | None = None) -> int:
     print(f"{stats['n_pairs']} pairs, {stats['invalid_scenes']} invalid scenes, "
           f"{stats['timing_s']['generate_and_validate']:.1f} s to generate and validate", file=sys.stderr)
     print(path)
+    if not stats["n_pairs"]:  # nothing usable (every scene refused, or an LLM that wrote no valid pair)
+        print(f"no valid pair: the reasons are in {path.parent / 'invalid.json'}"
+              + (f" and {path.parent / 'llm_rejected.json'}" if args.llm else ""), file=sys.stderr)
+        return 2
     return 1 if args.manifest is None and stats["invalid_scenes"] else 0
 
 

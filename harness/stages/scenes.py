@@ -6,13 +6,17 @@ Writes the :class:`~harness.products.scenes.SceneSet` (``scenes.jsonl``, ``inval
 
 from __future__ import annotations
 
-from harness.products.scenes import SceneSet
+import logging
+
+from harness.products.scenes import INVALID, SceneSet
 from harness.runtime.config import RunConfig
-from harness.runtime.driver import Output, Stage, Unit
+from harness.runtime.driver import Output, Stage, StageCannotRun, Unit, write_objects
 from harness.runtime.plan import GENERATOR_VERSION, RunPlan
 from harness.scenes.generator import corpus_stats, generate_pairs
 from harness.scenes.schema import import_manifest, validate_scenes
 from harness.store.base import ObjectStore
+
+log = logging.getLogger("duplex_mpe")
 
 
 class ScenesStage(Stage):
@@ -32,5 +36,13 @@ class ScenesStage(Stage):
         else:
             scenes, invalid = validate_scenes(generate_pairs(s.n_pairs, s.seed, s.four_party_share, s.n4_share,
                                                              s.profile), strict=True)
+        if not scenes:  # nothing to run is not a success: the reasons are kept, the stage is not complete
+            write_objects(store, plan.layout, plan.scenes, {INVALID: invalid})
+            raise StageCannotRun(f"scenes: no valid scene ({len(invalid)} invalid): every scene was refused; the "
+                                 f"reasons, one per scene, are in {plan.layout.file(plan.scenes, INVALID)} "
+                                 "(the rules: docs/formats.md)")
+        if invalid:
+            log.warning("scenes: %d of %d scenes are invalid and will not run (reasons in %s)", len(invalid),
+                        len(invalid) + len(scenes), plan.layout.file(plan.scenes, INVALID))
         yield todo[0], Output({"scenes": len(scenes), "invalid": len(invalid)},
                               SceneSet(tuple(scenes), invalid, corpus_stats(scenes)).objects())

@@ -234,6 +234,7 @@ def test_duplicate_ids_name_their_lines():
 
 def test_scenes_stage_validates_an_imported_manifest(tmp_path):
     from harness.runtime.config import RunConfig
+    from harness.runtime.driver import StageCannotRun
     from harness.runtime.plan import RunPlan
     from harness.stages import run_stage
     from harness.store.base import LocalStore, get_json
@@ -244,11 +245,11 @@ def test_scenes_stage_validates_an_imported_manifest(tmp_path):
     cfg = RunConfig.from_dict({"run_id": "imp", "scenes": {"manifest": str(path)},
                                "model": {"silent": {"target": "silent"}}, "store": {"root": str(tmp_path / "s")}})
     store = LocalStore(tmp_path / "s")
-    prefix = run_stage("scenes", cfg, store)
-    lay = RunPlan.from_config(cfg).layout
-    assert set(get_json(store, lay.file(prefix, "invalid.json"))) == {"p1-explicit", "p1-implicit"}
-    marker = get_json(store, lay.marker(prefix))
-    assert (marker["stage"], marker["scenes"], marker["invalid"]) == ("scenes", 0, 2)
+    plan = RunPlan.from_config(cfg)
+    with pytest.raises(StageCannotRun, match="no valid scene"):  # both halves refused: nothing to run
+        run_stage("scenes", cfg, store)
+    assert set(get_json(store, plan.layout.file(plan.scenes, "invalid.json"))) == {"p1-explicit", "p1-implicit"}
+    assert not store.exists(plan.layout.marker(plan.scenes))
 
 
 def test_scenes_config_profile():

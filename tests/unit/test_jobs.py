@@ -205,3 +205,15 @@ def test_credentials_in_a_url_setting_are_refused_and_written_nowhere(tmp_path):
     assert not [p for p in files if secret in p.read_text(errors="replace")]
     assert "http://***@proxy.example/v1" in (next(p for p in files if p.name == "overrides.yaml")).read_text()
     assert not [p for p in files if p.name == "run.json" or "logs" not in p.parts]  # Hydra's logs only: no run
+
+
+def test_a_manifest_with_no_valid_scene_exits_2_saying_where_the_reasons_are(tmp_path):
+    """Every scene invalid: no stage runs on nothing and no empty report is written (issue 19.14)."""
+    path = tmp_path / "all_invalid.jsonl"
+    path.write_text('{"scene_id": "p1-explicit"}\n{"not": "a scene"}\n', encoding="utf-8")
+    out = job("pipeline", f"store.root={tmp_path / 'runs'}", "run_id=empty", "model=[silent]",
+              f"scenes.manifest={path}")
+    assert out.returncode == 2, out.stderr[-2000:]
+    assert "cannot run: scenes: no valid scene (2 invalid)" in out.stderr and "invalid.json" in out.stderr
+    assert list((tmp_path / "runs" / "empty").glob("scenes/*/invalid.json"))
+    assert not list((tmp_path / "runs" / "empty").glob("reduce/*"))

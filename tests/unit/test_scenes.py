@@ -182,6 +182,7 @@ def test_imported_manifest_with_a_duplicate_id_records_it_as_invalid(tmp_path):
     """The scenes stage keeps neither copy and records why, under the id, in invalid.json; the
     other half of that pair is then rejected too (a pair is never evaluated half)."""
     from harness.runtime.config import RunConfig
+    from harness.runtime.driver import StageCannotRun
     from harness.runtime.plan import RunPlan
     from harness.stages import run_stage
     from harness.store.base import LocalStore, get_json
@@ -192,15 +193,17 @@ def test_imported_manifest_with_a_duplicate_id_records_it_as_invalid(tmp_path):
     cfg = RunConfig.from_dict({"run_id": "dup", "scenes": {"manifest": str(path)},
                                "model": {"silent": {"target": "silent"}}, "store": {"root": str(tmp_path / "store")}})
     store = LocalStore(tmp_path / "store")
-    prefix = run_stage("scenes", cfg, store)
     plan = RunPlan.from_config(cfg)
+    prefix = plan.scenes
+    # nothing valid is left: the stage refuses to run on nothing (jobs: exit 2) and keeps every reason
+    with pytest.raises(StageCannotRun, match=r"scenes: no valid scene \(2 invalid\): every scene was refused; the "
+                                             r"reasons, one per scene, are in dup/scenes/\w+/invalid\.json"):
+        run_stage("scenes", cfg, store)
     assert get_json(store, plan.layout.file(prefix, "invalid.json")) == {
         SID: f"manifest line 3: scene {SID!r}: scene id on manifest lines 1 and 3; none of them is used (which one "
              "is right is unknown) [rule duplicate_id]",
         "p00042-implicit": "scene 'p00042-implicit': pair 'p00042' has no explicit version [rule pair_incomplete]"}
-    assert read_manifest(store.get(plan.layout.file(prefix, "scenes.jsonl")).decode().splitlines()) == []
-    marker = get_json(store, plan.layout.marker(prefix))
-    assert (marker["stage"], marker["scenes"], marker["invalid"]) == ("scenes", 0, 2)
+    assert not store.exists(plan.layout.marker(prefix)) and not store.exists(plan.layout.file(prefix, "scenes.jsonl"))
 
 
 def test_round_trip_hand_made_and_generated():
