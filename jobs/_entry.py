@@ -10,6 +10,7 @@ from pathlib import Path
 from typing import NoReturn, TypeVar
 
 import hydra
+from hydra.experimental.callback import Callback
 from omegaconf import DictConfig, OmegaConf
 from omegaconf.errors import MissingMandatoryValue
 
@@ -48,9 +49,55 @@ FAILED_CONVERSATIONS = 5  # finished and the report is written, but some convers
 
 
 def fail(message: str, status: int = CONFIG_ERROR) -> NoReturn:
-    """Print ``message`` to stderr and exit with ``status``."""
+    """Print ``message`` to stderr and exit with ``status``; in a Hydra multirun (``-m``), end this
+    job only (:class:`JobFailed`): the sweep's other jobs still run (:func:`hydra_job`)."""
     print(message, file=sys.stderr)
+    if _multirun_job() is not None:
+        raise JobFailed(message, status)
     sys.exit(status)
+
+
+class JobFailed(Exception):
+    """A job of a multirun that ended with exit ``status`` (its message printed already)."""
+
+    def __init__(self, message: str, status: int):
+        super().__init__(message)
+        self.status = status
+
+
+SWEEP_FAILURES: list[tuple[int, str, int, str]] = []  # (job number, run id, exit status, message) of this sweep
+
+
+def hydra_job(config_name: str) -> Callable[[Callable[[DictConfig], None]], Callable[[], None]]:
+    """``@hydra.main`` over ``conf/<config_name>.yaml`` for a job's ``main(cfg)``. In a multirun a
+    job that fails (:func:`fail`) is recorded and the sweep goes on to the next job;
+    :class:`SweepReport` lists the failed jobs at the end and exits with the highest status."""
+    def wrap(main: Callable[[DictConfig], None]) -> Callable[[], None]:
+        def job(cfg: DictConfig) -> None:
+            try:
+                main(cfg)
+            except JobFailed as e:  # only raised in a multirun
+                SWEEP_FAILURES.append((_multirun_job() or 0, str(cfg.get("run_id", "?")), e.status, str(e)))
+
+        job.__name__, job.__doc__, job.__module__ = main.__name__, main.__doc__, main.__module__
+        return hydra.main(version_base="1.3", config_path=CONF_DIR, config_name=config_name)(job)
+
+    return wrap
+
+
+class SweepReport(Callback):
+    """Hydra callback (``hydra.callbacks`` in conf/): at the end of a multirun, every failed job with
+    its run id, exit status and message on stderr, and the sweep's exit status: the highest of its
+    failed jobs' (docs/configuration.md, "Sweeps"); 0 when every job completed."""
+
+    def on_multirun_end(self, config: DictConfig, **kwargs: object) -> None:
+        if not SWEEP_FAILURES:
+            return
+        lines = [f"  job {n} (run {run}): exit {status}: {msg.strip().splitlines()[0] if msg.strip() else ''}"
+                 for n, run, status, msg in SWEEP_FAILURES]
+        print(f"\nsweep: {len(SWEEP_FAILURES)} job(s) failed, the others completed:\n" + "\n".join(lines),
+              file=sys.stderr)
+        sys.exit(max(status for _, _, status, _ in SWEEP_FAILURES))
 
 
 def _multirun_job() -> int | None:
@@ -306,7 +353,7 @@ def stage_main(stage: str):
     from harness.runtime.manifest import write_run_manifest
     from harness.stages import run_stage
 
-    @hydra.main(version_base="1.3", config_path=CONF_DIR, config_name="config")
+    @hydra_job("config")
     def main(cfg: DictConfig) -> None:
         run, store = setup(cfg)
         if stage == "scenes":  # a run starts here (or with the pipeline): its run.json

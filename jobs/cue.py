@@ -15,7 +15,6 @@ item errors (listed in the cue-infer markers; the first is printed).
 
 from __future__ import annotations
 
-import hydra
 from omegaconf import DictConfig
 
 from harness.cue.plan import CuePlan
@@ -23,7 +22,7 @@ from harness.products.infer import read_ledger
 from harness.runtime.config import RunConfig
 from harness.stages import CUE_STAGES, run_cue
 from harness.store.base import ObjectStore
-from jobs._entry import CONF_DIR, FAILED_CONVERSATIONS, check_ready, fail, run_until_stopped, setup
+from jobs._entry import FAILED_CONVERSATIONS, check_ready, fail, hydra_job, run_until_stopped, setup
 
 
 def item_errors(cfg: RunConfig, store: ObjectStore) -> list[tuple[str, str, str]]:
@@ -49,7 +48,7 @@ def cue_status(cfg: RunConfig, store: ObjectStore) -> str:
     return "\n".join(lines)
 
 
-@hydra.main(version_base="1.3", config_path=CONF_DIR, config_name="cue")
+@hydra_job("cue")
 def main(cfg: DictConfig) -> None:
     run, store = setup(cfg)
     # the store, each model's stack and resources; the cue manifest, labeller and transcriber

@@ -9,14 +9,13 @@ Exit status (docs/cluster.md): 0 complete; 2 configuration error; 3 stopped by t
 ``python -m jobs.rerun_failed run_id=x`` finishes a stopped run.
 """
 
-import hydra
 from omegaconf import DictConfig
 
 from harness.stages import STAGES, run_pipeline
-from jobs._entry import CONF_DIR, check_ready, finish, run_until_stopped, same_run, setup
+from jobs._entry import check_ready, finish, hydra_job, run_until_stopped, same_run, setup
 
 
-@hydra.main(version_base="1.3", config_path=CONF_DIR, config_name="config")
+@hydra_job("config")
 def main(cfg: DictConfig) -> None:
     run, store = setup(cfg)
     same_run(run, store, "jobs.pipeline")

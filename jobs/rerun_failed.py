@@ -6,14 +6,13 @@ invocation would have; only where and how it runs (``store``, ``cluster``, ``bud
 taken from this command line. Completed shards are skipped and cost nothing.
 """
 
-import hydra
 from omegaconf import DictConfig
 
 from harness.stages import STAGES, run_pipeline
-from jobs._entry import CONF_DIR, check_ready, existing_run, finish, run_until_stopped, setup
+from jobs._entry import check_ready, existing_run, finish, hydra_job, run_until_stopped, setup
 
 
-@hydra.main(version_base="1.3", config_path=CONF_DIR, config_name="config")
+@hydra_job("config")
 def main(cfg: DictConfig) -> None:
     run, store = setup(cfg)
     run = existing_run(run, store, job="jobs.rerun_failed")

@@ -11,20 +11,19 @@ two reviewers' CSVs and writes the results beside the kit (``results.md``, ``res
 ``jobs.cue`` (docs/cue.md, "Human review"; its results are stored beside the cue review page).
 """
 
-import hydra
 from omegaconf import DictConfig, OmegaConf, open_dict
 
 from harness.review.cue import export_cue_review, import_cue_reviews
 from harness.review.forms import ReviewFormError
 from harness.review.kit import ReviewError, export_review, import_reviews
-from jobs._entry import CONF_DIR, existing_run, fail, new_stage_version, setup
+from jobs._entry import existing_run, fail, hydra_job, new_stage_version, setup
 
 
 def _where(run, key: str) -> str:
     return f"{run.store.root}/{key}" if run.store.kind == "local" else key
 
 
-@hydra.main(version_base="1.3", config_path=CONF_DIR, config_name="review")
+@hydra_job("review")
 def main(cfg: DictConfig) -> None:
     with open_dict(cfg):
         review = OmegaConf.to_container(cfg.pop("review"), resolve=True)

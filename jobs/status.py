@@ -4,14 +4,13 @@ The run's own config comes from its manifest (``run.json``), so only ``run_id``,
 and (for the cost columns) ``budget.usd_per_gpu_hour`` need to be given.
 """
 
-import hydra
 from omegaconf import DictConfig
 
 from harness.runtime.status import run_status
-from jobs._entry import CONF_DIR, existing_run, setup
+from jobs._entry import existing_run, hydra_job, setup
 
 
-@hydra.main(version_base="1.3", config_path=CONF_DIR, config_name="config")
+@hydra_job("config")
 def main(cfg: DictConfig) -> None:
     run, store = setup(cfg)
     print(run_status(existing_run(run, store, job="jobs.status"), store))

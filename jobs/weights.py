@@ -29,12 +29,11 @@ import os
 import sys
 from pathlib import Path
 
-import hydra
 from omegaconf import DictConfig, OmegaConf
 
 from harness.runtime.config import ConfigError, RunConfig
 from harness.weights import Repo, WeightsNotFoundError, fetch, pin_problem
-from jobs._entry import CONF_DIR, fail
+from jobs._entry import fail, hydra_job
 
 # the Qwen3 backends' weights (harness/scoring/asr/qwen3.py, harness/audio/tts/qwen3.py): their config
 # params, their defaults and the file every transformers checkpoint has; the backends resolve them
@@ -98,7 +97,7 @@ def run_fetch(run: RunConfig) -> int:
     return 0
 
 
-@hydra.main(version_base="1.3", config_path=CONF_DIR, config_name="config")
+@hydra_job("config")
 def main(cfg: DictConfig) -> None:
     if os.environ.get("HF_HUB_OFFLINE", "").strip().lower() in ("1", "on", "yes", "true"):
         fail("weights: HF_HUB_OFFLINE is set, so huggingface_hub will not download: unset it for this command "

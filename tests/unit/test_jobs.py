@@ -217,3 +217,16 @@ def test_a_manifest_with_no_valid_scene_exits_2_saying_where_the_reasons_are(tmp
     assert "cannot run: scenes: no valid scene (2 invalid)" in out.stderr and "invalid.json" in out.stderr
     assert list((tmp_path / "runs" / "empty").glob("scenes/*/invalid.json"))
     assert not list((tmp_path / "runs" / "empty").glob("reduce/*"))
+
+
+def test_a_sweep_runs_its_other_jobs_when_one_fails_and_lists_it(tmp_path):
+    """Hydra multirun: job 1's config error ends that job only; jobs 0 and 2 still run; the sweep
+    exits with the failed job's status and names it (issue 19.15)."""
+    root = tmp_path / "runs"
+    out = job("scenes", "-m", f"store.root={root}", "run_id=sw", "scenes=tiny", "model=[silent]",
+              "scenes.n_pairs=1,0,2")
+    assert out.returncode == 2, out.stderr[-3000:]
+    assert "sweep: 1 job(s) failed, the others completed:" in out.stderr
+    assert "job 1 (run sw-1): exit 2: config error: scenes: n_pairs must be >= 1" in out.stderr
+    done = sorted(p.parent.parent.parent.name for p in root.glob("sw-*/scenes/*/_SUCCESS.json"))
+    assert done == ["sw-0", "sw-2"]
