@@ -220,11 +220,16 @@ def resource_problems(cfg: RunConfig, work: Pending) -> list[str]:
     usable CUDA; none for a joined cluster (``cluster.address``)."""
     if cfg.cluster.address:
         return []
+    out = []
+    if os.environ.get("RAY_ADDRESS"):  # ray.init would join that cluster and refuse the local node's sizes
+        out.append(f"RAY_ADDRESS is set ({os.environ['RAY_ADDRESS']!r}) but cluster.address is null, so this job "
+                   "would start its own local Ray: unset RAY_ADDRESS to run locally, or join that cluster with "
+                   "cluster.address=auto (cluster=kuberay in a KubeRay pod)")
     requests = {f"model {m.name!r}": (m.num_cpus, m.num_gpus) for m in work.infer}
     if work.score:
         requests["the scoring actor (score.num_cpus / score.num_gpus)"] = (cfg.score.num_cpus, cfg.score.num_gpus)
     node = {"CPU": float(cfg.cluster.num_cpus or os.cpu_count() or 1), "GPU": float(cfg.cluster.num_gpus)}
-    out = [p + RESOURCE_HINT for p in unmet_requests(requests, [node])]
+    out += [p + RESOURCE_HINT for p in unmet_requests(requests, [node])]
     given_gpus = [m for m in work.infer if 0 < m.num_gpus <= cfg.cluster.num_gpus]  # actors on this machine
     return out + [p for m in given_gpus if (p := cuda_problem(m, cfg.infer.allow_cpu_for_gpu_actors))]
 

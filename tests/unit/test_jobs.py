@@ -230,3 +230,13 @@ def test_a_sweep_runs_its_other_jobs_when_one_fails_and_lists_it(tmp_path):
     assert "job 1 (run sw-1): exit 2: config error: scenes: n_pairs must be >= 1" in out.stderr
     done = sorted(p.parent.parent.parent.name for p in root.glob("sw-*/scenes/*/_SUCCESS.json"))
     assert done == ["sw-0", "sw-2"]
+
+
+def test_ray_address_in_the_environment_with_the_local_cluster_is_refused_before_anything_runs(tmp_path):
+    """RAY_ADDRESS set and cluster=local (no cluster.address): exit 2 saying how, before run.json."""
+    out = job("pipeline", f"store.root={tmp_path}", "run_id=ra", "scenes=tiny", "model=[silent]",
+              env={"RAY_ADDRESS": "127.0.0.1:6379"})
+    assert out.returncode == 2, out.stderr[-2000:]
+    assert "RAY_ADDRESS is set ('127.0.0.1:6379') but cluster.address is null" in out.stderr
+    assert "unset RAY_ADDRESS to run locally, or join that cluster with cluster.address=auto" in out.stderr
+    assert not (tmp_path / "ra" / "run.json").exists()
