@@ -9,15 +9,15 @@ recorded continuation is. Times are seconds on the recording's own timeline.
 from __future__ import annotations
 
 import math
-import re
 from dataclasses import dataclass, field
 from typing import Any
+
+from harness.store.layout import SAFE_ID
 
 INTENTS = ("backchannel", "collaboration", "interruption")  # B's cue intent
 RESPONSES = ("continued", "adapted", "yielded")  # A's (or the model's) response to the cue
 SWITCH_LEAD_S = 0.08  # spec section 9: the switch point is 80 ms before the cue's first word
 WINDOW_S = 10.0  # spec section 9: the model generates 10 s after the switch point
-SAFE_ID = re.compile(r"[A-Za-z0-9][A-Za-z0-9._-]*")  # ids name files and store objects
 
 
 class CueError(ValueError):
@@ -52,7 +52,8 @@ def _get(d: Any, key: str, kind: type | tuple[type, ...], where: str, default: A
 def _id(d: Any, key: str, where: str) -> str:
     v = _get(d, key, str, where)
     if not SAFE_ID.fullmatch(v):
-        raise CueError("bad_id", f"{where}.{key}: {v!r} is not a safe id (letters, digits, '.', '_', '-')")
+        raise CueError("bad_id", f"{where}.{key}: {v!r} is not a safe id (ASCII letters, digits, '.', '_', '-', "
+                                 "starting with a letter or digit, at most 128 characters)")
     return v
 
 

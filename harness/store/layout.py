@@ -32,6 +32,7 @@ from __future__ import annotations
 
 import hashlib
 import json
+import re
 from dataclasses import dataclass
 from typing import Any
 
@@ -41,16 +42,20 @@ MARKER = "_SUCCESS.json"
 CACHE_ROOT = "_cache"
 
 
+# What an id may be (a run, model, shard, scene, item or clip id): it names store objects, files on
+# disk and the links of the report, conversation and review pages, so it is ASCII letters, digits,
+# '.', '_' and '-' only, starting with a letter or digit ('_' and '.' starts are reserved for
+# markers, caches and temporary files): no character is special in a URL, a file name or Markdown.
+SAFE_ID = re.compile(r"[A-Za-z0-9][A-Za-z0-9._-]{0,127}")
+
+
 def check_id(value: str, what: str) -> str:
-    """Return ``value`` when it can name one key part (a run, model, shard, scene or clip id);
-    raise :class:`InvalidKey` otherwise: it must be a valid key without ``/`` and must not start
-    with ``_`` or ``.``, which are reserved for markers, caches and temporary files."""
-    if not isinstance(value, str) or "/" in value or value[:1] in ("_", "."):
-        raise InvalidKey(f"invalid {what} {value!r}: one key part, no '/', not starting with '_' or '.'")
-    try:
-        return check_key(value)
-    except InvalidKey as e:
-        raise InvalidKey(f"invalid {what} {value!r}: {e}") from None
+    """Return ``value`` when it can name one key part (a run, model, shard, scene or clip id):
+    :data:`SAFE_ID`, at most 128 characters; raise :class:`InvalidKey` naming the rule otherwise."""
+    if not isinstance(value, str) or not SAFE_ID.fullmatch(value):
+        raise InvalidKey(f"invalid {what} {value!r}: ids are ASCII letters, digits, '.', '_' and '-', starting "
+                         "with a letter or digit, at most 128 characters (they name files and links)")
+    return check_key(value)
 
 
 def cache_prefix(kind: str) -> str:

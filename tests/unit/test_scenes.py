@@ -430,3 +430,12 @@ def test_a_manifest_saved_by_an_editor_loads_exactly_like_a_clean_one(tmp_path):
         plan = RunPlan.from_config(cfg)
         got[path.stem] = SceneSet.read(store, plan.layout, plan.scenes)
     assert got["saved"].scenes == got["clean"].scenes == tuple(pairs) and got["saved"].invalid == {}
+
+
+@pytest.mark.parametrize("sid", ["p 1-explicit", "p#1", "p?1", "p%201", "pé1", "p(1)", "p:1", "[p]", "p" * 129])
+def test_an_id_that_would_break_a_link_or_a_file_name_is_refused_naming_the_rule(sid):
+    """Scene ids name store objects, files and the report's links: characters special in URLs, file
+    names or Markdown (spaces, #, ?, %, :, brackets, non-ASCII) are refused, never half-linked."""
+    with pytest.raises(SceneError, match=r"ids are ASCII letters, digits, '\.', '_' and '-', starting with a letter "
+                                         r"or digit, at most 128 characters \(they name files and links\)"):
+        _scene(scene_id=sid).validate()
