@@ -1,12 +1,17 @@
-"""Shared fixtures: espeak-ng speech (real TTS, made here, never downloaded)."""
+"""Shared fixtures: espeak-ng speech (real TTS, made here, never downloaded) and the session's one
+completed tiny run, which the read-only end-to-end checks share (tests/fixtures/runs.py)."""
 
 from __future__ import annotations
 
 import shutil
+from typing import TYPE_CHECKING
 
 import pytest
 
 from harness.audio.tts.espeak import EspeakTTS
+
+if TYPE_CHECKING:
+    from tests.fixtures.runs import CompletedRun
 
 
 @pytest.fixture(scope="session")
@@ -14,3 +19,13 @@ def tts() -> EspeakTTS:
     if shutil.which("espeak-ng") is None:
         pytest.fail("espeak-ng is not installed: run `make setup`")
     return EspeakTTS(24_000)
+
+
+@pytest.fixture(scope="session")
+def completed_run(tmp_path_factory) -> CompletedRun:
+    """One run of every stage on the tiny scenes (three baselines, two faulty models), built once
+    per session on first use (about a minute). Its checks only read it, or write under prefixes
+    of their own (a new stage version, the review kit) and assert that nothing else changed."""
+    from tests.fixtures.runs import complete_run
+
+    return complete_run(tmp_path_factory.mktemp("completed"))

@@ -79,28 +79,11 @@ def browser():
         b.close()
 
 
-@pytest.fixture(scope="module")
-def report_dir(tmp_path_factory) -> Path:
-    """A tiny run's reduce folder (report.html, figures, conversation pages and their audio)."""
-    from harness.runtime.config import RunConfig
-    from harness.runtime.plan import RunPlan
-    from harness.stages import run_pipeline
-    from harness.store.base import LocalStore
-
-    tmp = tmp_path_factory.mktemp("browser")
-    cfg = RunConfig.from_dict({
-        "run_id": "browser", "scenes": {"n_pairs": 3, "seed": 7, "four_party_share": 0.34, "n4_share": 1.0},
-        "model": {"silent": {"target": "silent"}, "oracle": {"target": "oracle"}},
-        "infer": {"shard_size": 6, "actors_per_model": 1},
-        "store": {"kind": "local", "root": str(tmp / "runs")},
-        "cluster": {"num_cpus": 2, "ray_tmp": f"/tmp/dmpe-test-ray-{os.getpid()}"},
-        "metrics": {"min_n": 1},
-    })
-    key = run_pipeline(cfg, LocalStore(cfg.store.root))
-    plan = RunPlan.from_config(cfg)
-    folder = Path(cfg.store.root) / plan.reduce
-    assert (Path(cfg.store.root) / key).exists()
-    return folder
+@pytest.fixture
+def report_dir(completed_run) -> Path:
+    """The shared tiny run's reduce folder (report.html, figures, conversation pages and their audio)."""
+    assert completed_run.store.exists(completed_run.report_key)
+    return completed_run.root / completed_run.plan.reduce
 
 
 def _open(browser, url: str, shot: Path, ignore_missing: str | None = None):

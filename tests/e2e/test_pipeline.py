@@ -1,4 +1,5 @@
-"""End-to-end: the whole pipeline on real Ray actors, real espeak-ng speech and real Silero VAD.
+"""End-to-end: the whole pipeline on real Ray actors, real espeak-ng speech and real Silero VAD
+(the session's shared run, ``completed_run``: tests/fixtures/runs.py).
 
 The three baselines have known correct scores (harness/models/baselines.py); a faulty
 model and a broken voice check that errors are counted and never scored as silence.
@@ -7,15 +8,14 @@ model and a broken voice check that errors are counted and never scored as silen
 from __future__ import annotations
 
 import json
-import os
 from dataclasses import replace
 
 import pytest
 
-from harness.runtime.config import ModelSettings, RunConfig
 from harness.runtime.plan import RunPlan
 from harness.stages import run_pipeline
 from harness.store.base import LocalStore, get_json
+from tests.fixtures.runs import TINY_SCENES, local_cluster, objects, tiny_config
 
 pytestmark = pytest.mark.slow
 
@@ -28,32 +28,9 @@ EXPECTED = {  # rate per score; None = no eligible event (n = 0)
 }
 
 
-def _cfg(tmp_path, **kw) -> RunConfig:
-    base = RunConfig.from_dict({
-        "run_id": "e2e",
-        "scenes": {"n_pairs": 3, "seed": 7, "four_party_share": 0.34, "n4_share": 1.0},
-        "model": {
-            "silent": {"target": "silent"},
-            "babble": {"target": "babble"},
-            "oracle": {"target": "oracle"},
-            "nan": {"target": "tests.fixtures.faulty_models:NaNModel", "batch_size": 2,
-                    "params": {"condition": "explicit"}},
-            "raising": {"target": "tests.fixtures.faulty_models:RaisingModel"},
-        },
-        "store": {"kind": "local", "root": str(tmp_path / "runs")},
-        "cluster": {"num_cpus": 2, "ray_tmp": f"/tmp/dmpe-test-ray-{os.getpid()}"},
-        "metrics": {"min_n": 1},
-    })
-    return replace(base, **kw)
-
-
-@pytest.fixture(scope="module")
-def run(tmp_path_factory):
-    tmp = tmp_path_factory.mktemp("e2e")
-    cfg = _cfg(tmp)
-    store = LocalStore(cfg.store.root)
-    report_key = run_pipeline(cfg, store)
-    return cfg, store, report_key
+@pytest.fixture
+def run(completed_run):
+    return completed_run.cfg, completed_run.store, completed_run.report_key
 
 
 def test_baselines_get_their_known_scores(run):
@@ -113,17 +90,16 @@ def test_report_and_table_written(run):
     assert not any(r["silence_preserved"] for r in rows)
 
 
-def test_rerun_skips_completed_stages(run):
+def test_rerun_skips_completed_stages_and_writes_nothing_but_its_invocation_record(run):
     cfg, store, report_key = run
     plan = RunPlan.from_config(cfg)
-    markers = [plan.layout.marker(p) for p in (plan.scenes, plan.synth, plan.reduce, *plan.vad.values(),
-                                               *plan.score.values())]
-    before = {k: os.stat(store.root / k).st_mtime_ns for k in markers}
-    shard_markers = [k for k in store.list(plan.layout.run_id) if k.endswith("_SUCCESS.json") and "/infer/" in k]
-    before.update({k: os.stat(store.root / k).st_mtime_ns for k in shard_markers})
+    before = objects(store)
+    assert any(k.endswith("_SUCCESS.json") and "/infer/" in k for k in before)  # shard markers, every stage's
     assert run_pipeline(cfg, store) == report_key
-    after = {k: os.stat(store.root / k).st_mtime_ns for k in before}
-    assert after == before
+    after = objects(store)
+    [new] = set(after) - set(before)  # this invocation's provenance record (docs/reproducibility.md)
+    assert new.startswith(f"{plan.layout.run_id}/invocations/") and new.endswith(".json")
+    assert {k: v for k, v in after.items() if k != new} == before  # every object as it was, not even rewritten
 
 
 def test_changed_vad_setting_reruns_vad_onward_only(run):
@@ -135,18 +111,24 @@ def test_changed_vad_setting_reruns_vad_onward_only(run):
     assert plan2.infer["oracle"] == plan.infer["oracle"] and plan2.synth == plan.synth
     assert plan2.vad["oracle"] != plan.vad["oracle"] and plan2.reduce != plan.reduce
     assert plan2.score["oracle"] != plan.score["oracle"]
+    before = objects(store)
     run_pipeline(cfg2, store)
     metrics = json.loads(store.get(plan2.layout.file(plan2.reduce, "metrics.json")))
     assert metrics["oracle"]["explicit"]["fresh_onset_response_rate"]["rate"] == 1.0
+    # the shared run is not disturbed: nothing it had changed, the new objects are the new versions'
+    after = objects(store)
+    assert {k: after[k] for k in before} == before
+    new = (plan2.vad["oracle"], plan2.score["oracle"], plan2.reduce, f"{plan.layout.run_id}/invocations", "_cache")
+    assert all(k.startswith(new) for k in set(after) - set(before))
 
 
 def test_failed_synthesis_marks_scene_error(tmp_path):
     from harness.products.scenes import SceneSet
     from harness.stages import run_stage
 
-    cfg = _cfg(tmp_path)
-    cfg = replace(cfg, models=(ModelSettings("silent", "silent"),),
-                  tts=replace(cfg.tts, voices={**cfg.tts.voices, "D": "nonexistentvoice"}))
+    cfg = tiny_config(tmp_path / "runs", "e2e", {"silent": {"target": "silent"}}, scenes=TINY_SCENES,
+                      cluster=local_cluster("synth"))
+    cfg = replace(cfg, tts=replace(cfg.tts, voices={**cfg.tts.voices, "D": "nonexistentvoice"}))
     store = LocalStore(cfg.store.root)
     run_stage("scenes", cfg, store)
     run_stage("synth", cfg, store)

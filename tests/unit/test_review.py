@@ -1,14 +1,12 @@
 """The human validation kit (spec section 6): sampling, CSV validation, agreement, results, the
-review page, and an end-to-end export/import on a real tiny run (slow)."""
+review page, an import into a store. The export and import jobs on a real tiny run:
+tests/e2e/test_review_kit.py."""
 
 from __future__ import annotations
 
 import csv
 import html
-import json
 import random
-import subprocess
-import sys
 from pathlib import Path
 
 import pytest
@@ -22,9 +20,8 @@ from harness.review.results import combine, disagreements, load_results, report_
 from harness.runtime.config import RunConfig
 from harness.runtime.plan import RunPlan
 from harness.scenes.generator import generate_pairs
-from harness.store.base import LocalStore, get_json, put_json
-
-REPO = Path(__file__).resolve().parents[2]
+from harness.store.base import LocalStore, put_json
+from tests.fixtures.reviews import write_csv
 
 
 # ----------------------------------------------------------------------------- a hand-built table
@@ -156,15 +153,6 @@ ITEMS = {
 }
 
 
-def _write(path: Path, rows, header=("item_id", "kind", "verdict", "transcript_ok", "notes")) -> Path:
-    with path.open("w", newline="", encoding="utf-8") as fh:
-        w = csv.writer(fh)
-        if header:
-            w.writerow(header)
-        w.writerows(rows)
-    return path
-
-
 def test_template_csv_lists_every_item_with_empty_reviewer_columns():
     rows = list(csv.reader(template_csv(list(ITEMS.values())).splitlines()))
     assert rows[0] == ["item_id", "kind", "verdict", "transcript_ok", "notes"]
@@ -172,7 +160,7 @@ def test_template_csv_lists_every_item_with_empty_reviewer_columns():
 
 
 def test_a_valid_review_is_read_case_and_space_insensitively(tmp_path):
-    p = _write(tmp_path / "ann.csv", [("construction/s1-explicit", "construction", " Pass ", "", "fine"),
+    p = write_csv(tmp_path / "ann.csv", [("construction/s1-explicit", "construction", " Pass ", "", "fine"),
                                       ("answer/m1/s1-explicit/3", "answer", "INCORRECT", "yes", ""),
                                       ("", "", "", "", ""),  # a blank line is ignored
                                       ("window/m1/s1-explicit/1", "window", "backchannel", "No", "")])
@@ -185,7 +173,7 @@ def test_a_valid_review_is_read_case_and_space_insensitively(tmp_path):
 
 
 def test_every_csv_problem_is_named_by_file_line_and_column(tmp_path):
-    p = _write(tmp_path / "bob.csv", [
+    p = write_csv(tmp_path / "bob.csv", [
         ("construction/s1-explicit", "construction", "pass", "yes", ""),  # line 2: transcript_ok must be empty
         ("answer/m1/s1-explicit/3", "answer", "maybe", "", ""),  # line 3: invalid verdict, missing transcript_ok
         ("answer/m1/s1-explicit/3", "answer", "correct", "yes", ""),  # line 4: repeated
@@ -202,12 +190,12 @@ def test_every_csv_problem_is_named_by_file_line_and_column(tmp_path):
         f"{p}:5: item_id: unknown item 'answer/m9/nope/1' (not in this export)",
         f"{p}:6: kind: 'answer' but item 'window/m1/s1-explicit/1' is a window item",
     ]
-    missing_row = _write(tmp_path / "short.csv", [("construction/s1-explicit", "construction", "fail", "", "")])
+    missing_row = write_csv(tmp_path / "short.csv", [("construction/s1-explicit", "construction", "fail", "", "")])
     problems = []
     read_review(missing_row, ITEMS, problems)
     assert problems == [f"{missing_row}: item_id: no row for item 'answer/m1/s1-explicit/3'",
                         f"{missing_row}: item_id: no row for item 'window/m1/s1-explicit/1'"]
-    no_column = _write(tmp_path / "cols.csv", [("construction/s1-explicit", "pass")], header=("item_id", "verdict"))
+    no_column = write_csv(tmp_path / "cols.csv", [("construction/s1-explicit", "pass")], header=("item_id", "verdict"))
     problems = []
     read_review(no_column, ITEMS, problems)
     assert len(problems) == 1 and problems[0].startswith(f"{no_column}:1: missing column(s) kind, transcript_ok, notes")
@@ -218,7 +206,7 @@ def test_every_csv_problem_is_named_by_file_line_and_column(tmp_path):
 
 def test_adjudication_resolves_only_disagreements(tmp_path):
     disputed = {("answer/m1/s1-explicit/3", "verdict"): ("correct", "incorrect")}
-    p = _write(tmp_path / "adj.csv", [
+    p = write_csv(tmp_path / "adj.csv", [
         ("answer/m1/s1-explicit/3", "verdict", "correct", "incorrect", "Correct", "gold said in other words"),
         ("window/m1/s1-explicit/1", "verdict", "", "", "intrusion", ""),  # line 3: no disagreement there
         ("answer/m1/s1-explicit/3", "colour", "", "", "red", ""),  # line 4: no such field
@@ -339,11 +327,11 @@ def test_import_writes_nothing_on_bad_input_and_results_on_good(tmp_path):
     before = sorted(store.list(""))
 
     def write(name, review):
-        return _write(tmp_path / name, [(i, it["kind"], review[i]["verdict"], review[i]["transcript_ok"], "")
+        return write_csv(tmp_path / name, [(i, it["kind"], review[i]["verdict"], review[i]["transcript_ok"], "")
                                         for i, it in ((x["item_id"], x) for x in items)])
 
     a, b = write("ann.csv", R1), write("bob.csv", R2)
-    bad = _write(tmp_path / "bad.csv", [(items[0]["item_id"], "construction", "perhaps", "", "")])
+    bad = write_csv(tmp_path / "bad.csv", [(items[0]["item_id"], "construction", "perhaps", "", "")])
     with pytest.raises(ReviewFormError) as e:
         import_reviews(cfg, store, [a, bad])
     assert f"{bad}:2: verdict: 'perhaps' is not allowed" in str(e.value)
@@ -352,7 +340,7 @@ def test_import_writes_nothing_on_bad_input_and_results_on_good(tmp_path):
         import_reviews(cfg, store, [a])
     with pytest.raises(ReviewError, match="same file"):
         import_reviews(cfg, store, [a, a])
-    adj = _write(tmp_path / "adj.csv", [("construction/s3", "verdict", "", "", "pass", "")],
+    adj = write_csv(tmp_path / "adj.csv", [("construction/s3", "verdict", "", "", "pass", "")],
                  header=("item_id", "field", "reviewer_1", "reviewer_2", "value", "notes"))
     with pytest.raises(ReviewFormError, match="nothing to adjudicate"):
         import_reviews(cfg, store, [a, b], adj)
@@ -371,94 +359,7 @@ def test_import_writes_nothing_on_bad_input_and_results_on_good(tmp_path):
     # the adjudicator fills the written disagreements.csv in; a second import closes them
     for d in dis:
         d["value"] = "no" if d["field"] == "transcript_ok" else ("pass" if d["item_id"].startswith("c") else "correct")
-    filled = _write(tmp_path / "adjudicated.csv", [tuple(d.values()) for d in dis], header=tuple(dis[0]))
+    filled = write_csv(tmp_path / "adjudicated.csv", [tuple(d.values()) for d in dis], header=tuple(dis[0]))
     res = import_reviews(cfg, store, [a, b], filled)
     assert res["open_disagreements"] == 0
     assert res["kinds"]["answer"]["transcript_ok"] == {"n": 4, "hits": 3, "rate": 0.75}
-
-
-# ----------------------------------------------------------------------------- end to end (slow)
-@pytest.mark.slow
-def test_export_and_import_on_a_real_tiny_run(tmp_path):
-    """The pipeline on 3 scene pairs with the three baselines, then the review jobs as real processes."""
-    import os
-
-    from hydra import compose, initialize_config_dir
-    from omegaconf import OmegaConf
-
-    from harness.runtime.manifest import write_run_manifest
-    from harness.stages import run_pipeline
-    from jobs._entry import CONF_DIR
-
-    root = tmp_path / "runs"
-    overrides = ["run_id=kit", "scenes=tiny", f"store.root={root}", "cluster.num_cpus=2",
-                 f"cluster.ray_tmp=/tmp/dmpe-review-ray-{os.getpid()}"]
-    with initialize_config_dir(config_dir=CONF_DIR, version_base="1.3"):
-        cfg = RunConfig.from_dict(OmegaConf.to_container(compose("config", overrides), resolve=True))
-    store = LocalStore(root)
-    job = [sys.executable, "-m", "jobs.review", *overrides]
-    env = {**os.environ, "RAY_AUTH_MODE": "disabled"}
-    early = subprocess.run([*job, "review.action=export"], cwd=REPO, env=env, capture_output=True, text=True)
-    assert early.returncode == 2 and "no run 'kit'" in early.stderr  # nothing stored yet: one message
-    write_run_manifest(cfg, store)  # the run exists, its stages have not run
-    early = subprocess.run([*job, "review.action=export"], cwd=REPO, env=env, capture_output=True, text=True)
-    assert early.returncode == 2 and "reduce has not completed" in early.stderr
-    run_pipeline(cfg, store)
-    plan = RunPlan.from_config(cfg)
-    report = {n: store.get(plan.layout.file(plan.reduce, n)) for n in ("report.md", "report.html")}
-    assert "## Human validation" in report["report.md"].decode() and f"{plan.review}/results.md" in \
-        report["report.md"].decode()
-
-    out = subprocess.run([*job, "review.action=export"], cwd=REPO, env=env, capture_output=True, text=True)
-    assert out.returncode == 0, out.stderr
-    assert f"review page: {root}/{plan.review}/review.html" in out.stdout
-    manifest = get_json(store, plan.layout.file(plan.review, ITEMS_FILE))
-    items = manifest["items"]
-    assert manifest["sample"]["construction"] == {"wanted": 50, "available": 3, "taken": 3}
-    kinds = [i["kind"] for i in items]
-    assert kinds.count("construction") == 6
-    # babble speaks everywhere: intrusions only; oracle answers: both answer strata are possible
-    assert all(i["judge_label"] == "SUBSTANTIVE_INTRUSION" for i in items if i["kind"] == "window")
-    assert {i["model"] for i in items if i["kind"] != "construction"} <= {"babble", "oracle"}
-    page = store.get(plan.layout.file(plan.review, "review.html")).decode()
-    for it in items:
-        assert f'id="{it["item_id"]}"' in page
-    n_players = page.count('<audio controls preload="none" src="data:audio/flac;base64,')
-    scenes = {s["scene_id"]: s for s in map(json.loads, store.get(plan.layout.file(plan.scenes, "scenes.jsonl"))
-                                            .decode().splitlines())}
-    assert n_players == sum(len(scenes[i["scene_id"]]["turns"]) if i["kind"] == "construction" else 1
-                            for i in items)
-    again = subprocess.run([*job, "review.action=export"], cwd=REPO, env=env, capture_output=True, text=True)
-    assert again.returncode == 0 and get_json(store, plan.layout.file(plan.review, ITEMS_FILE)) == manifest
-
-    # two reviewers fill copies of the exported CSV: both agree with the judge, one fails a scene
-    template = list(csv.DictReader(store.get(plan.layout.file(plan.review, "review.csv")).decode().splitlines()))
-    judge = {i["item_id"]: i["judge_label"] for i in items}
-    to_verdict = {"CORRECT": "correct", "INCORRECT": "incorrect", "SUBSTANTIVE_INTRUSION": "intrusion",
-                  "BACKCHANNEL": "backchannel", None: "pass"}
-    paths = []
-    for name, failed in (("ann", set()), ("bob", {items[0]["item_id"]})):
-        rows = [(r["item_id"], r["kind"], "fail" if r["item_id"] in failed else to_verdict[judge[r["item_id"]]],
-                 "" if r["kind"] == "construction" else "yes", "") for r in template]
-        paths.append(_write(tmp_path / f"{name}.csv", rows))
-    out = subprocess.run([*job, "review.action=import", f"review.csv=[{paths[0]},{paths[1]}]"], cwd=REPO, env=env,
-                         capture_output=True, text=True)
-    assert out.returncode == 0, out.stderr
-    assert "1 disagreement(s), 1 open" in out.stdout
-    res = load_results(store, plan.review)
-    assert res["kinds"]["construction"]["pass_rate"] == {"n": 5, "hits": 5, "rate": 1.0}
-    for kind in ("answer", "window"):
-        if kind in res["kinds"]:
-            assert res["kinds"][kind]["judge_agreement"]["percent"] == 100.0
-    assert f"{root}/{plan.review}/results.html" in out.stdout
-    for name in ("results.md", "results.html"):
-        assert "1 still open" in store.get(plan.layout.file(plan.review, name)).decode()
-    # the run's report is never rewritten: reduce does not depend on the review that depends on it
-    assert {n: store.get(plan.layout.file(plan.reduce, n)) for n in report} == report
-
-    broken = _write(tmp_path / "broken.csv", [(template[0]["item_id"], template[0]["kind"], "dunno", "", "")])
-    out = subprocess.run([*job, "review.action=import", f"review.csv=[{paths[0]},{broken}]"], cwd=REPO, env=env,
-                         capture_output=True, text=True)
-    assert out.returncode != 0 and f"{broken}:2: verdict: 'dunno' is not allowed" in out.stderr
-    assert load_results(store, plan.review) == res  # the earlier results stand
-
