@@ -14,7 +14,7 @@ but never enter it, so m = 2 x C(k, 2) over the k evaluated models (20 for the p
 from __future__ import annotations
 
 import math
-from collections import defaultdict
+from collections import Counter, defaultdict
 from collections.abc import Mapping, Sequence
 from itertools import combinations
 from typing import Any
@@ -313,6 +313,56 @@ def streaming_speed(conversations: Mapping[str, Sequence[Mapping[str, Any]]]) ->
                       "per_stream_rtf_median": float(np.median(rtf)) if rtf else None,
                       "per_stream_rtf_min": rtf[0] if rtf else None,
                       "step_share": sum(c.get("step_s") or 0.0 for c in timed) / wall if wall else None}
+    return out
+
+
+def stream_pacing(conversations: Mapping[str, Sequence[Mapping[str, Any]]], max_lag_s: float) -> dict[str, Any]:
+    """How far each paced model's streams fell behind real time (docs/adding-a-model.md, "Remote
+    services"): a stream sent late was heard late by the service, so its timing is not the
+    protocol's; such conversations stay scored and are flagged here.
+
+    Args:
+        conversations: ``{model: [conversation]}``, each with ``scene_id`` and ``pacing`` (the
+            infer record's ``{"max_lag_s", "behind_s"}`` in seconds, None when not paced).
+        max_lag_s: the bound (``metrics.max_lag_s``): a conversation whose worst lag exceeds it
+            is flagged.
+
+    Returns:
+        ``{"max_lag_s": bound, "models": {model: {"conversations" (paced, with a record),
+        "worst_lag_s", "median_lag_s" (of the per-conversation worst lags), "behind_s" (summed),
+        "over" (flagged scene ids, worst first)}}}``, paced models only.
+    """
+    models = {}
+    for model, convs in conversations.items():
+        paced = [c for c in convs if c.get("pacing")]
+        if not paced:
+            continue
+        lags = [c["pacing"]["max_lag_s"] for c in paced]
+        over = sorted((c for c in paced if c["pacing"]["max_lag_s"] > max_lag_s),
+                      key=lambda c: -c["pacing"]["max_lag_s"])
+        models[model] = {"conversations": len(paced), "worst_lag_s": max(lags),
+                         "median_lag_s": float(np.median(lags)),
+                         "behind_s": round(sum(c["pacing"]["behind_s"] for c in paced), 3),
+                         "over": [c["scene_id"] for c in over]}
+    return {"max_lag_s": max_lag_s, "models": models}
+
+
+def settings_acknowledged(conversations: Mapping[str, Sequence[Mapping[str, Any]]]) -> dict[str, dict[str, Any]]:
+    """What the hosted services acknowledged of the settings asked (issue 19.7): per model whose
+    records carry settings (``conversations``: ``{model: [{"settings": usage.settings or None}]}``),
+    ``{"as_asked", "differs", "unacknowledged"}`` conversation counts and ``"differences"``:
+    ``{difference: conversations}``, most common first."""
+    out = {}
+    for model, convs in conversations.items():
+        settings = [c["settings"] for c in convs if c.get("settings") is not None]
+        if not settings:
+            continue
+        differences = Counter(d for st in settings for d in st.get("mismatch") or [])
+        out[model] = {"as_asked": sum(st.get("acknowledged") is not None and not st.get("mismatch")
+                                      for st in settings),
+                      "differs": sum(bool(st.get("mismatch")) for st in settings),
+                      "unacknowledged": sum(st.get("acknowledged") is None for st in settings),
+                      "differences": dict(differences.most_common())}
     return out
 
 

@@ -21,12 +21,21 @@ playback, the stall detector, admission, the usage record) is :mod:`harness.mode
   the context. A ``goAway`` before any resumable handle, or a refused resumption, fails the
   conversation.
 * **Failures** (never silence): a closed connection that was not announced by ``goAway``, an
-  SDK error, and the stall detector (``setupComplete`` after connecting, the rest of a reply
+  SDK error, a reply ended with a ``turnCompleteReason`` that is not benign (the service
+  rejected the input or the output: ``RESPONSE_REJECTED``, ``PROHIBITED_INPUT_CONTENT``, the
+  ``GENERATED_*`` safety blocks, ...; benign: ``benign_turn_complete_reasons``), and the stall
+  detector (``setupComplete`` after connecting, the rest of a reply
   until ``turnComplete``: no event for ``stall_timeout_s``).
 * **Usage**: ``usageMetadata`` summed over the session (assumed per reply, as the fake sends it;
   not verified against the service), as disjoint token kinds by modality (``input_text``,
   ``input_audio``, ``input_*_cached`` from the cache details, ``output_text``, ``output_audio``;
-  thinking tokens count as ``output_text``, billed as output).
+  thinking tokens count as ``output_text``, billed as output). What the counts
+  (``promptTokenCount`` + ``toolUsePromptTokenCount``, ``responseTokenCount``,
+  ``totalTokenCount``) hold beyond the per-modality details is ``*unattributed``, priced as an
+  upper bound (:func:`harness.models.hosted.count_unattributed`); cached tokens without a
+  modality breakdown stay in their modality's uncached input (an upper bound too).
+* **Settings**: the service does not acknowledge them (``setupComplete`` carries none), so the
+  usage record's ``settings.acknowledged`` is None: what ran is what was asked, unverified.
 * **Key**: ``GEMINI_API_KEY`` or ``GOOGLE_API_KEY`` from the environment only (read by the SDK).
   ``base_url`` points the client elsewhere (the tests' fake, ``tests/fixtures/fake_realtime_gemini.py``).
 """
@@ -35,13 +44,13 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from typing import Any
 
 import numpy as np
 
 from harness.models.base import ModelInfo, StreamContext
-from harness.models.hosted import HostedRealtimeModel, HostedSession
+from harness.models.hosted import HostedRealtimeModel, HostedSession, count_unattributed
 
 RATE_IN, RATE_OUT = 16_000, 24_000
 FRAME_IN, FRAME_OUT = 1_280, 1_920  # 80 ms
@@ -60,6 +69,9 @@ class GeminiLiveModel(HostedRealtimeModel):
         context_window_compression: passed to the session (``None``: off).
         max_sessions: concurrent sessions of one actor (``max_batch``): the concurrency cap.
         stall_timeout_s: seconds without any event while one is owed before the conversation fails.
+        benign_turn_complete_reasons: ``turnCompleteReason`` values (the SDK's
+            ``TurnCompleteReason`` names) that end a reply normally; any other fails the
+            conversation with that reason.
         base_url: the API's base URL (``None``: the SDK's default).
 
     Raises:
@@ -84,7 +96,9 @@ class GeminiLiveModel(HostedRealtimeModel):
     def __init__(self, model: str = "gemini-2.5-flash-native-audio-preview-09-2025", voice: str = "Kore",
                  automatic_activity_detection: Mapping[str, Any] | None = None, proactive_audio: bool = False,
                  context_window_compression: Mapping[str, Any] | None = None, max_sessions: int = 16,
-                 stall_timeout_s: float = 15.0, base_url: str | None = None):
+                 stall_timeout_s: float = 15.0,
+                 benign_turn_complete_reasons: Sequence[str] = ("TURN_COMPLETE_REASON_UNSPECIFIED", "NEED_MORE_INPUT"),
+                 base_url: str | None = None):
         aad = dict(DEFAULT_ACTIVITY_DETECTION if automatic_activity_detection is None else automatic_activity_detection)
         if aad.get("disabled"):
             raise ValueError("automatic_activity_detection.disabled: manual activity signals are not supported")
@@ -93,6 +107,7 @@ class GeminiLiveModel(HostedRealtimeModel):
         self.voice, self.automatic_activity_detection, self.proactive_audio = voice, aad, bool(proactive_audio)
         self.context_window_compression = (
             {"sliding_window": {}} if context_window_compression is None else dict(context_window_compression))
+        self.benign_turn_complete_reasons = frozenset(benign_turn_complete_reasons)
         self.base_url = base_url
 
     def _make_client(self) -> Any:
@@ -186,15 +201,22 @@ class GeminiLiveModel(HostedRealtimeModel):
                             pcm = np.frombuffer(part.inline_data.data, "<i2").astype(np.float32) / 32768.0
                             s.audio_out += len(pcm)
                             s.inbox.append(("audio", f"turn-{state['turn']}", pcm))
-                if content.turn_complete:
+                reason = content.turn_complete_reason
+                reason = getattr(reason, "name", reason)  # an SDK enum, or a string it does not know yet
+                if reason is not None and reason not in self.benign_turn_complete_reasons:
+                    s.responses[str(reason)] = s.responses.get(str(reason), 0) + 1
+                    s.fail(f"a reply ended with turnCompleteReason {reason} {s.at()}")
+                elif content.turn_complete:
                     s.responses["completed"] = s.responses.get("completed", 0) + 1
+                if content.turn_complete or reason is not None:
                     state["turn"] += 1
                     s.expect(None)
 
 
 def count_usage(tokens: dict[str, int], usage: Any) -> None:
     """Add one ``usageMetadata`` (``types.UsageMetadata``) to ``tokens``, the disjoint token kinds of
-    a usage record, by modality (cached tokens split out of the prompt's)."""
+    a usage record, by modality (cached tokens split out of the prompt's); what its counts hold
+    beyond the details is ``*unattributed`` (:func:`~harness.models.hosted.count_unattributed`)."""
 
     def by_modality(details: Any) -> dict[str, int]:
         out: dict[str, int] = {}
@@ -204,9 +226,16 @@ def count_usage(tokens: dict[str, int], usage: Any) -> None:
         return out
 
     prompt, cached = by_modality(usage.prompt_tokens_details), by_modality(usage.cache_tokens_details)
+    tool = by_modality(usage.tool_use_prompt_tokens_details)
     response = by_modality(usage.response_tokens_details)
     for kind in ("text", "audio"):
-        tokens[f"input_{kind}"] += prompt.get(kind, 0) - cached.get(kind, 0)
+        tokens[f"input_{kind}"] += prompt.get(kind, 0) + tool.get(kind, 0) - cached.get(kind, 0)
         tokens[f"input_{kind}_cached"] += cached.get(kind, 0)
         tokens[f"output_{kind}"] += response.get(kind, 0)
-    tokens["output_text"] += usage.thoughts_token_count or 0
+    thoughts = usage.thoughts_token_count or 0
+    tokens["output_text"] += thoughts
+    counted_in = None if usage.prompt_token_count is None and usage.tool_use_prompt_token_count is None else (
+        (usage.prompt_token_count or 0) + (usage.tool_use_prompt_token_count or 0))
+    count_unattributed(tokens, counted_in, sum(prompt.values()) + sum(tool.values()),
+                       None if usage.response_token_count is None else usage.response_token_count + thoughts,
+                       sum(response.values()) + thoughts, usage.total_token_count)

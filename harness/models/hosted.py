@@ -23,6 +23,8 @@ from __future__ import annotations
 import asyncio
 import collections
 import inspect
+import json
+import math
 import os
 import threading
 import time
@@ -35,8 +37,39 @@ import numpy as np
 
 from harness.models.base import REALTIME, TEXT_PROMPT, DuplexModel, ModelInfo, OutputQueue, RowError, StreamContext
 
-# disjoint token kinds of a usage record (harness/pricing): cached input is not counted as input too
-TOKEN_KINDS = ("input_text", "input_text_cached", "input_audio", "input_audio_cached", "output_text", "output_audio")
+# disjoint token kinds of a usage record (harness/pricing): cached input is not counted as input too; the
+# *unattributed kinds hold what a service's totals count beyond its modality breakdown (count_unattributed)
+TOKEN_KINDS = ("input_text", "input_text_cached", "input_audio", "input_audio_cached", "output_text", "output_audio",
+               "input_unattributed", "output_unattributed", "unattributed")
+
+
+def count_unattributed(tokens: dict[str, int], input_total: int | None, input_known: int,
+                       output_total: int | None, output_known: int, total: int | None) -> None:
+    """Add to ``tokens`` what a service's usage totals count beyond its breakdown by modality, so a
+    total without a breakdown is never counted as 0 (issue 19.6): ``input_total - input_known`` as
+    ``input_unattributed``, ``output_total - output_known`` as ``output_unattributed``, and what
+    ``total`` counts beyond both directions as ``unattributed``. A total the service left out
+    (None) counts as its breakdown; a breakdown larger than its total adds nothing. The price
+    table charges these kinds at the dearest rate of their direction, an upper bound
+    (:data:`harness.pricing.UNATTRIBUTED`)."""
+    inp = input_known if input_total is None else max(input_total, input_known)
+    out = output_known if output_total is None else max(output_total, output_known)
+    tokens["input_unattributed"] += inp - input_known
+    tokens["output_unattributed"] += out - output_known
+    tokens["unattributed"] += max(0, (total or 0) - inp - out)
+
+
+def settings_mismatch(asked: Any, acknowledged: Any, key: str = "") -> list[str]:
+    """Where the settings a service acknowledged differ from those asked: one ``"key: asked X,
+    acknowledged Y"`` per difference. Only the asked keys of a mapping are compared (a service
+    fills in defaults for the rest); numbers compare within a relative 1e-6."""
+    if isinstance(asked, Mapping) and isinstance(acknowledged, Mapping):
+        return [d for k, v in asked.items()
+                for d in settings_mismatch(v, acknowledged.get(k), f"{key}.{k}" if key else str(k))]
+    numbers = all(isinstance(v, int | float) and not isinstance(v, bool) for v in (asked, acknowledged))
+    if asked == acknowledged or (numbers and math.isclose(asked, acknowledged, rel_tol=1e-6)):
+        return []
+    return [f"{key or 'settings'}: asked {json.dumps(asked)}, acknowledged {json.dumps(acknowledged)}"]
 
 
 @dataclass
@@ -56,7 +89,8 @@ class HostedSession:
     responses: dict[str, int] = field(default_factory=dict)  # final status of each response -> count
     audio_in: int = 0  # samples sent, at the model's input rate
     audio_out: int = 0  # samples received, at its output rate
-    acknowledged: Any = None  # the turn-taking settings as the service acknowledged them
+    acknowledged: dict[str, Any] | None = None  # the settings as the service acknowledged them (None: it did not)
+    mismatch: list[str] = field(default_factory=list)  # where they differ from those asked (settings_mismatch)
     ignored_errors: list[str] = field(default_factory=list)
     extra: dict[str, Any] = field(default_factory=dict)  # provider counters for the usage record
     future: Any = None  # the session's coroutine on the loop (concurrent.futures.Future)
@@ -122,6 +156,7 @@ class HostedRealtimeModel(DuplexModel):
     credentials_env: tuple[str, ...] = ()
     first_event = "setup"  # what a fresh session owes first (named in a stall's reason)
     turn_taking_params: tuple[str, ...] = ()  # constructor parameters that decide when the service speaks
+    on_settings_mismatch = "error"  # acknowledged settings other than asked: "error" (fail) | "record" (run on)
     rate_limit_backoff_s = 10.0  # admission pause after a handshake refused with 429 and no Retry-After
 
     def __init__(self, info: ModelInfo, model: str, stall_timeout_s: float):
@@ -164,7 +199,20 @@ class HostedRealtimeModel(DuplexModel):
 
     @abstractmethod
     def settings(self, s: HostedSession) -> dict[str, Any]:
-        """The session's turn-taking settings, for its usage record (asked and acknowledged)."""
+        """The session's settings as asked, for its usage record (:meth:`usage` adds what the
+        service acknowledged and where that differs)."""
+
+    def acknowledge(self, s: HostedSession, acknowledged: Mapping[str, Any]) -> None:
+        """The service acknowledged ``acknowledged`` (setting name -> value, as :meth:`settings`
+        names them) for session ``s`` (on the loop): recorded, and where it differs from what was
+        asked (:func:`settings_mismatch`) the conversation fails unless :attr:`on_settings_mismatch`
+        is ``"record"`` (issue 19.7: the report shows what ran)."""
+        asked = self.settings(s)
+        s.acknowledged = dict(acknowledged)
+        s.mismatch = [d for k, v in acknowledged.items() for d in settings_mismatch(asked.get(k), v, k)]
+        if s.mismatch and self.on_settings_mismatch == "error":
+            s.fail(f"the service acknowledged other settings than asked {s.at()}: {'; '.join(s.mismatch)} "
+                   "(on_settings_mismatch=record runs on and records them)")
 
     def _on_step(self, frames: np.ndarray, live: list[tuple[int, HostedSession]], fresh: set[int]) -> None:
         """Called by ``step`` with every row's frame (e.g. client-side endpointing); default: nothing."""
@@ -221,7 +269,9 @@ class HostedRealtimeModel(DuplexModel):
                 "seconds": {"session": round(time.monotonic() - s.opened, 3),
                             "audio_in": round(s.audio_in / self.info.input_rate, 3),
                             "audio_out": round(s.audio_out / self.info.output_rate, 3)},
-                "settings": self.settings(s), "ignored_errors": list(s.ignored_errors),
+                # acknowledged None: the service did not acknowledge them (or not yet)
+                "settings": {**self.settings(s), "acknowledged": s.acknowledged, "mismatch": list(s.mismatch)},
+                "ignored_errors": list(s.ignored_errors),
                 # the event the service still owed when the conversation ended (e.g. a reply's response.done):
                 # its tokens may be billed but are not counted here (an unacknowledged setup bills nothing)
                 "owed_at_close": None if s.awaiting == self.first_event else s.awaiting, **s.extra}

@@ -11,10 +11,11 @@ length (a new session per turn would lose the context):
 * **Prompt**: the duty instruction is the session's ``instructions`` (``session.update``); the
   spoken preamble reaches it as audio, as for every model.
 * **Turn-taking** is part of the protocol and recorded with each conversation
-  (``usage.settings``: what was asked and what the service acknowledged in
-  ``session.updated``): ``turn_detection`` from config goes verbatim to
-  ``audio.input.turn_detection`` (``server_vad`` with ``threshold``, ``prefix_padding_ms``,
-  ``silence_duration_ms``, ``create_response``, ``interrupt_response``; or ``semantic_vad``).
+  (``usage.settings``: what was asked, what the service acknowledged in ``session.updated``
+  and where they differ: :meth:`~harness.models.hosted.HostedRealtimeModel.acknowledge`):
+  ``turn_detection`` from config goes verbatim to ``audio.input.turn_detection`` (``server_vad``
+  with ``threshold``, ``prefix_padding_ms``, ``silence_duration_ms``, ``create_response``,
+  ``interrupt_response``; or ``semantic_vad``).
   With ``server_vad`` + ``create_response`` the service answers every speaker's end of speech,
   so runs with different settings must never be compared as one model (docs/models.md). With
   ``interrupt_response`` the client stops playback when the service hears speech start and
@@ -32,7 +33,11 @@ length (a new session per turn would lose the context):
   limit's ``reset_seconds`` have passed (:meth:`admit`); running sessions go on.
 * **Failures** are the conversation's error (:class:`~harness.models.base.RowError`), never
   silence: the socket closed by the service, an ``error`` event (except the benign races in
-  ``benign_error_codes``), a refused connection, and the **stall detector**: while the session
+  ``benign_error_codes``), a ``response.done`` whose ``status`` is ``failed``, ``incomplete`` or
+  ``cancelled`` (with its ``status_details`` reason and error; a reply cancelled because someone
+  started speaking, reason ``turn_detected``, is the protocol's barge-in and is benign:
+  ``benign_response_reasons``), turn-taking settings acknowledged other than asked (see
+  ``on_settings_mismatch``), a refused connection, and the **stall detector**: while the session
   owes an event (``session.updated`` after the configuration, ``response.created`` after an end
   of speech with ``create_response``, the rest of a response until ``response.done``) and
   none arrives for ``stall_timeout_s``. The SDK's reconnection stays off: a new socket would
@@ -40,7 +45,9 @@ length (a new session per turn would lose the context):
 * **Usage** (:meth:`usage`, stored in each conversation's record): the sum of every
   ``response.done`` usage, as disjoint token counts (``input_text``, ``input_text_cached``,
   ``input_audio``, ``input_audio_cached``, ``output_text``, ``output_audio``; cached tokens are
-  a subset of the API's input counts and are split out here), seconds of session and of audio
+  a subset of the API's input counts and are split out here; what ``input_tokens``,
+  ``output_tokens`` or ``total_tokens`` count beyond the details is ``*unattributed``, priced as
+  an upper bound: :func:`harness.models.hosted.count_unattributed`), seconds of session and of audio
   each way, responses by status, and the settings. Cost is computed later from the price
   table (:mod:`harness.pricing`), so an old run can be re-priced without rerunning it.
 * **Key**: ``OPENAI_API_KEY`` from the environment only (read by the SDK), never from config.
@@ -58,7 +65,7 @@ from typing import Any
 import numpy as np
 
 from harness.models.base import ModelInfo, StreamContext
-from harness.models.hosted import HostedRealtimeModel, HostedSession
+from harness.models.hosted import HostedRealtimeModel, HostedSession, count_unattributed
 
 RATE = 24_000  # Hz: the API's pcm16 rate, the timeline's too
 FRAME = 1_920  # samples per step (80 ms)
@@ -92,12 +99,19 @@ class OpenAIRealtimeModel(HostedRealtimeModel):
             reports fewer than ``n`` remaining of that limit, until its ``reset_seconds`` pass.
         benign_error_codes: ``error`` event codes that are races, not faults (kept in the
             usage record, the conversation goes on); any other ``error`` fails it.
+        benign_response_reasons: ``status_details.reason`` values of a ``response.done`` that is
+            not ``completed`` yet no fault (counted in the usage record's ``responses``); any
+            other failed, incomplete or cancelled response fails the conversation.
+        on_settings_mismatch: what a ``session.updated`` acknowledging another ``turn_detection``
+            (any asked key; the service's defaults for the rest are not compared) or ``voice``
+            than asked does: ``"error"`` fails the conversation naming both, ``"record"`` runs
+            on and records the difference (``usage.settings.mismatch``; the report shows it).
         manual_silence_s: manual turn-taking only: silence (seconds) that closes a turn.
         base_url: the API's base URL (``None``: the SDK's default, ``OPENAI_BASE_URL`` if set).
 
     Raises:
-        ValueError: an unknown ``turn_detection.type``, ``max_sessions < 1`` or
-            ``stall_timeout_s <= 0``.
+        ValueError: an unknown ``turn_detection.type`` or ``on_settings_mismatch``, ``max_sessions < 1``
+            or ``stall_timeout_s <= 0``.
     """
 
     provider = "openai"
@@ -111,16 +125,21 @@ class OpenAIRealtimeModel(HostedRealtimeModel):
                  turn_detection: Mapping[str, Any] | None = DEFAULT_TURN_DETECTION, max_sessions: int = 16,
                  stall_timeout_s: float = 15.0, admit_min_remaining: Mapping[str, int] | None = None,
                  benign_error_codes: Sequence[str] = ("response_cancel_not_active",),
+                 benign_response_reasons: Sequence[str] = ("turn_detected",), on_settings_mismatch: str = "error",
                  manual_silence_s: float = 0.5, base_url: str | None = None):
         if turn_detection is not None and turn_detection.get("type") not in ("server_vad", "semantic_vad"):
             raise ValueError(f"turn_detection.type must be server_vad or semantic_vad (or turn_detection null for "
                              f"manual turn-taking), got {turn_detection.get('type')!r}")
+        if on_settings_mismatch not in ("error", "record"):
+            raise ValueError(f"on_settings_mismatch must be 'error' or 'record', got {on_settings_mismatch!r}")
         super().__init__(ModelInfo("openai_realtime", RATE, RATE, FRAME, FRAME, max_sessions,
                                    weights=f"openai:{model}"), model, stall_timeout_s)
         self.voice = voice
         self.turn_detection = None if turn_detection is None else dict(turn_detection)
         self.admit_min_remaining = dict(admit_min_remaining or {"requests": 1})
         self.benign_error_codes = frozenset(benign_error_codes)
+        self.benign_response_reasons = frozenset(benign_response_reasons)
+        self.on_settings_mismatch = on_settings_mismatch
         self.manual_silence_s = manual_silence_s
         self.base_url = base_url
         self._det = None  # manual turn-taking: the harness's causal Silero on every row's input
@@ -156,8 +175,7 @@ class OpenAIRealtimeModel(HostedRealtimeModel):
         return cfg
 
     def settings(self, s: HostedSession) -> dict[str, Any]:
-        return {"turn_detection": self.turn_detection, "acknowledged_turn_detection": s.acknowledged,
-                "voice": self.voice}
+        return {"turn_detection": self.turn_detection, "voice": self.voice}
 
     def _encode(self, frame: np.ndarray) -> str:
         return json.dumps({"type": "input_audio_buffer.append", "audio": pcm16_b64(frame)})
@@ -193,6 +211,19 @@ class OpenAIRealtimeModel(HostedRealtimeModel):
         if s.awaiting is None:
             s.expect("response.created")
 
+    def response_fault(self, response: Mapping[str, Any]) -> str | None:
+        """Why a ``response.done``'s ``response`` is the conversation's error, or None: any status
+        but ``completed`` unless its ``status_details.reason`` is benign (the service's reason and
+        error in the message)."""
+        status = response.get("status")
+        details = response.get("status_details") or {}
+        if status == "completed" or details.get("reason") in self.benign_response_reasons:
+            return None
+        err = details.get("error") or {}
+        parts = [f"reason {details['reason']}" if details.get("reason") else "no reason given",
+                 *([f"error {err.get('type')}/{err.get('code')}: {err.get('message')}"] if err else [])]
+        return ", ".join(parts)
+
     async def _session(self, s: HostedSession, stream: StreamContext) -> None:
         import contextlib
 
@@ -225,7 +256,9 @@ class OpenAIRealtimeModel(HostedRealtimeModel):
             s.audio_out += len(pcm)
             s.inbox.append(("audio", ev.get("item_id"), pcm))
         elif kind == "session.updated":
-            s.acknowledged = ev.get("session", {}).get("audio", {}).get("input", {}).get("turn_detection")
+            session = ev.get("session", {})
+            self.acknowledge(s, {"turn_detection": session.get("audio", {}).get("input", {}).get("turn_detection"),
+                                 "voice": session.get("audio", {}).get("output", {}).get("voice")})
             if s.awaiting == "session.updated":
                 s.expect(None)
         elif kind == "input_audio_buffer.speech_started":
@@ -243,6 +276,8 @@ class OpenAIRealtimeModel(HostedRealtimeModel):
             count_usage(s.tokens, resp.get("usage") or {})
             if s.awaiting in ("response.done", "response.created"):
                 s.expect(None)
+            if why := self.response_fault(resp):
+                s.fail(f"a response ended {status} {s.at()}: {why}")
         elif kind == "rate_limits.updated":
             for lim in ev.get("rate_limits", []):
                 least = self.admit_min_remaining.get(lim.get("name"))
@@ -259,13 +294,19 @@ class OpenAIRealtimeModel(HostedRealtimeModel):
 
 def count_usage(tokens: dict[str, int], usage: Mapping[str, Any]) -> None:
     """Add one ``response.done`` usage to ``tokens``, the disjoint token kinds of a usage record
-    (the API counts cached tokens inside its input counts; they are split out here)."""
+    (the API counts cached tokens inside its input counts; they are split out here). What the
+    totals count beyond the details (none given, image tokens, a kind the API adds later) is
+    ``*unattributed`` (:func:`~harness.models.hosted.count_unattributed`), never 0."""
     inp, out = usage.get("input_token_details") or {}, usage.get("output_token_details") or {}
     cached = inp.get("cached_tokens_details") or {}
     c_text, c_audio = cached.get("text_tokens") or 0, cached.get("audio_tokens") or 0
-    tokens["input_text"] += (inp.get("text_tokens") or 0) - c_text
+    i_text, i_audio = inp.get("text_tokens") or 0, inp.get("audio_tokens") or 0
+    o_text, o_audio = out.get("text_tokens") or 0, out.get("audio_tokens") or 0
+    tokens["input_text"] += i_text - c_text
     tokens["input_text_cached"] += c_text
-    tokens["input_audio"] += (inp.get("audio_tokens") or 0) - c_audio
+    tokens["input_audio"] += i_audio - c_audio
     tokens["input_audio_cached"] += c_audio
-    tokens["output_text"] += out.get("text_tokens") or 0
-    tokens["output_audio"] += out.get("audio_tokens") or 0
+    tokens["output_text"] += o_text
+    tokens["output_audio"] += o_audio
+    count_unattributed(tokens, usage.get("input_tokens"), i_text + i_audio, usage.get("output_tokens"),
+                       o_text + o_audio, usage.get("total_tokens"))

@@ -11,9 +11,15 @@ reads its shard markers and needs no rerun.
 
 A conversation is **unpriced** (never $0) when its model has no entry in the table or it used
 a token kind the entry has no price for; summaries count unpriced conversations apart and say
-why. A conversation that ended while the service still owed a reply's usage (``owed_at_close``)
-is priced as counted and flagged: its cost is a lower bound. A conversation without usage (a
-model that meters nothing) is not part of the ledger.
+why. Tokens a service reports in a total without saying of which modality (the adapters count
+them as ``input_unattributed``, ``output_unattributed`` or, in neither direction,
+``unattributed``: :func:`harness.models.hosted.count_unattributed`) are priced at the entry's
+dearest rate of their direction (any direction for ``unattributed``), so their cost is an
+**upper bound** and flagged as one (:attr:`Cost.upper_bound`); an entry without any price of
+that direction leaves them unpriced (docs/models.md, "Usage and cost"). A conversation that
+ended while the service still owed a reply's usage (``owed_at_close``) is priced as counted
+and flagged: its cost is a lower bound. A conversation without usage (a model that meters
+nothing) is not part of the ledger.
 
 The ledger's books are raw usage summed per ``provider/model`` (:func:`sum_usage`): each infer
 shard marker carries the sum of its conversations' usage, and a failed attempt's record the
@@ -87,18 +93,36 @@ class PriceTable:
         if prices is None:
             return Cost(None, f"{key} is not in {self.label}")
         tokens = usage.get("tokens") or {}
-        missing = sorted(k for k, n in tokens.items() if n and k not in prices)
+        rates = {k: prices.get(k, _dearest(prices, k)) for k, n in tokens.items() if n}
+        missing = sorted(k for k, rate in rates.items() if rate is None)
         if missing:
             return Cost(None, f"{key} has no price for {', '.join(missing)} in {self.label}")
-        return Cost(sum(n * prices[k] for k, n in tokens.items() if n) / 1e6)
+        return Cost(sum(tokens[k] * rate for k, rate in rates.items()) / 1e6,
+                    upper_bound=any(k in UNATTRIBUTED for k in rates))
+
+
+# token kinds of a total the service did not break down by modality -> the prefix of the kinds whose
+# dearest price they are charged at (an upper bound)
+UNATTRIBUTED = {"input_unattributed": "input_", "output_unattributed": "output_", "unattributed": ""}
+
+
+def _dearest(prices: Mapping[str, float], kind: str) -> float | None:
+    """The price of an :data:`UNATTRIBUTED` kind: the dearest of the entry's kinds in its direction
+    (None: no such price, or ``kind`` is not one of them)."""
+    if kind not in UNATTRIBUTED:
+        return None
+    rates = [v for k, v in prices.items() if k.startswith(UNATTRIBUTED[kind]) and k not in UNATTRIBUTED]
+    return max(rates, default=None)
 
 
 @dataclass(frozen=True)
 class Cost:
-    """``usd`` is None when unpriced, and ``unpriced`` then says why."""
+    """``usd`` is None when unpriced, and ``unpriced`` then says why; ``upper_bound``: it includes
+    tokens without a modality breakdown charged at the dearest rate (:data:`UNATTRIBUTED`)."""
 
     usd: float | None
     unpriced: str | None = None
+    upper_bound: bool = False
 
 
 @dataclass
@@ -112,6 +136,7 @@ class LedgerCost:
     usd: float = 0.0  # of the priced ones only
     unpriced: Counter = field(default_factory=Counter)  # reason -> conversations (calls)
     undercounted: int = 0  # conversations that ended while the service still owed usage (``owed_at_close``)
+    overcounted: int = 0  # priced entries with tokens of no stated modality, at the dearest rate (an upper bound)
     tokens: Counter = field(default_factory=Counter)  # token kind -> count, over every metered entry
 
     @property
@@ -137,6 +162,9 @@ class LedgerCost:
                 f"{why} ({n})" for why, n in self.unpriced.most_common())
         if self.undercounted:
             text += f"; {self.undercounted} ended with a reply's usage still owed (a lower bound)"
+        if self.overcounted:
+            text += (f"; {self.overcounted} with tokens of no stated modality, priced at the dearest rate "
+                     "(an upper bound)")
         return text + f"; tokens in {self.tokens_in:,} / out {self.tokens_out:,}"
 
 
@@ -226,6 +254,7 @@ def ledger_cost(usages: Iterable[Mapping[str, Any] | None], table: PriceTable,
         else:
             out.priced += n
             out.usd += cost.usd
+            out.overcounted += n if cost.upper_bound else 0
     return out
 
 
@@ -241,7 +270,8 @@ def spend_row(stage: str, who: str, usages: Iterable[Mapping[str, Any] | None], 
     return {"stage": stage, "who": who, "priced_as": ", ".join(sorted({usage_key(u) for u in usages})),
             "count": cost.metered, "unit": unit, "tokens_in": cost.tokens_in, "tokens_out": cost.tokens_out,
             "usd": cost.usd if cost.complete else None, "priced_usd": cost.usd,
-            "unpriced": "; ".join(cost.unpriced) or None, "lower_bound": cost.undercounted}
+            "unpriced": "; ".join(cost.unpriced) or None, "lower_bound": cost.undercounted,
+            "upper_bound": cost.overcounted}
 
 
 def spend_rows(ledgers: Iterable[Any], scoring: Mapping[str, Mapping[str, Any]], reference: Mapping[str, Any] | None,

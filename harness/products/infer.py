@@ -101,6 +101,8 @@ class InferRecord:
         events: the scheduler's log (decisions and why).
         wall_s, step_s: seconds from open to the stream's end, and of those inside model steps.
         usage: the model's raw usage of this stream (a hosted API's tokens), or None.
+        pacing: a paced stream's lag behind real time (``{"max_lag_s", "behind_s"}``, seconds;
+            :class:`harness.runtime.runner.Pacing`), None when not paced (or recorded before it was).
     """
 
     scene_id: str
@@ -114,12 +116,14 @@ class InferRecord:
     wall_s: float = 0.0
     step_s: float = 0.0
     usage: dict[str, Any] | None = None
+    pacing: dict[str, float] | None = None
 
     def to_dict(self) -> dict[str, Any]:
         return {"schema": RECORD_SCHEMA, "scene_id": self.scene_id, "status": self.status, "reason": self.reason,
                 "sample_rate": self.sample_rate, "n_samples": self.n_samples, "output_peak": self.output_peak,
                 "placements": [asdict(p) for p in self.placements], "events": [e.to_dict() for e in self.events],
-                "wall_s": round(self.wall_s, 3), "step_s": round(self.step_s, 3), "usage": self.usage}
+                "wall_s": round(self.wall_s, 3), "step_s": round(self.step_s, 3), "usage": self.usage,
+                "pacing": self.pacing}
 
     @classmethod
     def from_dict(cls, d: dict[str, Any]) -> InferRecord:
@@ -128,7 +132,7 @@ class InferRecord:
                    d.get("output_peak"), tuple(Placement(p["turn"], int(p["start"]), int(p["length"]))
                                                for p in d.get("placements", [])),
                    tuple(Event(**e) for e in d.get("events", [])), float(d.get("wall_s") or 0.0),
-                   float(d.get("step_s") or 0.0), d.get("usage"))
+                   float(d.get("step_s") or 0.0), d.get("usage"), d.get("pacing"))
 
 
 @dataclass(frozen=True)

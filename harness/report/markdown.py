@@ -154,6 +154,8 @@ def build_report(cfg: Any, metrics: dict, statistics: dict, stats: dict, errors:
     doc.sections.append(Section("Errors", err_blocks))
     if speed := statistics.get("streaming_speed"):
         doc.sections.append(Section("Streaming speed", [_speed_table(speed)]))
+    if (pacing := statistics.get("pacing")) and pacing["models"]:
+        doc.sections.append(_pacing_section(pacing))
     if statistics.get("turn_taking"):
         doc.sections.append(_turn_taking_section(statistics["turn_taking"]))
     if (api := statistics.get("api_cost")) and api["rows"]:
@@ -300,15 +302,49 @@ def _speed_table(speed: dict) -> Table:
 
 
 def _turn_taking_section(hosted: dict) -> Section:
-    """Each hosted model's turn-taking settings (``statistics["turn_taking"]``): part of the protocol."""
-    rows = [(m, h["model"] or h["provider"], "; ".join(f"{k}: {_setting(v)}" for k, v in h["settings"].items()))
-            for m, h in hosted.items()]
+    """Each hosted model's turn-taking settings (``statistics["turn_taking"]``): part of the protocol,
+    as asked and as the service acknowledged them."""
+    rows = [(m, h["model"] or h["provider"], "; ".join(f"{k}: {_setting(v)}" for k, v in h["settings"].items()),
+             _acknowledged(h["acknowledged"])) for m, h in hosted.items()]
     return Section("Hosted models: turn-taking settings", [
-        Table(("model", "provider/model", "turn-taking settings"), rows,
+        Table(("model", "provider/model", "turn-taking settings (asked)", "acknowledged by the service"), rows,
               caption="Part of the protocol (docs/models.md): they decide when the service speaks (e.g. OpenAI "
                       "server_vad with create_response answers every speaker's end of speech, addressed or not). "
-                      "Every conversation of a model ran under its settings; two models of one provider whose "
-                      "settings differ are never compared (Between models).")])
+                      "Every conversation of a model asked for its settings; what ran is what the service "
+                      "acknowledged (a difference fails the conversation unless the model's on_settings_mismatch "
+                      "is record). Two models of one provider whose asked settings differ are never compared "
+                      "(Between models).")])
+
+
+def _acknowledged(ack: dict | None) -> str:
+    """What the service acknowledged over a model's conversations (``turn_taking[m]["acknowledged"]``)."""
+    if ack is None:
+        return "no records"
+    parts = [f"as asked: {ack['as_asked']}"] if ack["as_asked"] else []
+    if ack["differs"]:
+        parts.append(f"**other settings: {ack['differs']}** (" + "; ".join(
+            f"{d} ×{n}" for d, n in list(ack["differences"].items())[:3]) + ")")
+    if ack["unacknowledged"]:
+        parts.append(f"not acknowledged (ran unverified): {ack['unacknowledged']}")
+    return "; ".join(parts) or "no conversations"
+
+
+def _pacing_section(pacing: dict) -> Section:
+    """How far each paced model's streams fell behind real time (``statistics["pacing"]``)."""
+    bound = pacing["max_lag_s"]
+    rows = [(m, str(p["conversations"]), f"{p['median_lag_s']:.3f}", f"{p['worst_lag_s']:.3f}",
+             f"{p['behind_s']:.1f}",
+             (f"**{len(p['over'])}**: " + ", ".join(f"`{sid}`" for sid in p["over"][:10])
+              + (" ..." if len(p["over"]) > 10 else "")) if p["over"] else "0")
+            for m, p in pacing["models"].items()]
+    return Section("Pacing", [
+        Table(("model", "paced conversations", "median worst lag (s)", "worst lag (s)", "seconds sent late",
+               f"over {bound:g} s (metrics.max_lag_s)"), rows,
+              caption="A hosted service hears the stream in real time. A late step (a stalled service, a loaded "
+                      "machine) delays the frames after it until the stream catches up in a burst, so the service "
+                      "heard that stretch late and its timing is not the protocol's. Worst lag: the latest any "
+                      "frame of a conversation went after its due time; seconds sent late: stream seconds sent "
+                      "80 ms or more late. Conversations over the bound stay scored and are listed here.")])
 
 
 def _setting(value: Any) -> str:
@@ -325,7 +361,9 @@ def _api_table(api: dict) -> Table:
     rows = [(r["stage"], r["who"], r["priced_as"], f"{r['count']} {r['unit']}", f"{r['tokens_in']:,}",
              f"{r['tokens_out']:,}",
              (f"{r['usd']:.4f}" if r["usd"] is not None else f"unpriced: {r['unpriced']}")
-             + (f" (a lower bound: {r['lower_bound']} ended with usage still owed)" if r["lower_bound"] else ""))
+             + (f" (a lower bound: {r['lower_bound']} ended with usage still owed)" if r["lower_bound"] else "")
+             + (f" (an upper bound: {r['upper_bound']} with tokens of no stated modality at the dearest rate)"
+                if r["upper_bound"] else ""))
             for r in api["rows"]]
     total = sum(r["usd"] for r in api["rows"] if r["usd"] is not None)
     unpriced = any(r["usd"] is None for r in api["rows"])

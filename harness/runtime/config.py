@@ -186,12 +186,13 @@ class MetricsSettings:
     min_n: int = 30  # a rate whose denominator is under this is n/a (spec section 5)
     yield_deadline_s: float = 2.0  # N4_R start + this is the yield stop deadline (spec section 5)
     suspect_peak_dbfs: float = -60.0  # a model whose output peak stays below this everywhere is flagged suspect
+    max_lag_s: float = 0.5  # a paced stream that fell further behind real time than this is flagged (not excluded)
 
     def __post_init__(self) -> None:
         require_integer(self, "min_n")
         if self.min_n < 1:
             raise ValueError("metrics.min_n must be >= 1")
-        require_positive(self, "yield_deadline_s")
+        require_positive(self, "yield_deadline_s", "max_lag_s")
 
 
 @dataclass(frozen=True)

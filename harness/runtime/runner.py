@@ -20,7 +20,9 @@ state simply starts afresh. The harness paces only models with the ``realtime`` 
 services, which hear the stream in real time): step ``k`` of a fresh state starts no earlier than
 ``k`` frames after step 0 started, nor ``k - 1`` frames after step 0 was done (so that step's
 warm-up, the model's or the runner's own, never makes the next steps go in a burst to catch up). It records each
-conversation's wall time and model-step time (its per-stream real-time factor).
+conversation's wall time and model-step time (its per-stream real-time factor) and, when paced, how far
+its stream fell behind real time (:class:`Pacing`: a slow step or a stalled service delays every
+later frame until the stream catches up in a burst, so the service heard it late).
 
 Failures (docs/adding-a-model.md):
 
@@ -58,6 +60,7 @@ from harness.audio.io import PCM_SCALE, quantize
 from harness.audio.resample import StreamResampler
 from harness.audio.room_tone import RoomTone
 from harness.models.base import READS_SCHEDULE, REALTIME, VOCABULARY, DuplexModel, ModelInfo, RowError, StreamContext
+from harness.products.infer import InferRecord
 from harness.protocol.scheduler import Event, Placement, ProtocolSettings, Scheduler
 from harness.scenes.schema import Scene
 from harness.scoring.flow import scene_vocabulary
@@ -75,6 +78,34 @@ class ConversationInput:
     duty_text: str = ""
 
 
+# a paced frame sent this late (seconds) or more counts as behind real time (one 80 ms frame: jitter of
+# the sleep and the event loop stays under it)
+BEHIND_TOLERANCE_S = 0.08
+
+
+@dataclass
+class Pacing:
+    """How a paced stream (a ``realtime`` model's) kept to real time; seconds of wall clock.
+
+    Attributes:
+        max_lag_s: the most any of its frames was sent after its due time (0 when always on time).
+        behind_s: seconds of its stream (frames x frame duration) sent :data:`BEHIND_TOLERANCE_S` or
+            more late: how long it was behind.
+    """
+
+    max_lag_s: float = 0.0
+    behind_s: float = 0.0
+
+    def frame(self, lag_s: float, frame_s: float) -> None:
+        """One frame of ``frame_s`` seconds sent ``lag_s`` seconds after its due time."""
+        self.max_lag_s = max(self.max_lag_s, lag_s)
+        if lag_s >= BEHIND_TOLERANCE_S:
+            self.behind_s += frame_s
+
+    def to_dict(self) -> dict[str, float]:
+        return {"max_lag_s": round(self.max_lag_s, 3), "behind_s": round(self.behind_s, 3)}
+
+
 @dataclass
 class ConversationResult:
     """Outcome of one conversation. ``output`` is the model's audio on the timeline (None on error)."""
@@ -89,24 +120,18 @@ class ConversationResult:
     wall_s: float = 0.0  # seconds from open to the stream's end (the per-stream real-time factor's denominator)
     step_s: float = 0.0  # of which inside the model's step calls (shared with the other rows of each step)
     usage: dict | None = None  # the model's raw usage of this stream (DuplexModel.usage), e.g. API tokens
+    pacing: Pacing | None = None  # a paced stream's lag behind real time (None: not paced)
 
     def record(self, sample_rate: int) -> dict:
-        """JSON-able record (without audio) for the store."""
-        return {
-            "scene_id": self.scene_id,
-            "status": self.status,
-            "reason": self.reason,
-            "sample_rate": sample_rate,
-            "n_samples": None if self.output is None else len(self.output),
+        """JSON-able record (without audio) for the store: an :class:`~harness.products.infer.InferRecord`."""
+        return InferRecord(
+            self.scene_id, self.status, self.reason, sample_rate,
+            None if self.output is None else len(self.output),
             # max |sample| of the stored output (linear, full scale 1.0): reduce flags a model whose
             # peak stays below metrics.suspect_peak_dbfs everywhere (a broken output path)
-            "output_peak": None if self.output is None else float(np.max(np.abs(self.output), initial=0.0)),
-            "placements": [{"turn": p.turn, "start": p.start, "length": p.length} for p in self.placements],
-            "events": [e.to_dict() for e in self.events],
-            "wall_s": round(self.wall_s, 3),
-            "step_s": round(self.step_s, 3),
-            "usage": self.usage,
-        }
+            None if self.output is None else float(np.max(np.abs(self.output), initial=0.0)),
+            tuple(self.placements), tuple(self.events), self.wall_s, self.step_s, self.usage,
+            None if self.pacing is None else self.pacing.to_dict()).to_dict()
 
 
 def stream_context(conv: ConversationInput, info: ModelInfo) -> StreamContext:
@@ -407,11 +432,12 @@ class _Stream:
     t: int = 0  # timeline samples streamed (the stream's own clock)
     step_s: float = 0.0
     outputs: list[np.ndarray] = field(default_factory=list)
+    pacing: Pacing | None = None  # paced streams only
 
     def result(self, status: str = "ok", reason: str = "") -> ConversationResult:
         return ConversationResult(self.conv.scene.scene_id, status, reason, placements=list(self.sched.placements),
                                   events=list(self.sched.events), wall_s=time.perf_counter() - self.opened,
-                                  step_s=self.step_s)
+                                  step_s=self.step_s, pacing=self.pacing)
 
 
 def run_conversations(model: DuplexModel, convs: Sequence[ConversationInput], protocol: ProtocolSettings,
@@ -489,7 +515,8 @@ def run_conversations(model: DuplexModel, convs: Sequence[ConversationInput], pr
             det.reset([b], at=clock)
             prev_out[b] = 0.0
             slots[b] = _Stream(i, c, sched, RoomTone(protocol.room_tone, protocol.room_tone_dbfs, c.seed, sr),
-                               drop=lag if clock else 0, opened=time.perf_counter())
+                               drop=lag if clock else 0, opened=time.perf_counter(),
+                               pacing=Pacing() if paced else None)
             call("open", f"open of {c.scene.scene_id} in row {b}", model.open, b, stream_context(c, info))
 
     try:
@@ -530,7 +557,10 @@ def run_conversations(model: DuplexModel, convs: Sequence[ConversationInput], pr
             k = clock // frame
             where = f"step {k} at {clock / sr:.2f} s of the run"
             if paced:  # a remote service hears the stream in real time: step k no earlier than k frames in
-                time.sleep(max(0.0, t_fresh + clock / sr - time.perf_counter()))
+                late = time.perf_counter() - (t_fresh + clock / sr)
+                for b in live:
+                    slots[b].pacing.frame(late, frame / sr)
+                time.sleep(max(0.0, -late))
             t0 = time.perf_counter()
             y = call("step", where, model.step, rs_in.push(x), output=True)
             dt = time.perf_counter() - t0

@@ -8,7 +8,13 @@ import logging
 from collections import defaultdict
 from typing import Any
 
-from harness.metrics.analyses import all_statistics, output_checks, streaming_speed
+from harness.metrics.analyses import (
+    all_statistics,
+    output_checks,
+    settings_acknowledged,
+    stream_pacing,
+    streaming_speed,
+)
 from harness.metrics.scores import compute_metrics
 from harness.pricing import load_prices, spend_rows
 from harness.products.infer import InferEntry, ModelFacts, ModelLedger, read_ledger
@@ -87,7 +93,9 @@ class ReduceStage(Stage):
                     else:
                         produced[m.name].append({"speech_s": seg.speech_samples / sr, "truncated": seg.truncated,
                                                  "peak": rec.output_peak, "audio_s": (rec.n_samples or 0) / sr,
-                                                 "wall_s": rec.wall_s, "step_s": rec.step_s})
+                                                 "wall_s": rec.wall_s, "step_s": rec.step_s, "scene_id": sid,
+                                                 "pacing": rec.pacing,
+                                                 "settings": (rec.usage or {}).get("settings")})
                         conv = windows.get(sid)
                         if conv is not None and conv.ok:
                             rows += [{"model": m.name, **r} for r in conv.windows]
@@ -108,7 +116,13 @@ class ReduceStage(Stage):
         statistics["streaming_speed"] = streaming_speed(produced)
         statistics["failures"] = failures
         statistics["scoring_cost"] = spend
-        statistics["turn_taking"] = turn_taking_settings(facts)
+        statistics["turn_taking"] = turn_taking_settings(facts, settings_acknowledged(produced))
+        statistics["pacing"] = stream_pacing(produced, cfg.metrics.max_lag_s)
+        for m, p in statistics["pacing"]["models"].items():
+            if p["over"]:
+                log.warning("reduce: %d of %d conversations of %s fell more than %g s behind real time (worst "
+                            "%.2f s; metrics.max_lag_s): scored, and flagged in the report's pacing table",
+                            len(p["over"]), p["conversations"], m, cfg.metrics.max_lag_s, p["worst_lag_s"])
         refuse_mixed_turn_taking(statistics, statistics["turn_taking"])
         table = load_prices(cfg.budget.price_table)
         statistics["api_cost"] = {"table": table.label, "rows": spend_rows(  # the usage ledger, priced now
@@ -159,12 +173,16 @@ def _conversation_pages(cfg: RunConfig, store: ObjectStore, plan: RunPlan, timel
     return out
 
 
-def turn_taking_settings(facts: dict[str, ModelFacts]) -> dict[str, dict[str, Any]]:
-    """``{model: {"provider", "model" (provider/model id), "settings"}}`` of every hosted model of the
-    run, from the facts its infer stage wrote (:class:`~harness.products.infer.ModelFacts`): its
-    turn-taking settings as sent (the ``infer`` prefix hashes the params, so every conversation of
-    a model ran under the same ones)."""
-    return {name: {"provider": f.provider, "model": f.metered, "settings": f.turn_taking}
+def turn_taking_settings(facts: dict[str, ModelFacts],
+                         acknowledged: dict[str, dict[str, Any]]) -> dict[str, dict[str, Any]]:
+    """``{model: {"provider", "model" (provider/model id), "settings", "acknowledged"}}`` of every
+    hosted model of the run, from the facts its infer stage wrote
+    (:class:`~harness.products.infer.ModelFacts`): its turn-taking settings as sent (the ``infer``
+    prefix hashes the params, so every conversation of a model ran under the same ones) and what
+    the service acknowledged of them (``acknowledged``:
+    :func:`~harness.metrics.analyses.settings_acknowledged` of its records; None without records)."""
+    return {name: {"provider": f.provider, "model": f.metered, "settings": f.turn_taking,
+                   "acknowledged": acknowledged.get(name)}
             for name, f in facts.items() if f.provider is not None}
 
 

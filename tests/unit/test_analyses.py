@@ -12,8 +12,10 @@ from harness.metrics.analyses import (
     explicit_vs_implicit,
     output_checks,
     request_timing,
+    settings_acknowledged,
     silence_explicit_vs_implicit,
     silence_sweeps,
+    stream_pacing,
     streaming_speed,
 )
 from harness.metrics.scores import SCORES, compute_metrics
@@ -288,3 +290,29 @@ def test_streaming_speed_is_audio_over_wall_per_stream():
     assert out["m"] == {"conversations": 4, "audio_h": 276.0 / 3600, "per_stream_rtf_median": 25.0,
                         "per_stream_rtf_min": 10.0, "step_share": 7.0 / 12.0}
     assert out["old"]["per_stream_rtf_median"] is None and out["old"]["step_share"] is None
+
+
+def test_stream_pacing_flags_conversations_behind_the_bound_worst_first():
+    def conv(sid: str, lag: float, behind: float) -> dict:
+        return {"scene_id": sid, "pacing": {"max_lag_s": lag, "behind_s": behind}}
+
+    convs = {"hosted": [conv("a", 0.02, 0.0), conv("b", 2.65, 2.4), conv("c", 0.6, 0.3), conv("d", 0.5, 0.1)],
+             "local": [{"scene_id": "a", "pacing": None}]}
+    out = stream_pacing(convs, max_lag_s=0.5)
+    assert out["max_lag_s"] == 0.5 and list(out["models"]) == ["hosted"]  # an unpaced model has no entry
+    p = out["models"]["hosted"]
+    assert p["over"] == ["b", "c"]  # 0.5 s exactly is not over the bound
+    assert p["conversations"] == 4 and p["worst_lag_s"] == 2.65 and p["median_lag_s"] == pytest.approx(0.55)
+    assert p["behind_s"] == pytest.approx(2.8)
+
+
+def test_settings_acknowledged_counts_as_asked_other_and_unverified():
+    differs = "turn_detection.threshold: asked 0.5, acknowledged 0.7"
+    ok = {"turn_detection": {}, "acknowledged": {"turn_detection": {}}, "mismatch": []}
+    other = {**ok, "mismatch": [differs]}
+    silent = {"turn_detection": {}, "acknowledged": None, "mismatch": []}
+    out = settings_acknowledged({"openai": [{"settings": ok}, {"settings": other}, {"settings": other}],
+                                 "gemini": [{"settings": silent}], "local": [{"settings": None}]})
+    assert out["openai"] == {"as_asked": 1, "differs": 2, "unacknowledged": 0, "differences": {differs: 2}}
+    assert out["gemini"] == {"as_asked": 0, "differs": 0, "unacknowledged": 1, "differences": {}}
+    assert "local" not in out

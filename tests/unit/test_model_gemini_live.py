@@ -10,6 +10,7 @@ import pytest
 
 from harness.models.gemini_live import DEFAULT_ACTIVITY_DETECTION, GeminiLiveModel
 from harness.models.registry import build_model
+from harness.pricing import load_prices
 from harness.runtime.runner import run_conversations
 from harness.vad.silero import VadSettings
 from tests.fixtures.fake_realtime import Behaviour
@@ -23,14 +24,17 @@ KEY = "fake-gemini-key"
 def run(tts):
     reply = tts.synthesize("The train leaves at seven.", "en-us+f3")
     behaviours = {"answer": Behaviour("answer", reply), "goaway": Behaviour("goaway", reply, disconnect_after_s=1.0),
-                  "stall": Behaviour("stall", reply), "disconnect": Behaviour("disconnect", reply)}
+                  "stall": Behaviour("stall", reply), "disconnect": Behaviour("disconnect", reply),
+                  "rejected": Behaviour("answer", reply, turn_complete_reason="RESPONSE_REJECTED"),
+                  "more": Behaviour("answer", reply, turn_complete_reason="NEED_MORE_INPUT"),
+                  "totals": Behaviour("answer", reply, breakdown=False)}
     tags = list(behaviours)
     with pytest.MonkeyPatch.context() as mp, \
             FakeGeminiLive(lambda text: behaviours[text.rsplit("[", 1)[1].rstrip("]")]) as srv:
         mp.setenv("GEMINI_API_KEY", KEY)
         mp.delenv("GOOGLE_API_KEY", raising=False)
         mp.setenv("SSL_CERT_FILE", str(srv.ca_file))  # trust the fake's certificate (the SDK reads this)
-        model = build_model("gemini_live", {"base_url": srv.base_url, "stall_timeout_s": 1.0, "max_sessions": 4})
+        model = build_model("gemini_live", {"base_url": srv.base_url, "stall_timeout_s": 1.0, "max_sessions": 7})
         model.load("cpu")
         results = run_conversations(model, [_conv(tts, i, _duty(t)) for i, t in enumerate(tags)], PROTOCOL,
                                     VadSettings())
@@ -80,6 +84,24 @@ def test_a_stall_and_a_disconnect_fail_only_their_conversations(run):
     results, _ = run
     assert results["stall"].status == "error" and "stalled: no event" in results["stall"].reason
     assert results["disconnect"].status == "error" and "1011" in results["disconnect"].reason
+
+
+def test_a_reply_the_service_rejected_fails_its_conversation_a_benign_reason_does_not(run):
+    results, _ = run
+    res = results["rejected"]
+    assert res.status == "error" and "turnCompleteReason RESPONSE_REJECTED" in res.reason
+    assert results["more"].status == "ok", results["more"].reason  # NEED_MORE_INPUT: a normal end of a reply
+
+
+def test_usage_with_counts_but_no_modality_details_is_never_zero(run):
+    results, sessions = run
+    tokens, sent = results["totals"].usage["tokens"], sessions["totals"].usage
+    assert sum(tokens[k] for k in ("input_text", "input_audio", "output_text", "output_audio")) == 0
+    assert tokens["input_unattributed"] == sum(u["promptTokenCount"] for u in sent) > 0
+    assert tokens["output_unattributed"] == sum(u["responseTokenCount"] for u in sent) > 0
+    assert tokens["unattributed"] == 0  # the total is prompt + response
+    cost = load_prices().cost(results["totals"].usage)
+    assert cost.upper_bound and cost.usd > 0
 
 
 def test_manual_activity_signals_are_refused():

@@ -109,7 +109,9 @@ def test_usage_is_recorded_with_the_settings(run):
     assert usage["tokens"]["input_audio"] == sum(u["input_token_details"]["audio_tokens"] for u in sent) - cached_audio
     assert usage["tokens"]["output_audio"] == sum(u["output_token_details"]["audio_tokens"] for u in sent) > 0
     assert usage["seconds"]["audio_in"] == pytest.approx(log.audio_s, abs=0.2)
-    assert usage["settings"]["turn_detection"] == usage["settings"]["acknowledged_turn_detection"]
+    assert usage["settings"]["acknowledged"] == {"turn_detection": usage["settings"]["turn_detection"],
+                                                 "voice": "marin"}
+    assert usage["settings"]["mismatch"] == []
     assert usage["owed_at_close"] is None  # every reply's usage arrived before the conversation ended
     assert results["stall"].usage["provider"] == "openai"  # a failed conversation keeps its usage too
     assert results["stall"].usage["owed_at_close"] == "response.done"
@@ -183,7 +185,116 @@ def test_usage_counts_are_disjoint_token_kinds():
             "cached_tokens_details": {"text_tokens": 8, "audio_tokens": 4}},
             "output_token_details": {"text_tokens": 3, "audio_tokens": 30}})
     assert tokens == {"input_text": 4, "input_text_cached": 16, "input_audio": 92, "input_audio_cached": 8,
-                        "output_text": 6, "output_audio": 60}
+                        "output_text": 6, "output_audio": 60,
+                        "input_unattributed": 0, "output_unattributed": 0, "unattributed": 0}
+
+
+def test_totals_beyond_the_details_are_counted_unattributed_never_zero():
+    tokens = dict.fromkeys(TOKEN_KINDS, 0)
+    count_usage(tokens, {"total_tokens": 150, "input_tokens": 100, "output_tokens": 40})  # no details at all
+    count_usage(tokens, {"total_tokens": 30, "input_tokens": 12, "output_tokens": 10,  # 2 image tokens, 8 unsplit
+                         "input_token_details": {"text_tokens": 4, "audio_tokens": 6, "image_tokens": 2},
+                         "output_token_details": {"audio_tokens": 10}})
+    assert tokens["input_unattributed"] == 100 + 2 and tokens["output_unattributed"] == 40
+    assert tokens["unattributed"] == 10 + 8  # the totals beyond input + output
+    assert tokens["input_text"] == 4 and tokens["input_audio"] == 6 and tokens["output_audio"] == 10
+    # priced at the dearest rate of their direction (an upper bound, flagged), never as $0
+    from harness.pricing import ledger_cost, load_prices
+
+    table = load_prices(2)
+    cost = table.cost({"provider": "openai", "model": "gpt-realtime", "tokens": tokens})
+    assert cost.upper_bound
+    assert cost.usd == pytest.approx((4 * 4 + 6 * 32 + 10 * 64 + 102 * 32 + 40 * 64 + 18 * 64) / 1e6)
+    books = ledger_cost([{"provider": "openai", "model": "gpt-realtime", "tokens": tokens}], table)
+    assert books.overcounted == 1 and "an upper bound" in books.describe()
+    exact = table.cost({"provider": "openai", "model": "gpt-realtime", "tokens": {"input_audio": 10}})
+    assert not exact.upper_bound
+
+
+@pytest.fixture(scope="module")
+def faults(tts, reply, key):
+    """Four concurrent sessions whose service misbehaves: every reply fails (a server error, no audio, no
+    error event) or ends incomplete, usage comes with totals only, or session.updated acknowledges
+    another silence_duration_ms than asked."""
+    server_error = {"type": "failed", "error": {"type": "server_error", "code": "internal", "message": "boom"}}
+    behaviours = {"failed": Behaviour("answer", reply, response_status="failed", status_details=server_error),
+                  "incomplete": Behaviour("answer", reply, response_status="incomplete",
+                                          status_details={"type": "incomplete", "reason": "content_filter"}),
+                  "totals": Behaviour("answer", reply, breakdown=False),
+                  "acknowledged": Behaviour("answer", reply, acknowledge={"silence_duration_ms": 800})}
+    tags = list(behaviours)
+    with FakeRealtimeServer(lambda text: behaviours[text.rsplit("[", 1)[1].rstrip("]")]) as srv:
+        model = build_model("openai_realtime", {"base_url": srv.base_url, "max_sessions": 4})
+        model.load("cpu")
+        results = run_conversations(model, [_conv(tts, i, _duty(t)) for i, t in enumerate(tags)], PROTOCOL,
+                                    VadSettings())
+    return dict(zip(tags, results, strict=True)), srv
+
+
+def test_a_failed_or_incomplete_response_is_the_conversations_error_with_the_reason(faults):
+    results, _ = faults
+    failed, incomplete = results["failed"], results["incomplete"]
+    assert failed.status == "error" and failed.output is None
+    assert "a response ended failed" in failed.reason and "server_error/internal: boom" in failed.reason
+    assert incomplete.status == "error" and "ended incomplete" in incomplete.reason
+    assert "reason content_filter" in incomplete.reason
+    assert failed.usage["responses"] == {"failed": 1}  # the failure is in the usage record too
+
+
+def test_a_reply_cancelled_by_barge_in_is_benign_any_other_cancel_is_not():
+    from harness.models.hosted import HostedSession
+
+    model = OpenAIRealtimeModel()
+
+    def done(status: str, details: dict | None) -> HostedSession:
+        s = HostedSession(0, "c", time.monotonic(), None)
+        s.expect("response.done")
+        model._handle(s, {"type": "response.done", "response": {"status": status, "status_details": details}})
+        return s
+
+    barge_in = done("cancelled", {"type": "cancelled", "reason": "turn_detected"})
+    assert barge_in.failure is None and barge_in.responses == {"cancelled": 1} and barge_in.awaiting is None
+    assert "ended cancelled" in done("cancelled", {"type": "cancelled", "reason": "client_cancelled"}).failure
+    assert "no reason given" in done("failed", None).failure
+    assert done("completed", None).failure is None
+
+
+def test_usage_with_totals_only_is_counted_unattributed(faults):
+    results, srv = faults
+    res = results["totals"]
+    assert res.status == "ok", res.reason
+    (log,) = [s for s in srv.sessions if s.session["instructions"].endswith("[totals]")]
+    tokens = res.usage["tokens"]
+    assert tokens["input_unattributed"] == sum(u["input_tokens"] for u in log.usage) > 0
+    assert tokens["output_unattributed"] == sum(u["output_tokens"] for u in log.usage) > 0
+    assert tokens["input_audio"] == tokens["output_audio"] == 0
+
+
+def test_settings_acknowledged_other_than_asked_fail_the_conversation(faults):
+    results, _ = faults
+    res = results["acknowledged"]
+    assert res.status == "error"
+    assert "turn_detection.silence_duration_ms: asked 500, acknowledged 800" in res.reason
+    assert res.usage["settings"]["acknowledged"]["turn_detection"]["silence_duration_ms"] == 800
+    assert res.usage["settings"]["mismatch"] == ["turn_detection.silence_duration_ms: asked 500, acknowledged 800"]
+
+
+def test_with_on_settings_mismatch_record_the_difference_is_recorded_and_the_session_runs():
+    from harness.models.hosted import HostedSession
+
+    model = OpenAIRealtimeModel(on_settings_mismatch="record")
+    s = HostedSession(0, "c", time.monotonic(), "session.updated")
+    acked = {**DEFAULT_TURN_DETECTION, "threshold": 0.7, "idle_timeout_ms": None}  # a default it adds is no change
+    session = {"audio": {"input": {"turn_detection": acked}, "output": {"voice": "marin"}}}
+    model._handle(s, {"type": "session.updated", "session": session})
+    assert s.failure is None and s.awaiting is None
+    assert s.mismatch == ["turn_detection.threshold: asked 0.5, acknowledged 0.7"]
+    manual = OpenAIRealtimeModel(turn_detection=None)
+    s = HostedSession(0, "c", time.monotonic(), "session.updated")
+    manual._handle(s, {"type": "session.updated", "session": session})
+    assert "turn_detection: asked null, acknowledged {" in s.failure
+    with pytest.raises(ValueError, match="on_settings_mismatch"):
+        OpenAIRealtimeModel(on_settings_mismatch="ignore")
 
 
 def test_the_key_comes_from_the_environment_only(monkeypatch):

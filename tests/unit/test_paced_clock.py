@@ -56,3 +56,44 @@ def test_a_slow_first_step_does_not_make_the_next_steps_go_in_a_burst():
     frame_s = FRAME / SR
     early = [k for k, t in enumerate(model.calls[2:12], 2) if t < model.calls[1] + (k - 1 - 0.5) * frame_s]
     assert early == []
+
+
+class StallAt(SlowFirstStep):
+    """A paced model whose step ``at`` stalls ``stall_s`` (a service that stops answering a while)."""
+
+    def __init__(self, at: int, stall_s: float):
+        super().__init__(0.0)
+        self.at, self.stall_s = at, stall_s
+
+    def step(self, frames: np.ndarray) -> np.ndarray:
+        self.calls.append(time.perf_counter())
+        if len(self.calls) == self.at:
+            time.sleep(self.stall_s)
+        return np.zeros((frames.shape[0], FRAME), np.float32)
+
+
+def _conversation() -> ConversationInput:
+    turns = (Turn("A", "x", Label.N2, Target.HUMAN), Turn("B", "x", Label.T, Target.ARIA),
+             Turn("C", "x", Label.N3, Target.NONE))
+    scene = Scene("p0-explicit", "p0", "explicit", ("A", "B", "C"), turns, "yes")
+    return ConversationInput(scene, [np.zeros(SR // 4, np.float32)] * 3, np.zeros(0, np.float32), 0)
+
+
+def test_a_stall_mid_stream_is_recorded_as_lag_behind_real_time():
+    model = StallAt(at=5, stall_s=0.5)
+    (result,) = run_conversations(model, [_conversation()], ProtocolSettings(), VadSettings(), max_duration_s=1.5)
+    assert model.calls, result.reason
+    record = result.record(SR)
+    # the frame after the stalled step was due one frame (80 ms) into the 0.5 s stall: it goes 0.42 s late,
+    # and the stream catches up in a burst of steps (a loaded machine can only make it later, never earlier)
+    assert record["pacing"]["max_lag_s"] >= 0.5 - FRAME / SR - 0.01
+    # the frames sent while >= 80 ms late: at least the stalled step's successor and the burst until
+    # the 0.5 s are made up (a loaded machine makes the burst longer)
+    assert record["pacing"]["behind_s"] >= 2 * FRAME / SR
+
+
+def test_an_unpaced_model_records_no_pacing():
+    model = StallAt(at=5, stall_s=0.0)
+    model.info = ModelInfo("unpaced", SR, SR, FRAME, FRAME, 1)
+    (result,) = run_conversations(model, [_conversation()], ProtocolSettings(), VadSettings(), max_duration_s=1.5)
+    assert result.pacing is None and result.record(SR)["pacing"] is None

@@ -259,9 +259,11 @@ def test_markdown_report_tables_and_formats():
 def test_hosted_settings_refused_pairs_and_api_spend_are_reported():
     from harness.stages.reduce import refuse_mixed_turn_taking, turn_taking_refusal
 
-    manual = {"provider": "openai", "model": "openai/gpt-realtime", "settings": {"turn_detection": None}}
+    differs = "turn_detection.silence_duration_ms: asked 500, acknowledged 800"
+    manual = {"provider": "openai", "model": "openai/gpt-realtime", "settings": {"turn_detection": None},
+              "acknowledged": {"as_asked": 60, "differs": 4, "unacknowledged": 0, "differences": {differs: 4}}}
     vad = {"provider": "openai", "model": "openai/gpt-realtime-mini",
-           "settings": {"turn_detection": {"type": "server_vad", "create_response": True}}}
+           "settings": {"turn_detection": {"type": "server_vad", "create_response": True}}, "acknowledged": None}
     gemini = {"provider": "google", "model": "google/x", "settings": {"proactive_audio": False}}
     hosted = {"alpha": manual, "beta": vad, "gamma": gemini}
     assert turn_taking_refusal("alpha", "beta", hosted) == ("turn-taking settings differ (turn_detection) between "
@@ -273,13 +275,17 @@ def test_hosted_settings_refused_pairs_and_api_spend_are_reported():
     st = {**STATISTICS, "between_models": {c: [dict(t) for t in ts] for c, ts in STATISTICS["between_models"].items()},
           "silence_bootstrap": {c: [dict(r) for r in rs] for c, rs in STATISTICS["silence_bootstrap"].items()},
           "turn_taking": {"alpha": manual, "beta": vad},
+          "pacing": {"max_lag_s": 0.5, "models": {
+              "alpha": {"conversations": 64, "worst_lag_s": 2.65, "median_lag_s": 0.02, "behind_s": 3.2,
+                        "over": ["p00003-implicit"]},
+              "beta": {"conversations": 63, "worst_lag_s": 0.1, "median_lag_s": 0.01, "behind_s": 0.2, "over": []}}},
           "api_cost": {"table": "prices v9 as of 2030-01-01", "rows": [
               {"stage": "infer", "who": "alpha", "priced_as": "openai/gpt-realtime", "count": 64,
                "unit": "conversations", "tokens_in": 1_000_000, "tokens_out": 20_000, "usd": 1.5, "priced_usd": 1.5,
-               "unpriced": None, "lower_bound": 2},
+               "unpriced": None, "lower_bound": 2, "upper_bound": 0},
               {"stage": "infer", "who": "beta", "priced_as": "openai/gpt-realtime-mini", "count": 63,
                "unit": "conversations", "tokens_in": 10, "tokens_out": 2, "usd": None, "priced_usd": 0.0,
-               "unpriced": "openai/gpt-realtime-mini is not in prices v9", "lower_bound": 0}]}}
+               "unpriced": "openai/gpt-realtime-mini is not in prices v9", "lower_bound": 0, "upper_bound": 3}]}}
     refuse_mixed_turn_taking(st, st["turn_taking"])
     t = st["between_models"]["explicit"][0]
     assert t["refused"] and t["p"] is None and not t["significant"]
@@ -287,12 +293,17 @@ def test_hosted_settings_refused_pairs_and_api_spend_are_reported():
     assert ("| explicit | Fresh-onset response rate | alpha | beta | 32 | 22 | 0 | refused | refused: turn-taking "
             "settings differ (turn_detection) between two openai models |") in md
     assert "| explicit | alpha | beta | 32 | refused | refused: turn-taking settings differ" in md
-    assert "| alpha | openai/gpt-realtime | turn_detection: null (manual) |" in md
-    assert "| beta | openai/gpt-realtime-mini | turn_detection: type=server_vad, create_response=true |" in md
+    assert (f"| alpha | openai/gpt-realtime | turn_detection: null (manual) | as asked: 60; **other settings: 4** "
+            f"({differs} ×4) |") in md
+    assert "| beta | openai/gpt-realtime-mini | turn_detection: type=server_vad, create_response=true | no records |" \
+        in md
+    assert "| alpha | 64 | 0.020 | 2.650 | 3.2 | **1**: `p00003-implicit` |" in md
+    assert "| beta | 63 | 0.010 | 0.100 | 0.2 | 0 |" in md and "over 0.5 s (metrics.max_lag_s)" in md
     assert ("| infer | alpha | openai/gpt-realtime | 64 conversations | 1,000,000 | 20,000 | 1.5000 (a lower bound: "
             "2 ended with usage still owed) |") in md
     assert ("| infer | beta | openai/gpt-realtime-mini | 63 conversations | 10 | 2 | unpriced: "
             "openai/gpt-realtime-mini") in md
+    assert "(an upper bound: 3 with tokens of no stated modality at the dearest rate) |" in md
     assert "| total |  |  |  |  |  | 1.5000 + unpriced |" in md and "priced with prices v9 as of 2030-01-01" in md
 
 
