@@ -5,25 +5,20 @@
 from __future__ import annotations
 
 import json
-import os
-import subprocess
-import sys
-from pathlib import Path
 
 import pytest
 
+from tests.fixtures.jobs import REPO, job
+
 pytestmark = pytest.mark.slow
-REPO = Path(__file__).resolve().parents[2]
 
 
 def test_multirun_gives_each_job_its_own_run_and_logs_under_the_store(tmp_path):
     cwd = tmp_path / "cwd"  # where the command is run: must stay empty
     cwd.mkdir()
     root = tmp_path / "runs"
-    env = {**os.environ, "RAY_AUTH_MODE": "disabled", "PYTHONPATH": str(REPO)}
-    proc = subprocess.run([sys.executable, "-m", "jobs.scenes", "-m", f"store.root={root}", "run_id=sweep",
-                           "scenes=tiny", "model=silent,oracle", "vad.rules.threshold=0.4,0.6"],
-                          cwd=cwd, env=env, capture_output=True, text=True, timeout=600)
+    proc = job("scenes", "-m", f"store.root={root}", "run_id=sweep", "scenes=tiny", "model=silent,oracle",
+               "vad.rules.threshold=0.4,0.6", env={"PYTHONPATH": str(REPO)}, cwd=cwd, timeout=600)
     assert proc.returncode == 0, proc.stderr[-3000:]
     assert list(cwd.iterdir()) == []  # no multirun/ or outputs/ folder where it ran
     runs = sorted(p.name for p in root.iterdir() if p.is_dir() and not p.name.startswith("_"))
