@@ -44,6 +44,7 @@ MIN_SOURCE_RATE = 16_000  # lower rates are rejected, not resampled (narrowband 
 TURN_PAUSE_S = 0.8  # spec section 4: pauses under 800 ms are inside a turn (the cue-in-A's-turn rule)
 TIME_TOL_S = 1e-6  # float slack when comparing times with the audio's length
 CHANNELS = ("A", "B")  # row order of a recording's audio
+AUDIO_FIELDS = ("audio", "audio_a", "audio_b")  # a recording line's audio paths: one stereo file, or A's and B's
 
 
 class CueCorpus(NamedTuple):
@@ -242,7 +243,7 @@ def _load_recording(d: dict[str, Any], base: Path, sample_rate: int, min_rate: i
     (the manifest's folder) unless ``allow_outside``."""
     rec = Recording.from_dict({"sample_rate": 1, "n_samples": 0, **d})  # fields and words; rate/length below
     where = f"recording {rec.recording_id!r}"
-    layouts = [k for k in ("audio", "audio_a", "audio_b") if k in d]
+    layouts = [k for k in AUDIO_FIELDS if k in d]
     if layouts not in (["audio"], ["audio_a", "audio_b"]):
         raise CueError("audio_layout", f"{where}: give either 'audio' (one stereo file: channel 0 = A, 1 = B) or "
                                         f"both 'audio_a' and 'audio_b' (two mono files), got {layouts or 'neither'}")
@@ -294,6 +295,24 @@ def _load_recording(d: dict[str, Any], base: Path, sample_rate: int, min_rate: i
     check_words(rec.a_words, rec.duration_s, f"{where}.a_words")
     check_words(rec.b_words, rec.duration_s, f"{where}.b_words")
     return rec, audio
+
+
+def audio_files(manifest_path: str | Path) -> dict[str, Path]:
+    """The audio files the recording lines of the cue manifest ``manifest_path`` name, resolved as
+    :func:`ingest` resolves them (relative to the manifest's folder): ``{path as written: path}``.
+    Lines that are not JSON recording lines, and values that are not strings, name none (they are
+    :func:`ingest`'s problems, as text that is not UTF-8 is); nothing is checked here. Raises OSError when
+    the manifest cannot be read."""
+    path = Path(manifest_path)
+    out: dict[str, Path] = {}
+    for line in path.read_text(encoding="utf-8-sig", errors="replace").splitlines():
+        try:
+            d = json.loads(line) if line.strip() else None
+        except json.JSONDecodeError:
+            continue
+        if isinstance(d, dict) and d.get("kind") == "recording":
+            out.update({d[k]: path.parent / d[k] for k in AUDIO_FIELDS if isinstance(d.get(k), str) and d[k]})
+    return out
 
 
 def ingest(manifest_path: str | Path, sample_rate: int = SAMPLE_RATE, min_rate: int = MIN_SOURCE_RATE,

@@ -4,15 +4,24 @@
 
 Each prefix hashes its own settings chained to its upstream's, so changing a scoring setting
 reuses the continuations, and changing the protocol (switch lead, context, window) reruns them.
+Files enter by their content (:mod:`harness.store.content`): ``cue.manifest`` and every recording
+it lists the corpus hash, an LLM labeller's prompt file the score hash.
 """
 
 from __future__ import annotations
 
 from dataclasses import dataclass
+from typing import Any
 
+from harness.cue.corpus import audio_files
 from harness.cue.generate import GENERATOR
+from harness.cue.scoring import PROMPT
 from harness.runtime.config import RunConfig
+from harness.runtime.plan import prompt_digests
+from harness.store.content import input_digest, listed_digest
 from harness.store.layout import RunLayout, settings_hash
+
+MANIFEST = "a JSONL cue manifest of recordings and cue items: docs/formats.md, \"Duplex Cue corpus\""
 
 CORPUS_VERSION = "cue-corpus-v1"  # bump when the generator or ingest changes its output for the same settings
 CUE_INFER_VERSION = "cue-infer-v1"  # bump when the continuation stage's outputs change for the same settings
@@ -32,10 +41,17 @@ class CuePlan:
 
     @classmethod
     def from_config(cls, cfg: RunConfig) -> CuePlan:
+        """Every prefix of ``cfg``'s Duplex Cue run.
+
+        Raises:
+            InputFileError: ``cue.manifest`` or a prompt file an LLM labeller reads cannot be read
+                (:mod:`harness.store.content`); a recording the manifest lists that is missing is
+                its line's problem (cue-corpus reports it), not an error here.
+        """
         lay = RunLayout(cfg.run_id)
         c = cfg.cue
         # the lead and window set each generated recording's padding and the ingest rules
-        h_corpus = settings_hash({"n_items": c.n_items, "seed": c.seed, "manifest": c.manifest,
+        h_corpus = settings_hash({"n_items": c.n_items, "seed": c.seed, "manifest": _manifest(c.manifest),
                                   "switch_lead_s": c.switch_lead_s, "window_s": c.window_s,
                                   "generator": GENERATOR, "rate": cfg.protocol.sample_rate}, CORPUS_VERSION)
         infer, score = {}, {}
@@ -47,7 +63,24 @@ class CuePlan:
             score[m.name] = lay.stage("cue-score", settings_hash({
                 "transcriber": c.transcriber, "asr": cfg.asr.params if c.transcriber == cfg.asr.kind else {},
                 "labeler": c.labeler, "labeler_params": c.labeler_params, "review_context_s": c.review_context_s,
-                "version": CUE_SCORE_VERSION}, h_inf), m.name)
+                "version": CUE_SCORE_VERSION, **_labeler_prompt(c.labeler, c.labeler_params)}, h_inf), m.name)
         h_reduce = settings_hash({"score": sorted(score.items()), "bootstrap": c.bootstrap,
                                   "version": CUE_REDUCE_VERSION}, h_corpus)
         return cls(lay, lay.stage("cue-corpus", h_corpus), infer, score, lay.stage("cue-reduce", h_reduce))
+
+
+def _manifest(path: str | None) -> dict[str, Any] | str | None:
+    """``cue.manifest`` by content: its bytes and those of every recording it lists, by the path as
+    written (resolved in the manifest's folder, as ingest resolves it); unset (generated): as is."""
+    if not path:
+        return path
+    digest = input_digest("cue.manifest", path, MANIFEST)
+    return {"sha256": digest, "audio": {name: listed_digest(p) for name, p in sorted(audio_files(path).items())}}
+
+
+def _labeler_prompt(kind: str, params: dict[str, Any]) -> dict[str, Any]:
+    """An LLM labeller's prompt file by content (``{"prompts": ...}``); nothing for the rule, which
+    reads none (so a rule run's prefix is what it was before prompts were hashed)."""
+    if kind == "rule":
+        return {}
+    return {"prompts": prompt_digests("cue.labeler_params", params, {"prompt": PROMPT})}

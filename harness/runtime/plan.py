@@ -5,13 +5,25 @@ changing a ``vad`` setting (the offline detector that is scored) changes the ``v
 ``reduce`` prefixes only, so ``infer`` outputs are reused and nothing is overwritten. The
 online detector the scheduler acts on is a protocol setting (``protocol.detector``): changing
 it changes what the model hears, so it re-runs ``infer``.
+
+A file a stage reads enters its hash by content (:mod:`harness.store.content`; docs/configuration.md,
+"Files named by settings"): ``scenes.manifest`` the scenes hash (so everything downstream), an LLM
+judge's and an LLM reference's prompt files the score and reference hashes, and the price table
+(``budget.price_table``, None: the newest) the reduce hash, which prices the usage ledger with it.
 """
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from dataclasses import asdict, dataclass
+from pathlib import Path
+from typing import Any
 
+from harness.pricing import load_prices
+from harness.reference.llm import PROMPT as REFERENCE_PROMPT
 from harness.runtime.config import RunConfig
+from harness.scoring.judge.llm import ANSWER_PROMPT, PROMPTS_DIR, WINDOW_PROMPT
+from harness.store.content import InputFileError, input_digest
 from harness.store.layout import RunLayout, settings_hash
 from harness.vad.silero import VadSettings
 
@@ -48,10 +60,18 @@ class RunPlan:
 
     @classmethod
     def from_config(cls, cfg: RunConfig) -> RunPlan:
+        """Every prefix of ``cfg``'s run (the module docstring says what each hashes).
+
+        Raises:
+            InputFileError: a file a setting names cannot be read (``scenes.manifest``, a prompt
+                file of an LLM judge or reference) or ``budget.price_table`` names no table; the
+                preflight reports it (exit 2) before anything runs.
+        """
         lay = RunLayout(cfg.run_id)
-        h_scenes = settings_hash(asdict(cfg.scenes), GENERATOR_VERSION)
+        h_scenes = settings_hash(_scenes(cfg), GENERATOR_VERSION)
         h_synth = settings_hash({"tts": cfg.tts.audio_settings(), "rate": cfg.protocol.sample_rate}, h_scenes)
         infer, vad, score = {}, {}, {}
+        judge = _judge(cfg)
         for m in cfg.models:
             h_inf = settings_hash({"protocol": asdict(cfg.protocol), "detector": _detector(cfg.detector),
                                    "target": m.target, "params": m.params, "seed": cfg.seed,
@@ -59,18 +79,75 @@ class RunPlan:
             infer[m.name] = lay.stage("infer", h_inf, m.name)
             h_vad = settings_hash(_detector(cfg.vad), h_inf)
             vad[m.name] = lay.stage("vad", h_vad, m.name)
-            score[m.name] = lay.stage("score", settings_hash({"asr": asdict(cfg.asr), "judge": asdict(cfg.judge),
+            score[m.name] = lay.stage("score", settings_hash({"asr": asdict(cfg.asr), "judge": judge,
                                                               "preamble": cfg.tts.preamble_text,
                                                               "version": SCORE_VERSION}, h_vad), m.name)
         reference = lay.stage("reference", settings_hash({
-            "reference": {k: v for k, v in asdict(cfg.reference).items() if k != "workers"},
-            "judge": asdict(cfg.judge), "duty": cfg.tts.preamble_text, "min_n": cfg.metrics.min_n,
+            "reference": _reference(cfg), "judge": judge, "duty": cfg.tts.preamble_text, "min_n": cfg.metrics.min_n,
             "version": REFERENCE_VERSION}, h_scenes))
-        h_reduce = settings_hash({"metrics": asdict(cfg.metrics), "score": sorted(score.items()),
+        h_scored = settings_hash({"metrics": asdict(cfg.metrics), "score": sorted(score.items()),
                                   "reference": reference, "version": REDUCE_VERSION}, h_synth)
+        # the report's cost table is priced now with the price table; the review kit samples what was
+        # scored, which no price changes, so its prefix (and its reviewers' results) stays
+        h_reduce = settings_hash({"prices": _prices(cfg)}, h_scored)
         return cls(lay, lay.stage("scenes", h_scenes), lay.stage("synth", h_synth), infer, vad, score,
                    lay.stage("reduce", h_reduce), reference,
-                   lay.stage("review", h_reduce))
+                   lay.stage("review", h_scored))
+
+
+def prompt_digests(setting: str, params: Mapping[str, Any], names: Mapping[str, str]) -> dict[str, str]:
+    """The prompt files an LLM backend with ``params`` (a judge, the text reference, the Duplex Cue
+    labeller) reads, by content: ``{param: sha256}`` for each prompt parameter in ``names`` (its
+    default file name), the file ``params[param]`` (or the default) in ``params["prompts_dir"]``
+    (None: the repository's ``prompts/``), as the backends resolve them. ``setting`` names the
+    params in a message (``"judge.params"``).
+
+    Raises:
+        InputFileError: a prompt file is missing or cannot be read.
+    """
+    folder = Path(params["prompts_dir"]) if params.get("prompts_dir") is not None else PROMPTS_DIR
+    return {key: input_digest(f"{setting}.{key}", folder / params.get(key, default),
+                              f"a prompt file{' in ' + setting + '.prompts_dir' if 'prompts_dir' in params else ''}")
+            for key, default in names.items()}
+
+
+def _scenes(cfg: RunConfig) -> dict[str, Any]:
+    """The scenes settings, ``manifest`` by its content (unset when generated: as before content counted)."""
+    d = asdict(cfg.scenes)
+    if d["manifest"]:
+        d["manifest"] = {"sha256": input_digest("scenes.manifest", d["manifest"],
+                                                "a JSONL scene manifest, one scene per line")}
+    return d
+
+
+def _judge(cfg: RunConfig) -> dict[str, Any]:
+    """The judge's settings and, for an LLM judge, its two prompt files by content (the offline
+    ``lexical`` judge reads none: its settings alone, as before prompts were hashed)."""
+    d = asdict(cfg.judge)
+    if cfg.judge.kind != "lexical":
+        d["prompts"] = prompt_digests("judge.params", cfg.judge.params,
+                                      {"answer_prompt": ANSWER_PROMPT, "window_prompt": WINDOW_PROMPT})
+    return d
+
+
+def _reference(cfg: RunConfig) -> dict[str, Any]:
+    """The text reference's settings but ``workers`` (speed only) and, for an LLM reference, its
+    prompt file by content (the ``rule`` reference reads none)."""
+    d = {k: v for k, v in asdict(cfg.reference).items() if k != "workers"}
+    if cfg.reference.kind != "rule":
+        d["prompts"] = prompt_digests("reference.params", cfg.reference.params, {"prompt": REFERENCE_PROMPT})
+    return d
+
+
+def _prices(cfg: RunConfig) -> dict[str, Any]:
+    """The price table ``budget.price_table`` (None: the newest) by content: its version, date and
+    prices, as :func:`harness.pricing.load_prices` reads them (so a new table file, or an edited
+    one, is a new reduce; its comments are not content)."""
+    try:
+        table = load_prices(cfg.budget.price_table)
+    except (OSError, ValueError) as e:
+        raise InputFileError(f"budget.price_table={cfg.budget.price_table}: {e}") from None
+    return {"version": table.version, "as_of": table.as_of, "currency": table.currency, "models": table.models}
 
 
 def _detector(vad: VadSettings) -> dict:

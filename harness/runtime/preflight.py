@@ -9,6 +9,10 @@ completion marker exists is skipped by the stage itself, so it needs nothing):
 
 * **the store** (every stage writes): :meth:`~harness.store.base.ObjectStore.probe`, i.e. it
   can be written and honours conditional puts; its message is reported as is;
+* **the files settings name** (``scenes.manifest``, an LLM judge's or reference's prompts, the
+  price table; for Duplex Cue ``cue.manifest`` and an LLM labeller's prompt), whatever the
+  stages: every prefix hashes their content, so the plan cannot be built without them
+  (:class:`~harness.store.content.InputFileError`, reported alone: nothing else can be planned);
 * **the judge** (``judge.*``; needed by ``score``, and by ``reference`` when the reference
   writes answers) and **the reference** (``reference.*``): the backend can be built from its
   params, its SDK module imports and one of its key's environment variables is set. What a
@@ -39,11 +43,11 @@ completion marker exists is skipped by the stage itself, so it needs nothing):
   (:func:`harness.runtime.executor.require_resources`) and each GPU actor checks CUDA itself.
 
 For Duplex Cue (``jobs.cue``, stages ``cue-corpus`` / ``cue-score``; docs/cue.md) the same
-pattern and messages (:func:`cue_problems`): ``cue.manifest`` is a file (before the corpus is
-ingested); the labeller ``cue.labeler`` when it is an LLM backend (its params, SDK and key) and
-the transcriber ``cue.transcriber`` (its stack imports; a backend that never downloads, e.g.
-``qwen3``, also has its weights, and its forced aligner's, in the local cache or folder), while
-a model's cue-score is not complete.
+pattern and messages (:func:`cue_problems`): the files its plan reads (above); the labeller
+``cue.labeler`` when it is an LLM backend (its params, SDK and key) and the transcriber
+``cue.transcriber`` (its stack imports; a backend that never downloads, e.g. ``qwen3``, also
+has its weights, and its forced aligner's, in the local cache or folder), while a model's
+cue-score is not complete.
 """
 
 from __future__ import annotations
@@ -60,6 +64,7 @@ from harness.runtime.executor import RESOURCE_HINT, unmet_requests
 from harness.runtime.plan import RunPlan
 from harness.runtime.shard import cuda_problem
 from harness.store.base import ObjectStore, StoreError
+from harness.store.content import InputFileError
 from harness.weights import Requirements, fetch_command
 
 INSTALL_HINT = "install the pinned requirements (`make setup`, or `.venv/bin/pip install -r requirements.txt`)"
@@ -248,11 +253,10 @@ def problems(cfg: RunConfig, store: ObjectStore, stages: Collection[str]) -> lis
     except StoreError as e:
         out.append(str(e))
         readable = None
-    work = pending(cfg, readable, stages)
-    manifest = cfg.scenes.manifest
-    if work.scenes and manifest and not os.path.isfile(manifest):
-        out.append(f"scenes.manifest={manifest}: {'a directory' if os.path.isdir(manifest) else 'no such file'} "
-                   "(a JSONL scene manifest, one scene per line)")
+    try:
+        work = pending(cfg, readable, stages)
+    except InputFileError as e:  # a file a setting names: no prefix can be derived without its content
+        return [*out, str(e)]
     out += [p for m in cfg.models if (p := params_problem(m))]
     judge_needed_by = ["score"] if work.score else []
     if work.reference:
@@ -301,15 +305,15 @@ def cue_problems(cfg: RunConfig, store: ObjectStore | None, stages: Collection[s
     from harness.scoring.asr import build_asr
     from harness.stages.cue_score import transcriber_params
 
-    plan, c = CuePlan.from_config(cfg), cfg.cue
+    try:
+        plan, c = CuePlan.from_config(cfg), cfg.cue
+    except InputFileError as e:  # cue.manifest or a labeller's prompt: no prefix without its content
+        return [str(e)]
 
     def done(prefix: str) -> bool:
         return store is not None and store.exists(plan.layout.marker(prefix))
 
     out = []
-    if "cue-corpus" in stages and c.manifest and not done(plan.corpus) and not os.path.isfile(c.manifest):
-        out.append(f"cue.manifest={c.manifest}: {'a directory' if os.path.isdir(c.manifest) else 'no such file'} "
-                   "(a JSONL cue manifest of recordings and cue items: docs/formats.md, \"Duplex Cue corpus\")")
     if "cue-score" not in stages or all(done(plan.score[m.name]) for m in cfg.models):
         return out
     try:
