@@ -40,8 +40,8 @@ INFER_VERSION = "infer-v4"
 # v7: rows from the score stage's windows, hosted settings from the model facts, no review results)
 REDUCE_VERSION = "reduce-v7"
 # bump when the score stage's outputs change for the same settings (ASR/judge code, scoring flow; v3: every
-# window with its verdict in windows.json instead of verdicts joined by "<kind>:<turn>")
-SCORE_VERSION = "score-v3"
+# window with its verdict in windows.json instead of verdicts joined by "<kind>:<turn>"; v4: no cached UNPARSEABLE)
+SCORE_VERSION = "score-v4"
 # bump when the reference stage's outputs change for the same settings (reference code, its scores)
 REFERENCE_VERSION = "reference-v1"
 

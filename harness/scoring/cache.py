@@ -7,7 +7,8 @@ SHA-256 of the key parts as canonical JSON (sorted keys, no whitespace, UTF-8); 
 are written with a conditional put (the first writer wins; two workers computing the same key
 at once both pay, one result is kept). A corrupt entry is recomputed and overwritten.
 :meth:`ContentCache.get_or_compute` returns the JSON form of the value on a miss too, so a miss
-and a later hit return equal values. It serves any deterministic-by-key result, e.g. ASR::
+and a later hit return equal values; its ``reuse`` test turns a stored value that is not a result
+(an unparseable verdict) into a miss. It serves any deterministic-by-key result, e.g. ASR::
 
     cache = ContentCache(store, "demo/cache/asr")
     out = cache.get_or_compute(
@@ -22,7 +23,10 @@ verdict with its ``cost`` **zeroed** (nothing was spent this time); the original
 the entry, is added up in :attr:`CachedJudge.saved` and can be read back with
 :meth:`CachedJudge.stored_verdict`. :attr:`CachedJudge.cost` adds up what misses really spent,
 and :meth:`CachedJudge.usage` gives it as the usage ledger's raw usage (:mod:`harness.pricing`).
-Errors raised by the judge propagate and are never cached.
+Errors raised by the judge propagate and are never cached. An ``UNPARSEABLE`` verdict (a refusal,
+a reply cut off) is stored for audit but never served: a lookup of it is a miss, the judge is
+asked again (:attr:`CachedJudge.retried` counts these calls), and the first verdict with a label
+replaces it (docs/judge.md, "Caching and cost accounting").
 """
 
 from __future__ import annotations
@@ -34,7 +38,7 @@ from collections.abc import Callable, Mapping, Sequence
 from dataclasses import replace
 from typing import Any, TypeVar
 
-from harness.scoring.judge import TASKS, ContextTurn, Cost, Judge, Verdict
+from harness.scoring.judge import TASKS, UNPARSEABLE, ContextTurn, Cost, Judge, Verdict
 from harness.store.base import ObjectStore, check_key, get_json, put_json
 
 R = TypeVar("R")  # a paid result: has cost, to_dict() and from_dict()
@@ -56,7 +60,8 @@ def content_key(key_parts: Mapping[str, Any]) -> str:
 class ContentCache:
     """A JSON cache keyed by the SHA-256 of its key parts, stored under ``prefix`` in ``store``.
 
-    ``hits`` and ``misses`` count :meth:`get_or_compute` calls.
+    ``hits`` and ``misses`` count :meth:`get_or_compute` calls; ``rejected``, the misses whose
+    stored value its ``reuse`` test refused.
     """
 
     def __init__(self, store: ObjectStore, prefix: str):
@@ -64,6 +69,7 @@ class ContentCache:
         self.prefix = check_key(prefix.strip("/"))
         self.hits = 0
         self.misses = 0
+        self.rejected = 0
         self._lock = threading.Lock()
 
     def object_key(self, key_parts: Mapping[str, Any]) -> str:
@@ -96,22 +102,32 @@ class ContentCache:
         put_json(self.store, self.object_key(key_parts), entry, if_absent=not overwrite)
         return value
 
-    def get_or_compute(self, key_parts: Mapping[str, Any], fn: Callable[[], Any]) -> Any:
+    def get_or_compute(self, key_parts: Mapping[str, Any], fn: Callable[[], Any],
+                       reuse: Callable[[Any], bool] | None = None) -> Any:
         """The cached value for ``key_parts``; on a miss, ``fn()`` is computed, stored and returned
-        in its JSON form (tuples become lists, ...)."""
+        in its JSON form (tuples become lists, ...).
+
+        ``reuse`` (default: every value) tells a result from a stored non-result: a stored value it
+        refuses is a miss as well (counted in :attr:`rejected`), so ``fn()`` runs again, and the
+        new value replaces the stored one only when ``reuse`` accepts it. A refused value never
+        replaces an entry (the first one stays for audit, and a result another worker stored
+        meanwhile is not overwritten by a non-result)."""
         okey = self.object_key(key_parts)
         try:
             value = self._read(okey)
             corrupt = False
         except ValueError:  # includes json.JSONDecodeError
             value, corrupt = _MISSING, True
-        if value is not _MISSING:
+        refused = value is not _MISSING and reuse is not None and not reuse(value)
+        if value is not _MISSING and not refused:
             with self._lock:
                 self.hits += 1
             return value
         with self._lock:
             self.misses += 1
-        return self.put(key_parts, fn(), overwrite=corrupt)
+            self.rejected += refused
+        fresh = json.loads(canonical_json(fn()))
+        return self.put(key_parts, fresh, overwrite=corrupt or (refused and reuse(fresh)))
 
 
 def answer_inputs(transcript: str, gold: str, question: str) -> dict[str, Any]:
@@ -134,10 +150,13 @@ class MeteredCache:
 
     Args:
         cache: where results are kept; None pays for every call (nothing is kept).
+        reuse: which stored results may be served (default: all); a refused one is paid for again
+            (:meth:`ContentCache.get_or_compute`), and counted in :attr:`retried`.
     """
 
-    def __init__(self, cache: ContentCache | None):
+    def __init__(self, cache: ContentCache | None, reuse: Callable[[Any], bool] | None = None):
         self.cache = cache
+        self.reuse = reuse
         self.hits = 0
         self.misses = 0
         self.cost = Cost()
@@ -155,7 +174,8 @@ class MeteredCache:
             computed.append(fn())
             return computed[0].to_dict()
 
-        stored = self.cache.get_or_compute(key_parts, compute) if self.cache is not None else compute()
+        reuse = None if self.reuse is None else (lambda d: self.reuse(result_type.from_dict(d)))
+        stored = self.cache.get_or_compute(key_parts, compute, reuse) if self.cache is not None else compute()
         with self._lock:
             if computed:
                 self.misses += 1
@@ -166,16 +186,25 @@ class MeteredCache:
             self.saved = self.saved + original.cost
         return replace(original, cost=Cost())
 
+    @property
+    def retried(self) -> int:
+        """Paid calls for a key whose stored result ``reuse`` refused (an unparseable verdict asked again)."""
+        return self.cache.rejected if self.cache is not None else 0
+
 
 class CachedJudge(MeteredCache):
     """Any :class:`~harness.scoring.judge.Judge`, with its verdicts cached in ``store`` under ``prefix``.
 
     It is a Judge itself (same ``name``, ``model``, ``prompt_version``). Counters: ``hits``,
-    ``misses``, ``cost`` (spent by misses) and ``saved`` (the original cost of the hits).
+    ``misses``, ``cost`` (spent by misses), ``saved`` (the original cost of the hits) and
+    ``retried`` (misses on a stored ``UNPARSEABLE`` verdict). An ``UNPARSEABLE`` verdict is
+    stored (its ``raw`` kept for audit) but never served: the next lookup asks the judge again,
+    and a verdict with a label replaces it (docs/judge.md; spec section 5 scores it as a
+    failure, so serving it would keep a judge's refusal or cut-off reply for every later run).
     """
 
     def __init__(self, judge: Judge, store: ObjectStore, prefix: str):
-        super().__init__(ContentCache(store, prefix))
+        super().__init__(ContentCache(store, prefix), reuse=lambda v: v.label != UNPARSEABLE)
         self.judge = judge
         self.name = judge.name
         self.model = judge.model
@@ -196,8 +225,9 @@ class CachedJudge(MeteredCache):
         }
 
     def stored_verdict(self, task: str, inputs: Mapping[str, Any]) -> Verdict | None:
-        """The cached verdict for ``inputs`` (:func:`answer_inputs`/:func:`window_inputs`) with its
-        original cost, or ``None``; computes nothing and counts nothing."""
+        """The stored verdict for ``inputs`` (:func:`answer_inputs`/:func:`window_inputs`) with its
+        original cost, or ``None``; computes nothing and counts nothing. It may be an
+        ``UNPARSEABLE`` verdict, kept for audit, which a lookup does not serve."""
         d = self.cache.get(self.key_parts(task, inputs))
         return Verdict.from_dict(d) if d is not None else None
 
@@ -220,10 +250,12 @@ class CachedJudge(MeteredCache):
         return usage(self.cost, self.misses) if usage is not None else None
 
     def stats(self) -> dict[str, Any]:
-        """Counters as JSON: hits, misses, cost spent and cost saved, and ``usage``, the paid
-        calls' raw usage for the ledger (re-priced by the report; None when nothing is metered)."""
+        """Counters as JSON: hits, misses (of which ``retried``: unparseable verdicts asked again),
+        cost spent and cost saved, and ``usage``, the paid calls' raw usage for the ledger
+        (re-priced by the report; None when nothing is metered)."""
         return {"backend": self.name, "model": self.model, "hits": self.hits, "misses": self.misses,
-                "cost": self.cost.to_dict(), "saved": self.saved.to_dict(), "usage": self.usage()}
+                "retried": self.retried, "cost": self.cost.to_dict(), "saved": self.saved.to_dict(),
+                "usage": self.usage()}
 
 
 __all__ = ["CachedJudge", "ContentCache", "MeteredCache", "answer_inputs", "canonical_json", "content_key",

@@ -14,8 +14,11 @@
   unrecognised label fails the window; duration never decides.
 * **T responses** with speech: the transcript is judged against the gold answer; an
   unparseable verdict is incorrect.
+* A transcript with no word (the recogniser heard nothing, e.g. under 100 ms of speech) is not
+  sent to the judge: its verdict is ``EMPTY_TRANSCRIPT`` (fails; not an unparseable verdict).
 
-Results are cached by content (ASR by audio hash, judge by inputs), so a rerun costs nothing.
+Results are cached by content (ASR by audio hash, judge by inputs), so a rerun costs nothing,
+except for ``UNPARSEABLE`` verdicts, which the judge cache never serves again.
 """
 
 from __future__ import annotations
@@ -93,21 +96,22 @@ class ConversationScorer:
               segments: np.ndarray) -> dict[str, dict[str, Any]]:
         """``{"<kind>:<turn>": result}`` for every row that needs ASR and the judge.
 
-        A result has ``transcript``, ``label`` (the verdict) and ``passed``; T results mean
-        "correct answer", silence results mean "exempt backchannel".
+        A result has ``transcript``, ``label`` (the verdict: ``EMPTY_TRANSCRIPT`` without a judge
+        call when the transcript is blank), ``passed`` and ``usd``; T results mean "correct
+        answer", silence results mean "exempt backchannel".
         """
         vocab = scene_vocabulary(scene, self.preamble_text, self.bias_with_gold)
         out: dict[str, dict[str, Any]] = {}
         for r in rows:
             if r["kind"] == "T" and r["response_presence"]:
                 text = self._transcribe(window_audio(output, segments, r["end"], r["window_end"], self.sr), vocab)
-                v = (self.judge.judge_answer(text, scene.gold_answer, scene.turns[r["turn"]].text) if text
+                v = (self.judge.judge_answer(text, scene.gold_answer, scene.turns[r["turn"]].text) if text.strip()
                      else empty_transcript_verdict("answer"))
             elif r["kind"] == "silence" and not r["silent"]:
                 text = self._transcribe(window_audio(output, segments, r["start"], r["window_end"], self.sr), vocab)
                 i = r["turn"]
                 context = [ContextTurn(t.speaker, t.text) for t in scene.turns[max(0, i - CONTEXT_TURNS + 1): i + 1]]
-                v = (self.judge.classify_window(text, context, r["speech_s"], r["overlap_s"]) if text
+                v = (self.judge.classify_window(text, context, r["speech_s"], r["overlap_s"]) if text.strip()
                      else empty_transcript_verdict("window"))
             else:
                 continue

@@ -4,7 +4,10 @@ the windows with model speech (spec section 5).
 Reads the scene set, each model's infer entries and segments; writes per model the
 :mod:`harness.products.windows` product: every window (its bounds, acoustic outcomes and, where
 ASR and the judge ran, the verdict, in the same row), so no later stage builds windows again or
-joins verdicts back to them.
+joins verdicts back to them. Its marker counts the calls (``judge_retried``: judge calls for a
+cached ``UNPARSEABLE`` verdict, asked again) and, as ``judge_verdicts``, the verdicts per condition
+and window kind: items, empty transcripts, judged, unparseable
+(:meth:`~harness.products.windows.Windows.judge_verdicts`).
 """
 
 from __future__ import annotations
@@ -29,7 +32,7 @@ from harness.store.settings import open_store
 
 log = logging.getLogger("duplex_mpe")
 
-COUNTS = ("asr_calls", "judge_hits", "judge_misses", "usd", "usd_saved")  # summed over a model's batches
+COUNTS = ("asr_calls", "judge_hits", "judge_misses", "judge_retried", "usd", "usd_saved")  # summed over batches
 
 
 class ConversationScoring:
@@ -74,11 +77,13 @@ class ConversationScoring:
     def score(self, model: str, items: list[tuple[str, InferEntry]]) -> dict[str, Any]:
         """``items``: (scene id, infer entry). Returns each conversation's windows and this batch's
         counts (ASR calls, judge hits and misses, cost) and the judge's raw usage."""
-        before = (self.scorer.asr_calls, self.judge.hits, self.judge.misses, self.judge.cost.usd,
-                  self.judge.saved.usd)
-        paid = self.judge.cost
+        def counters() -> tuple[float, ...]:
+            j = self.judge
+            return self.scorer.asr_calls, j.hits, j.misses, j.retried, j.cost.usd, j.saved.usd
+
+        before, paid = counters(), self.judge.cost
         windows = {sid: self.windows(model, sid, entry) for sid, entry in items}
-        after = (self.scorer.asr_calls, self.judge.hits, self.judge.misses, self.judge.cost.usd, self.judge.saved.usd)
+        after = counters()
         counts = dict(zip(COUNTS, (a - b for a, b in zip(after, before, strict=True)), strict=True))
         spent = replace(paid, input_tokens=self.judge.cost.input_tokens - paid.input_tokens,
                         output_tokens=self.judge.cost.output_tokens - paid.output_tokens)
@@ -127,6 +132,7 @@ class ScoreStage(Stage):
             windows = Windows(acc.pop("windows"))
             errors = sum(not c.ok for c in windows.conversations.values())
             yield u, Output({**acc, "conversations": len(windows.conversations), "errors": errors,
-                             "asr": cfg.asr.kind, "judge": cfg.judge.kind}, windows.objects())
+                             "asr": cfg.asr.kind, "judge": cfg.judge.kind,
+                             "judge_verdicts": windows.judge_verdicts()}, windows.objects())
         if failed:  # the other models are written; ASR and judge results are cached, so a rerun pays little
             raise BatchesFailed("score", failed, n_batches)

@@ -86,7 +86,7 @@ def test_report_and_table_written(run):
     assert set(table.column("kind").to_pylist()) == {"T", "silence", "N4"}
     # babble's occupied windows were transcribed and judged; none is a backchannel
     rows = [r for r in table.to_pylist() if r["model"] == "babble" and r["kind"] == "silence"]
-    assert rows and all(r["verdict"] in ("SUBSTANTIVE_INTRUSION", "UNPARSEABLE") for r in rows)
+    assert rows and all(r["verdict"] in ("SUBSTANTIVE_INTRUSION", "EMPTY_TRANSCRIPT") for r in rows)
     assert not any(r["silence_preserved"] for r in rows)
 
 

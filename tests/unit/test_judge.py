@@ -15,6 +15,7 @@ from harness.scoring.judge import (
     ANSWER_LABELS,
     BACKCHANNEL,
     CORRECT,
+    EMPTY_TRANSCRIPT,
     INCORRECT,
     SUBSTANTIVE_INTRUSION,
     UNPARSEABLE,
@@ -122,8 +123,10 @@ def test_lexical_answer_incorrect(lex, transcript, gold, question):
 
 
 def test_lexical_answer_edge_cases(lex):
-    assert lex.judge_answer("", "Thursday at three", "q").label == INCORRECT  # nothing said
-    assert lex.judge_answer("?!", "Thursday at three", "q").passed is False
+    # nothing said: not a judgement, and not an unparseable one either
+    assert lex.judge_answer("", "Thursday at three", "q").label == EMPTY_TRANSCRIPT
+    v = lex.judge_answer("?!", "Thursday at three", "q")
+    assert (v.label, v.passed) == (EMPTY_TRANSCRIPT, False)
     with pytest.raises(ValueError, match="empty gold"):
         lex.judge_answer("Thursday", "  ", "q")
     # a gold made only of fillers is still required as a whole
@@ -192,7 +195,7 @@ def test_lexical_affirmation_after_a_question_answers_it(lex):
 def test_lexical_empty_window_transcript_fails(lex):
     for t in ("", "   ", "..."):
         v = lex.classify_window(t, STATEMENT, 1.0, 0.0)
-        assert (v.label, v.passed) == (UNPARSEABLE, False)
+        assert (v.label, v.passed, v.cost) == (EMPTY_TRANSCRIPT, False, Cost())
 
 
 # ---------------------------------------------------------------------------------------------
@@ -347,7 +350,8 @@ def test_llm_empty_transcript_is_not_sent():
     fake = FakeGemini()
     judge = GeminiJudge(client=fake)
     assert judge.classify_window("  ", STATEMENT, 1.0, 0.0).passed is False
-    assert judge.judge_answer("", "Thursday", "when?").label == INCORRECT
+    assert judge.classify_window("  ", STATEMENT, 1.0, 0.0).label == EMPTY_TRANSCRIPT
+    assert judge.judge_answer("", "Thursday", "when?").label == EMPTY_TRANSCRIPT
     assert fake.calls == []
 
 
@@ -448,7 +452,8 @@ def test_cached_judge_second_call_is_a_free_hit(tmp_path):
 
 def test_cached_judge_prompt_version_change_is_a_miss(tmp_path):
     store = LocalStore(tmp_path / "store")
-    fake = FakeGemini("SUBSTANTIVE_INTRUSION")
+    # a label of each task's own (an answer labelled SUBSTANTIVE_INTRUSION is unparseable: asked again)
+    fake = FakeGemini(lambda prompt: "SUBSTANTIVE_INTRUSION" if "BACKCHANNEL" in prompt else "INCORRECT")
     base = CachedJudge(GeminiJudge(client=fake), store, "run/judge")
     base.classify_window("Nine dollars", STATEMENT, 0.6, 0.0)
     base.judge_answer("nine", "nine dollars", "how much?")

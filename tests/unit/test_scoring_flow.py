@@ -13,17 +13,18 @@ import numpy as np
 import pytest
 
 from harness.audio.preamble import DUTY_TEXT
-from harness.metrics.outcomes import conversation_outcomes
+from harness.metrics.outcomes import conversation_outcomes, with_verdict
 from harness.products.infer import InferRecord
+from harness.products.windows import judge_verdict_counts
 from harness.protocol.scheduler import ProtocolSettings
 from harness.scenes.schema import Label, Scene, Target, Turn
 from harness.scoring.asr import Transcript, prepare_input
-from harness.scoring.cache import ContentCache
+from harness.scoring.cache import CachedJudge, ContentCache
 from harness.scoring.flow import JOIN_GAP_S, ConversationScorer, window_audio
 from harness.scoring.judge import (
     BACKCHANNEL,
     CORRECT,
-    INCORRECT,
+    EMPTY_TRANSCRIPT,
     UNPARSEABLE,
     ContextTurn,
     Cost,
@@ -31,7 +32,9 @@ from harness.scoring.judge import (
     answer_verdict,
     window_verdict,
 )
+from harness.scoring.judge.llm import AnthropicJudge
 from harness.store.base import LocalStore
+from tests.fixtures.fake_llm import FakeAnthropic
 
 SR = 1000
 
@@ -135,7 +138,7 @@ def test_score_transcribes_merged_windows_and_judges_them_with_the_right_inputs(
     assert out == {
         "silence:0": {"transcript": "mm hmm", "label": BACKCHANNEL, "passed": True, "usd": 0.5},
         # 50 ms of speech: the recogniser hears nothing, the window fails without a judge call
-        "silence:1": {"transcript": "", "label": UNPARSEABLE, "passed": False, "usd": 0.0},
+        "silence:1": {"transcript": "", "label": EMPTY_TRANSCRIPT, "passed": False, "usd": 0.0},
         "silence:2": {"transcript": "okay", "label": BACKCHANNEL, "passed": True, "usd": 0.5},
         "T:3": {"transcript": "at nine fifteen", "label": CORRECT, "passed": True, "usd": 0.25},
     }
@@ -155,7 +158,7 @@ def test_score_context_is_the_three_turns_up_to_the_windows_own_and_empty_answer
     # turns 2, 3, 4: the window's own turn and the two before it (the T turn is a human turn too)
     assert judge.windows[-1] == ("yeah", [ContextTurn(x.speaker, x.text) for x in t[2:5]], 0.12, 0.0)
     assert judge.answers == []
-    assert out["T:3"] == {"transcript": "", "label": INCORRECT, "passed": False, "usd": 0.0}
+    assert out["T:3"] == {"transcript": "", "label": EMPTY_TRANSCRIPT, "passed": False, "usd": 0.0}
 
 
 def test_score_caches_transcripts_by_audio_and_vocabulary(tmp_path):
@@ -178,3 +181,38 @@ def test_the_100_ms_rule_is_on_the_joined_window_audio(n):
     # the rule the backends share: fewer than sample_rate / 10 samples is not recognised
     y, _ = prepare_input(np.full(n, 0.25, np.float32), SR, (), SR)
     assert (y is None) == (n < 100)
+
+
+def test_an_empty_transcript_is_never_judged_and_refused_items_are_asked_again_by_the_next_run(tmp_path):
+    """The real judge cache under the flow: a judge that refuses everything leaves UNPARSEABLE verdicts,
+    which the next run asks again, while the window heard as nothing is EMPTY_TRANSCRIPT in both runs,
+    never sent and never cached (issue 19 item 5)."""
+    store = LocalStore(tmp_path)
+    rows = conversation_outcomes(SCENE, RECORD, SEGMENTS, ProtocolSettings(sample_rate=SR))
+
+    def run(reply) -> tuple[dict, FakeAnthropic, CachedJudge]:
+        fake = FakeAnthropic(reply)
+        judge = CachedJudge(AnthropicJudge(client=fake), store, "judge")
+        asr = RecordingASR({600: "mm hmm", 250: "okay", 1000: "at nine fifteen"})
+        scorer = ConversationScorer(asr, judge, ContentCache(store, "asr"), SR, DUTY_TEXT)
+        return scorer.score(SCENE, rows, np.full(11_100, 0.25, np.float32), SEGMENTS), fake, judge
+
+    out, fake, judge = run("I would rather not label this.")
+    assert {k: v["label"] for k, v in out.items()} == {"silence:0": UNPARSEABLE, "silence:1": EMPTY_TRANSCRIPT,
+                                                       "silence:2": UNPARSEABLE, "T:3": UNPARSEABLE}
+    assert len(fake.calls) == judge.misses == 3 and all(not v["passed"] for v in out.values())
+    counts = judge_verdict_counts(with_verdict(r, out) for r in rows)["explicit"]
+    assert counts["N3"] == {"items": 1, "empty_transcript": 1, "judged": 0, "unparseable": 0}  # window 1
+    assert counts["N2"] == {"items": 1, "empty_transcript": 0, "judged": 1, "unparseable": 1}  # window 0
+    assert counts["N1"]["unparseable"] == counts["T"]["unparseable"] == 1
+
+    out, fake, judge = run(lambda prompt: BACKCHANNEL if "BACKCHANNEL" in prompt else CORRECT)
+    assert (len(fake.calls), judge.retried, judge.hits) == (3, 3, 0)
+    assert {k: v["label"] for k, v in out.items()} == {"silence:0": BACKCHANNEL, "silence:1": EMPTY_TRANSCRIPT,
+                                                       "silence:2": BACKCHANNEL, "T:3": CORRECT}
+    counts = judge_verdict_counts(with_verdict(r, out) for r in rows)["explicit"]
+    assert sum(c["unparseable"] for c in counts.values()) == 0 and counts["N3"]["empty_transcript"] == 1
+    assert len(list(store.list("judge"))) == 3  # the empty window has no entry
+
+    _, fake, judge = run("never asked")
+    assert (fake.calls, judge.hits) == ([], 3)

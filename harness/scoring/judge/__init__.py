@@ -12,6 +12,11 @@ Tasks:
   (exempt: the window passes) / ``SUBSTANTIVE_INTRUSION``; ``UNPARSEABLE`` fails the window,
   like an intrusion. Duration alone decides nothing.
 
+Two verdicts are not judgements (spec section 5: both fail): ``UNPARSEABLE``, the judge answered
+without a single label (a refusal, a reply cut off, prose), which the cache never serves again
+(:class:`harness.scoring.cache.CachedJudge`: the next lookup asks the judge again); and
+``EMPTY_TRANSCRIPT``, speech whose transcript holds no word, which no backend is asked about.
+
 Backends, built by :func:`build_judge` (SDKs are imported only when a client is needed):
 
 * ``"lexical"``: :class:`~harness.scoring.judge.lexical.LexicalJudge`, a deterministic,
@@ -36,6 +41,7 @@ INCORRECT = "INCORRECT"
 BACKCHANNEL = "BACKCHANNEL"
 SUBSTANTIVE_INTRUSION = "SUBSTANTIVE_INTRUSION"
 UNPARSEABLE = "UNPARSEABLE"
+EMPTY_TRANSCRIPT = "EMPTY_TRANSCRIPT"
 
 ANSWER_LABELS: tuple[str, ...] = (CORRECT, INCORRECT)
 WINDOW_LABELS: tuple[str, ...] = (BACKCHANNEL, SUBSTANTIVE_INTRUSION)
@@ -73,9 +79,10 @@ class Verdict:
 
     Attributes:
         label: ``CORRECT``/``INCORRECT`` (answers), ``BACKCHANNEL``/``SUBSTANTIVE_INTRUSION``
-            (windows), or ``UNPARSEABLE`` for either task when the output named no single label.
+            (windows), or for either task ``UNPARSEABLE`` (the output named no single label) or
+            ``EMPTY_TRANSCRIPT`` (no word to judge: not sent to a backend).
         passed: answers: ``label == CORRECT``; windows: ``label == BACKCHANNEL``. An
-            ``UNPARSEABLE`` verdict never passes.
+            ``UNPARSEABLE`` or ``EMPTY_TRANSCRIPT`` verdict never passes.
         raw: the backend's raw output, kept for audit (the lexical judge writes its reasoning).
         cost: tokens and USD of this call (zero for offline backends and for cache hits).
     """
@@ -119,7 +126,8 @@ class Judge(Protocol):
 
     def judge_answer(self, transcript: str, gold: str, question: str) -> Verdict:
         """Is ``transcript`` (the ASR text of the response) a correct answer to ``question``
-        with gold answer ``gold``? ``CORRECT``/``INCORRECT``/``UNPARSEABLE``."""
+        with gold answer ``gold``? ``CORRECT``/``INCORRECT``/``UNPARSEABLE``; ``EMPTY_TRANSCRIPT``
+        without a call when ``transcript`` holds no word."""
         ...
 
     def classify_window(self, transcript: str, context: Sequence[ContextTurn], speech_s: float,
@@ -127,7 +135,8 @@ class Judge(Protocol):
         """Classify the model's speech in a silence window. ``context`` holds up to three
         preceding human turns, oldest first (the last is the most recent); ``speech_s`` is the
         model's total speech in the window and ``overlap_s`` its overlap with human speech,
-        in seconds. ``BACKCHANNEL``/``SUBSTANTIVE_INTRUSION``/``UNPARSEABLE``."""
+        in seconds. ``BACKCHANNEL``/``SUBSTANTIVE_INTRUSION``/``UNPARSEABLE``; ``EMPTY_TRANSCRIPT``
+        without a call when ``transcript`` holds no word."""
         ...
 
 
@@ -144,14 +153,17 @@ def window_verdict(label: str, raw: str, cost: Cost | None = None) -> Verdict:
 
 
 def empty_transcript_verdict(task: str) -> Verdict:
-    """The verdict for speech with an empty transcript (spec: it fails). Answers: ``INCORRECT``
-    (nothing was said that could answer); windows: ``UNPARSEABLE`` (nothing to classify, fails).
-    No backend is called, so it costs nothing."""
-    if task == "answer":
-        return answer_verdict(INCORRECT, EMPTY_TRANSCRIPT_RAW)
-    if task == "window":
-        return window_verdict(UNPARSEABLE, EMPTY_TRANSCRIPT_RAW)
-    raise ValueError(f"unknown judge task {task!r}; expected one of {', '.join(TASKS)}")
+    """The verdict for speech whose transcript holds no word, for either ``task``: ``EMPTY_TRANSCRIPT``,
+    which fails (spec section 5: speech with an empty transcript fails the window; a T response
+    with nothing heard is not a correct answer). It is not a judge's verdict, so it is never
+    counted as ``UNPARSEABLE``; no backend is called and it costs nothing.
+
+    Raises:
+        ValueError: ``task`` is not one of :data:`TASKS`.
+    """
+    if task not in TASKS:
+        raise ValueError(f"unknown judge task {task!r}; expected one of {', '.join(TASKS)}")
+    return Verdict(EMPTY_TRANSCRIPT, False, EMPTY_TRANSCRIPT_RAW)
 
 
 _NEGATION_BEFORE = re.compile(r"(?:\bnot|\bno|\bnever|n't|\bnor)\s+(?:an?\s+|the\s+)?$", re.IGNORECASE)
@@ -214,6 +226,7 @@ __all__ = [
     "ANSWER_LABELS",
     "BACKCHANNEL",
     "CORRECT",
+    "EMPTY_TRANSCRIPT",
     "INCORRECT",
     "KINDS",
     "SUBSTANTIVE_INTRUSION",

@@ -47,8 +47,8 @@ and is ``SUBSTANTIVE_INTRUSION``; and (3) when the most recent human turn is a q
 text ends with ``?``), no unit is affirmative: "yeah" after "Is the store open?" answers it.
 The duration and overlap are recorded in ``raw`` but **never decide**: spec section 5 says
 duration alone decides nothing, the transcript is the evidence of what was said and of any
-repetition, and a lexical judge has no way to weigh untranscribed sound. An empty transcript
-(no tokens after normalisation) is ``UNPARSEABLE`` and fails the window.
+repetition, and a lexical judge has no way to weigh untranscribed sound. A transcript with no
+token after normalisation (``""``, ``"..."``) is ``EMPTY_TRANSCRIPT`` for both tasks and fails.
 """
 
 from __future__ import annotations
@@ -63,6 +63,7 @@ from collections.abc import Sequence
 from harness.scoring.judge import (
     BACKCHANNEL,
     CORRECT,
+    EMPTY_TRANSCRIPT,
     INCORRECT,
     SUBSTANTIVE_INTRUSION,
     ContextTurn,
@@ -317,6 +318,7 @@ class LexicalJudge:
             "fillers": FILLER_PHRASES, "stopwords": sorted(STOPWORDS), "currency": sorted(CURRENCY_WORDS),
             "neutral": NEUTRAL_ACKS, "affirmative": AFFIRMATIVE_ACKS, "max_ack_units": self.max_ack_units,
             "fuzzy_ratio": self.fuzzy_ratio, "fuzzy_min_len": FUZZY_MIN_LEN, "span_slack": SPAN_SLACK,
+            "no_token": EMPTY_TRANSCRIPT,  # the label of a transcript without a token is a rule too
         }
         digest = hashlib.sha256(json.dumps(rules, sort_keys=True).encode()).hexdigest()[:10]
         self.prompt_version = f"{RULES_ID}@{digest}"
