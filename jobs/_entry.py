@@ -329,18 +329,29 @@ def report_location(run: RunConfig, store: ObjectStore, key: str) -> str:
 
 
 def finish(run: RunConfig, store: ObjectStore) -> None:
-    """Print where the run's report is; exit with :data:`FAILED_CONVERSATIONS` when some
-    conversations are `error` (listed in the report and the reduce stage's ``errors.json``)."""
+    """Print where the run's report is, and a warning for invalid scenes left out and for each
+    model, condition and window kind with more unparseable judge verdicts than
+    ``metrics.max_unparseable_share`` (neither changes the exit status); exit with
+    :data:`FAILED_CONVERSATIONS` when some conversations are `error` (listed in the report and
+    the reduce stage's ``errors.json``)."""
+    from harness.products.windows import unparseable_warning
     from harness.runtime.plan import RunPlan
     from harness.store.base import get_json
 
     plan = RunPlan.from_config(run)
     print(report_location(run, store, plan.layout.file(plan.reduce, "report.md")))
-    invalid = get_json(store, plan.layout.file(plan.reduce, "errors.json"))["invalid_scenes"]
+    found = get_json(store, plan.layout.file(plan.reduce, "errors.json"))
+    invalid = found["invalid_scenes"]
     if invalid:
         print(f"{len(invalid)} invalid scene(s) were left out (never run, never scored); each reason is in the "
               "report's errors and in errors.json")
-    errors = get_json(store, plan.layout.file(plan.reduce, "errors.json"))["conversations"]
+    if over := found.get("unparseable_judge_verdicts", []):
+        markers = [plan.layout.marker(p) for p in (*sorted({plan.score[c["model"]] for c in over}), plan.reduce)]
+        print("warning: the judge named no single label for too many items; they count as failures (the report's "
+              "'Unparseable judge verdicts'):\n" + "".join(f"  {unparseable_warning(c)}\n" for c in over)
+              + "the judge cache never serves such verdicts: to ask the judge again for these items alone, remove "
+              f"these markers from {store.describe()} and run the same command (docs/judge.md): " + ", ".join(markers))
+    errors = found["conversations"]
     if errors:
         models = sorted({e["model"] for e in errors})
         fail(f"finished with {len(errors)} conversation error(s) ({', '.join(models)}); the first: "

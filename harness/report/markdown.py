@@ -12,6 +12,7 @@ from typing import Any
 from harness.metrics.analyses import PAIRED_SCORE
 from harness.metrics.scores import FUNNEL, SCORE_TITLES, SCORES, YIELD_FAILURES
 from harness.metrics.stats import BREAKDOWN_CATEGORIES, SWEEP_THRESHOLDS_MS
+from harness.products.windows import JUDGED_KINDS, KIND_NAMES, unparseable_warning
 from harness.reference.report import reference_section, score_rows
 from harness.report.corpus import corpus_section
 from harness.report.document import (
@@ -91,6 +92,15 @@ def build_report(cfg: Any, metrics: dict, statistics: dict, stats: dict, errors:
         f"A rate with n < {cfg.metrics.min_n} is reported as n/a. "
         "Conversations that failed are excluded from every denominator and counted below."))
     doc.intro += _suspects(statistics["output_checks"])
+    verdicts = statistics.get("judge_verdicts")
+    if verdicts and verdicts["over"]:
+        doc.intro += [Paragraph(
+            f"**Unparseable judge verdicts** above `metrics.max_unparseable_share` "
+            f"({100 * verdicts['max_unparseable_share']:.1f} %): the judge named no single label (a refusal, a "
+            "reply cut off) for these items, which count as incorrect answers or failed windows (spec section "
+            "5), so these scores are biased low. The judge cache does not serve such verdicts: scoring again "
+            "asks the judge again (docs/judge.md)."),
+            Bullets(tuple(unparseable_warning(c) for c in verdicts["over"]))]
     for cond in CONDITIONS:
         rows = []
         for m, e in [(m, metrics[m][cond]) for m in models] + (score_rows(reference, cond) if reference else []):
@@ -107,9 +117,13 @@ def build_report(cfg: Any, metrics: dict, statistics: dict, stats: dict, errors:
     cost = statistics.get("scoring_cost", {})
     if cost:
         doc.sections[-1].blocks.append(Table(
-            ("model", "ASR calls", "judge calls", "judge cache hits", "judge cost (USD)", "saved by cache (USD)"),
-            [(m, str(c["asr_calls"]), str(c["judge_misses"]), str(c["judge_hits"]), f"{c['usd']:.4f}",
-              f"{c['usd_saved']:.4f}") for m, c in cost.items()], caption="Scoring calls of this run"))
+            ("model", "ASR calls", "judge calls", "of which unparseable asked again", "judge cache hits",
+             "judge cost (USD)", "saved by cache (USD)"),
+            [(m, str(c["asr_calls"]), str(c["judge_misses"]), str(c["judge_retried"]), str(c["judge_hits"]),
+              f"{c['usd']:.4f}", f"{c['usd_saved']:.4f}") for m, c in cost.items()],
+            caption="Scoring calls of this run"))
+    if verdicts:
+        doc.sections[-1].blocks.append(_unparseable_table(verdicts))
     if fig := _figure(figures, "score_bars"):
         doc.sections.append(Section("Scores with 95 % intervals", list(fig)))
 
@@ -286,6 +300,27 @@ def _suspects(checks: dict) -> list[Paragraph | Table]:
                      caption="Output checks over every stored output. Truncated: still speaking when the output "
                              "ended (the last segment was closed at the end)."))
     return out
+
+
+def _unparseable_table(verdicts: dict) -> Table:
+    """Unparseable judge verdicts per model, condition and judged window kind
+    (``statistics["judge_verdicts"]``, counted by :func:`harness.products.windows.judge_verdict_counts`)."""
+    limit = verdicts["max_unparseable_share"]
+
+    def cell(v: dict) -> str:
+        if not v["judged"]:
+            return "0/0"
+        share = v["unparseable"] / v["judged"]
+        return f"{v['unparseable']}/{v['judged']} ({100 * share:.1f} %)" + (" over" if share > limit else "")
+
+    rows = [(m, cond, *(cell(by_kind[k]) for k in JUDGED_KINDS),
+             str(sum(by_kind[k]["empty_transcript"] for k in JUDGED_KINDS)))
+            for m, by_cond in verdicts["models"].items() for cond, by_kind in by_cond.items()]
+    return Table(("model", "condition", *(KIND_NAMES[k] for k in JUDGED_KINDS), "empty transcripts (not judged)"),
+                 rows, caption=f"Unparseable judge verdicts: UNPARSEABLE / judged items (the judge named no single "
+                               f"label). They are scored as failures and never served from the judge cache; "
+                               f"'over': above metrics.max_unparseable_share ({100 * limit:.1f} %). N4 windows "
+                               f"are not judged. Empty transcripts fail without the judge and are not unparseable.")
 
 
 def _speed_table(speed: dict) -> Table:

@@ -187,12 +187,18 @@ class MetricsSettings:
     yield_deadline_s: float = 2.0  # N4_R start + this is the yield stop deadline (spec section 5)
     suspect_peak_dbfs: float = -60.0  # a model whose output peak stays below this everywhere is flagged suspect
     max_lag_s: float = 0.5  # a paced stream that fell further behind real time than this is flagged (not excluded)
+    # a (model, condition, window kind) whose UNPARSEABLE share of judged items exceeds this is flagged in the
+    # report and at exit (docs/judge.md)
+    max_unparseable_share: float = 0.02
 
     def __post_init__(self) -> None:
         require_integer(self, "min_n")
         if self.min_n < 1:
             raise ValueError("metrics.min_n must be >= 1")
         require_positive(self, "yield_deadline_s", "max_lag_s")
+        share = self.max_unparseable_share
+        if isinstance(share, bool) or not isinstance(share, int | float) or not 0 <= share <= 1:
+            raise ValueError(f"metrics.max_unparseable_share must be a share in [0, 1], got {share!r}")
 
 
 @dataclass(frozen=True)

@@ -22,7 +22,7 @@ from harness.products.reference import read_reference, read_reference_cost
 from harness.products.scenes import SceneSet
 from harness.products.segments import SegmentEntry, read_segments, read_sweep
 from harness.products.timeline import ClipReader, Timeline
-from harness.products.windows import Windows
+from harness.products.windows import Windows, unparseable_over
 from harness.protocol.scheduler import Scheduler
 from harness.report.conversation import conversation_page, example_conversations, mix_flac, stereo_mix
 from harness.report.figures import report_figures
@@ -115,6 +115,10 @@ class ReduceStage(Stage):
         statistics["output_checks"] = output_checks(produced, roles, cfg.metrics.suspect_peak_dbfs)
         statistics["streaming_speed"] = streaming_speed(produced)
         statistics["failures"] = failures
+        verdicts = {m: c.pop("judge_verdicts") for m, c in spend.items()}  # the score markers' counts
+        over = unparseable_over(verdicts, cfg.metrics.max_unparseable_share)
+        statistics["judge_verdicts"] = {"max_unparseable_share": cfg.metrics.max_unparseable_share,
+                                        "models": verdicts, "over": over}
         statistics["scoring_cost"] = spend
         statistics["turn_taking"] = turn_taking_settings(facts, settings_acknowledged(produced))
         statistics["pacing"] = stream_pacing(produced, cfg.metrics.max_lag_s)
@@ -138,7 +142,8 @@ class ReduceStage(Stage):
                            reference=reference, examples=examples)
         objects: dict[str, Any] = {"metrics.json": metrics, "statistics.json": statistics,
                                    "events.parquet": _parquet(all_rows),
-                                   "errors.json": {"conversations": error_list, "invalid_scenes": invalid},
+                                   "errors.json": {"conversations": error_list, "invalid_scenes": invalid,
+                                                   "unparseable_judge_verdicts": over},
                                    "report.md": report.encode(), "report.html": html.encode()}
         objects.update(_conversation_pages(cfg, store, plan, timeline, scenes, rows_by_model, examples, outputs))
         yield todo[0], Output({"models": [m.name for m in cfg.models], "rows": len(all_rows)}, objects)
