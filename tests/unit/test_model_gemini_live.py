@@ -15,7 +15,7 @@ from harness.runtime.runner import run_conversations
 from harness.vad.silero import VadSettings
 from tests.fixtures.fake_realtime import Behaviour
 from tests.fixtures.fake_realtime_gemini import FakeGeminiLive
-from tests.unit.test_model_openai_realtime import PROTOCOL, _conv, _duty
+from tests.fixtures.realtime_scene import PROTOCOL, conversation, duty_text
 
 KEY = "fake-gemini-key"
 
@@ -36,7 +36,7 @@ def run(tts):
         mp.setenv("SSL_CERT_FILE", str(srv.ca_file))  # trust the fake's certificate (the SDK reads this)
         model = build_model("gemini_live", {"base_url": srv.base_url, "stall_timeout_s": 1.0, "max_sessions": 7})
         model.load("cpu")
-        results = run_conversations(model, [_conv(tts, i, _duty(t)) for i, t in enumerate(tags)], PROTOCOL,
+        results = run_conversations(model, [conversation(tts, i, duty_text(t)) for i, t in enumerate(tags)], PROTOCOL,
                                     VadSettings())
     by_tag = {}
     for log in srv.sessions:

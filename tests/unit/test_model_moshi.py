@@ -2,7 +2,7 @@
 package (no weights): through the real runner at batch 1 and with refills at batch 2, streams
 of different lengths, per-row resets, and the upstream quirks (no tokens on a stream's first step);
 teacher forcing (``step_forced``, Duplex Cue) per row against Mimi's own encoding of the forced audio,
-on CPU and, where there is one, on a CUDA device (float32 and bfloat16, CUDA graphs on).
+on CPU (on a CUDA device, float32 and bfloat16, CUDA graphs on: tests/gpu/test_moshi_cuda.py).
 
 Row independence is checked with each conversation in the same row beside different neighbours:
 moved to another row index, the same stream's logits differ at float rounding (CPU matrix kernels,
@@ -17,7 +17,6 @@ import pytest
 
 pytest.importorskip("moshi")
 
-import torch
 
 from harness.models.base import TEACHER_FORCING, StreamContext
 from harness.models.moshi import TINY_LM
@@ -26,6 +25,15 @@ from harness.protocol.scheduler import ProtocolSettings
 from harness.runtime.runner import ConversationInput, run_conversations
 from harness.scenes.schema import Label, Scene, Target, Turn
 from harness.vad.silero import VadSettings
+from tests.fixtures.moshi_forcing import (
+    STEPS,
+    audio,
+    drive,
+    forced_rows_text_is_its_own_or_padding,
+    forced_steps_hold_the_forced_audios_codes,
+    mimi_codes,
+    tiny_moshi,
+)
 
 SR, FRAME = 24_000, 1_920
 # short waits: the random model's noise may read as speech, and the caps bound how long it runs
@@ -38,12 +46,6 @@ def _no_compile(monkeypatch):
     monkeypatch.setenv("NO_TORCH_COMPILE", "1")
 
 
-def _moshi(device: str = "cpu", **kw):
-    m = build_model("moshi", {"tiny": True, "use_sampling": False, "dtype": "float32", "max_batch": 4, **kw})
-    m.load(device)
-    return m
-
-
 def _conv(i: int, clip_s: float) -> ConversationInput:
     turns = (Turn("A", "x", Label.N2, Target.HUMAN), Turn("B", "x", Label.T, Target.ARIA),
              Turn("C", "x", Label.N3, Target.NONE))
@@ -54,7 +56,7 @@ def _conv(i: int, clip_s: float) -> ConversationInput:
 
 
 def test_tiny_moshi_streams_at_batch_1_and_says_nothing_on_its_first_step():
-    m = _moshi()
+    m = tiny_moshi()
     steps = []
     real_step = m.step
     m.step = lambda frames: steps.append(real_step(frames)) or steps[-1]
@@ -70,18 +72,18 @@ def test_tiny_moshi_refills_rows_and_a_conversation_does_not_depend_on_its_row_o
     shortest frees (a masked reset of Mimi and LMGen while the other row streams on); with
     greedy decoding each conversation's output is the same as next to another neighbour."""
     convs = [_conv(0, 0.3), _conv(1, 0.9), _conv(2, 0.5)]
-    batch = run_conversations(_moshi(), convs, PROTO, VadSettings(), rows=2)
+    batch = run_conversations(tiny_moshi(), convs, PROTO, VadSettings(), rows=2)
     assert [r.status for r in batch] == ["ok"] * 3, [r.reason for r in batch]
     assert len({len(r.output) for r in batch}) == 3
     # conversation 2 again, now opened at the start in row 0 (not after conversation 0) beside conversation 1
-    again = run_conversations(_moshi(), [convs[2], convs[1]], PROTO, VadSettings(), rows=2)
+    again = run_conversations(tiny_moshi(), [convs[2], convs[1]], PROTO, VadSettings(), rows=2)
     np.testing.assert_array_equal(again[0].output, batch[2].output)
     assert again[0].events == batch[2].events
     np.testing.assert_array_equal(again[1].output, batch[1].output)
 
 
 def test_the_row_count_can_change_between_runs():
-    m = _moshi()
+    m = tiny_moshi()
     (one,) = run_conversations(m, [_conv(3, 0.3)], PROTO, VadSettings())
     two = run_conversations(m, [_conv(3, 0.3), _conv(4, 0.3)], PROTO, VadSettings(), rows=2)
     assert one.status == two[0].status == two[1].status == "ok"
@@ -89,24 +91,6 @@ def test_the_row_count_can_change_between_runs():
 
 
 # ---------------------------------------------------------------------- teacher forcing (Duplex Cue)
-
-STEPS = 8
-_CUDA = (pytest.mark.gpu, pytest.mark.skipif(not torch.cuda.is_available(), reason="no CUDA device"))
-
-
-@pytest.fixture(params=[pytest.param({}, id="cpu"), pytest.param({"device": "cuda"}, id="cuda", marks=_CUDA),
-                        pytest.param({"device": "cuda", "dtype": "bfloat16"}, id="cuda-bf16", marks=_CUDA)])
-def on(request, monkeypatch) -> dict:
-    """Where the tiny Moshi of a teacher-forcing test runs (``_moshi`` keywords): on CPU, and on
-    CUDA where there is a device, in float32 and in bfloat16 (the released weights' dtype), with
-    CUDA graphs as Moshi uses them there. CUDA is not bit-identical to the CPU: every comparison
-    is within one device (the model against itself or a fresh Mimi on the same device), with
-    cuDNN's deterministic algorithms (Mimi's transposed convolutions may otherwise sum in another
-    order from one call to the next), so equal inputs of a row still give equal outputs."""
-    if request.param.get("device") == "cuda":
-        monkeypatch.setattr(torch.backends.cudnn, "deterministic", True)
-    return request.param
-
 
 # Exact comparisons across separate runs hold on CPU only: on CUDA two runs of the same input
 # differ at float rounding (measured on an H200 with cuDNN deterministic: up to 2e-5 in the audio
@@ -116,63 +100,12 @@ def on(request, monkeypatch) -> dict:
 ON_CPU: dict = {}
 
 
-def _audio(seed: int, rows: int = 2) -> np.ndarray:
-    """``float32[STEPS, rows, FRAME]`` of noise whose level changes every frame (-40 to -6 dBFS)."""
-    rng = np.random.default_rng(seed)
-    level = 10 ** rng.uniform(-2, -0.3, (STEPS, rows, 1))
-    return (rng.standard_normal((STEPS, rows, FRAME)) * level).astype(np.float32)
+def test_forced_steps_hold_mimis_encoding_of_the_forced_audio_as_the_lms_own_tokens():
+    forced_steps_hold_the_forced_audios_codes(ON_CPU)  # on CUDA: tests/gpu/test_moshi_cuda.py
 
 
-def _drive(m, heard: np.ndarray, forced: np.ndarray, mask: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
-    """Step ``m`` as the Duplex Cue runner does (``step_forced`` while any row is forced, else
-    ``step``): ``(outputs float32[n, R, FRAME], the LM's output tokens int[n, R, 9])``."""
-    tokens = []
-    lm_step = m.lm_gen.step
-    m.lm_gen.step = lambda *a, **kw: tokens.append(lm_step(*a, **kw)) or tokens[-1]
-    try:
-        out = [m.step_forced(h, f, k) if k.any() else m.step(h) for h, f, k in zip(heard, forced, mask, strict=True)]
-    finally:
-        del m.lm_gen.step
-    return np.stack(out), torch.stack(tokens)[..., 0].cpu().numpy()
-
-
-def _mimi_codes(mimi, audio: np.ndarray) -> np.ndarray:
-    """Encoding of ``float32[n, R, FRAME]`` by a fresh copy of ``mimi`` (not streaming): ``int[n, R, 8]``."""
-    mimi = copy.deepcopy(mimi)
-    device = next(mimi.parameters()).device
-    with torch.no_grad(), mimi.streaming(audio.shape[1]):
-        return np.stack([mimi.encode(torch.from_numpy(a)[:, None, :].to(device))[..., 0].cpu().numpy() for a in audio])
-
-
-def test_forced_steps_hold_mimis_encoding_of_the_forced_audio_as_the_lms_own_tokens(on):
-    """The issue's target: on every forced step after a stream's first (where LMGen has no
-    tokens) the LM's output tokens are, in all 8 codebooks, the forced audio's Mimi codes of the
-    same frame (semantic and delayed acoustic codebooks aligned), and the step returns Mimi's
-    decoding of those codes from the first step on."""
-    m = _moshi(**on)
-    mimi = copy.deepcopy(m.mimi)  # before it streams
-    heard, forced = _audio(0), _audio(1)
-    out, tokens = _drive(m, heard, forced, np.ones((STEPS, 2), bool))
-    codes = _mimi_codes(mimi, forced)
-    assert (tokens[0] == -2).all()
-    np.testing.assert_array_equal(tokens[1:, :, 1:], codes[1:])
-    assert len(np.unique(codes[:, :, :2])) > 8  # the codes follow the audio: the comparison can fail
-    _, own = _drive(_moshi(**on), heard, forced, np.zeros((STEPS, 2), bool))
-    assert (own[1:, :, 1:] != codes[1:]).any(axis=2).all()  # unforced, every frame of the model's own differs
-    decoder = copy.deepcopy(mimi)
-    with torch.no_grad(), decoder.streaming(2):
-        rendered = np.stack([decoder.decode(torch.from_numpy(c)[..., None].to(m.device))[:, 0].cpu().numpy()
-                             for c in codes])
-    np.testing.assert_allclose(out, np.clip(rendered, -1, 1), atol=1e-6)
-    assert np.abs(out).max() > 0.01
-
-
-def test_text_stream_of_a_forced_row_is_the_models_own_or_padding(on):
-    heard, forced, mask = _audio(0), _audio(1), np.ones((STEPS, 2), bool)
-    own = _drive(_moshi(**on), heard, forced, mask)[1][2:, :, 0]  # text of frame n, sampled at step n - 1
-    pad = _drive(_moshi(**on, forced_text="pad"), heard, forced, mask)[1][2:, :, 0]
-    assert (pad == TINY_LM["existing_text_padding_id"]).all()
-    assert (own != TINY_LM["existing_text_padding_id"]).any()
+def test_text_stream_of_a_forced_row_is_the_models_own_or_padding():
+    forced_rows_text_is_its_own_or_padding(ON_CPU)
 
 
 def test_a_forced_row_beside_a_free_row_is_as_alone_and_generates_on_after_its_forcing_ends():
@@ -181,20 +114,20 @@ def test_a_forced_row_beside_a_free_row_is_as_alone_and_generates_on_after_its_f
     the forced audio of its unforced steps (ignored); after the switch row 0's tokens are its
     own, not the forced audio's."""
     switch = 4
-    heard, forced = _audio(0), _audio(1)
+    heard, forced = audio(0), audio(1)
     mask = np.zeros((STEPS, 2), bool)
     mask[:switch, 0] = mask[-2:, 1] = True
-    both = _drive(_moshi(**ON_CPU), heard, forced, mask)
+    both = drive(tiny_moshi(**ON_CPU), heard, forced, mask)
     silent, only = np.zeros_like(heard[:, :1]), np.zeros_like(mask)
-    row0 = _drive(_moshi(**ON_CPU), np.concatenate([heard[:, :1], silent], 1), forced,
+    row0 = drive(tiny_moshi(**ON_CPU), np.concatenate([heard[:, :1], silent], 1), forced,
                   np.stack([mask[:, 0], only[:, 1]], 1))
-    unheard = np.where(mask[:, :, None], forced, _audio(2))  # other audio where not forced
-    row1 = _drive(_moshi(**ON_CPU), np.concatenate([silent, heard[:, 1:]], 1), unheard,
+    unheard = np.where(mask[:, :, None], forced, audio(2))  # other audio where not forced
+    row1 = drive(tiny_moshi(**ON_CPU), np.concatenate([silent, heard[:, 1:]], 1), unheard,
                   np.stack([only[:, 0], mask[:, 1]], 1))
     for got, alone, row in ((both, row0, 0), (both, row1, 1)):
         np.testing.assert_array_equal(got[1][:, row], alone[1][:, row])
         np.testing.assert_array_equal(got[0][:, row], alone[0][:, row])
-    codes = _mimi_codes(_moshi(**ON_CPU).mimi, forced)[:, 0]
+    codes = mimi_codes(tiny_moshi(**ON_CPU).mimi, forced)[:, 0]
     tokens = both[1][:, 0, 1:]
     np.testing.assert_array_equal(tokens[1:switch], codes[1:switch])
     assert (tokens[switch:] != codes[switch:]).any(axis=1).all()
@@ -202,9 +135,9 @@ def test_a_forced_row_beside_a_free_row_is_as_alone_and_generates_on_after_its_f
 
 
 def test_step_forced_with_no_row_forced_is_step():
-    heard, junk = _audio(0), _audio(1)
-    free = _drive(_moshi(**ON_CPU), heard, junk, np.zeros((STEPS, 2), bool))
-    m = _moshi(**ON_CPU)
+    heard, junk = audio(0), audio(1)
+    free = drive(tiny_moshi(**ON_CPU), heard, junk, np.zeros((STEPS, 2), bool))
+    m = tiny_moshi(**ON_CPU)
     unforced = np.stack([m.step_forced(h, f, np.zeros(2, bool)) for h, f in zip(heard, junk, strict=True)])
     np.testing.assert_array_equal(unforced, free[0])
 
@@ -213,15 +146,15 @@ def test_a_row_reopened_after_forcing_starts_afresh_its_forced_stream_too():
     """Row 0 forced with one recording for 4 steps, then reopened and forced with another while
     row 1 streams on: the second stream's tokens are the fresh encoding of its own audio, and
     its tokens and audio are those of the same stream opened at the start."""
-    first, second, heard = _audio(1), _audio(2), _audio(0)
+    first, second, heard = audio(1), audio(2), audio(0)
     mask = np.ones((STEPS, 2), bool)
-    m = _moshi(**ON_CPU)
+    m = tiny_moshi(**ON_CPU)
     mimi = copy.deepcopy(m.mimi)  # before it streams
-    _drive(m, heard[:4], first[:4], mask[:4])
+    drive(m, heard[:4], first[:4], mask[:4])
     m.open(0, StreamContext("again", 0, "", _conv(0, 0.1).scene))
-    again = _drive(m, heard, second, mask)
-    fresh = _drive(_moshi(**ON_CPU), heard, second, mask)
-    np.testing.assert_array_equal(again[1][1:, 0, 1:], _mimi_codes(mimi, second)[1:, 0])
+    again = drive(m, heard, second, mask)
+    fresh = drive(tiny_moshi(**ON_CPU), heard, second, mask)
+    np.testing.assert_array_equal(again[1][1:, 0, 1:], mimi_codes(mimi, second)[1:, 0])
     np.testing.assert_array_equal(again[1][:, 0], fresh[1][:, 0])
     np.testing.assert_array_equal(again[0][:, 0], fresh[0][:, 0])
 

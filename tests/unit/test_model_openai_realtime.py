@@ -18,27 +18,10 @@ from harness.runtime.runner import ConversationInput, run_conversations
 from harness.scenes.schema import Label, Scene, Target, Turn
 from harness.vad.silero import VadSettings
 from tests.fixtures.fake_realtime import Behaviour, FakeRealtimeServer
+from tests.fixtures.realtime_scene import PROTOCOL, conversation, duty_text
 
 KEY = "sk-fake-test-key"
 RESET_S = 2.5  # the rate-limited session's reset_seconds
-# a 1.5 s tail: the reply to the last turn (0.5 s of silence after it) completes before the stream ends
-PROTOCOL = ProtocolSettings(turn_gap_s=1.0, tail_s=1.5, endpoint_silence_s=1.0)
-TEXTS = ("Ben, the train leaves at seven.", "Aria, when does it leave?", "Let us go early.")
-
-
-def _conv(tts, i: int, duty: str) -> ConversationInput:
-    turns = (Turn("A", TEXTS[0], Label.N2, Target.HUMAN), Turn("B", TEXTS[1], Label.T, Target.ARIA),
-             Turn("C", TEXTS[2], Label.N3, Target.NONE))
-    scene = Scene(f"r{i}-explicit", f"r{i}", "explicit", ("A", "B", "C"), turns, "seven")
-    voices = {"A": "en-us+m1", "B": "en-us+f2", "C": "en-gb"}
-    return ConversationInput(scene, [tts.synthesize(t.text, voices[t.speaker]) for t in turns],
-                             np.zeros(0, np.float32), i, duty_text=duty)
-
-
-def _duty(tag: str) -> str:
-    return f"You are Aria, an assistant in a meeting; answer only when addressed. [{tag}]"
-
-
 @pytest.fixture(scope="module")
 def reply(tts) -> np.ndarray:
     return tts.synthesize("The train leaves at seven.", "en-us+f3")  # ~1.5 s of real speech
@@ -67,7 +50,7 @@ def run(tts, reply, key):
         model = build_model("openai_realtime", {"base_url": srv.base_url, "stall_timeout_s": 1.0, "max_sessions": 3})
         model.load("cpu")
         t0 = time.monotonic()
-        results = run_conversations(model, [_conv(tts, i, _duty(t)) for i, t in enumerate(tags)], PROTOCOL,
+        results = run_conversations(model, [conversation(tts, i, duty_text(t)) for i, t in enumerate(tags)], PROTOCOL,
                                     VadSettings())
     by_tag = {s.session["instructions"].rsplit("[", 1)[1].rstrip("]"): s for s in srv.sessions}
     srv.drained = model.drain_usage()  # every closed session's usage, for an attempt that fails as a whole
@@ -82,7 +65,7 @@ def test_it_answers_when_addressed_in_one_session_per_conversation(run):
     log = sessions["limited"]
     assert log.authorization == f"Bearer {KEY}" and log.model == "gpt-realtime"
     assert log.client_events[0] == "session.update"  # configured before any audio
-    assert log.session["instructions"] == _duty("limited")
+    assert log.session["instructions"] == duty_text("limited")
     assert log.session["audio"]["input"]["format"] == {"type": "audio/pcm", "rate": 24_000}
     assert log.session["audio"]["input"]["turn_detection"] == DEFAULT_TURN_DETECTION
     assert log.audio_s == pytest.approx(len(res.output) / 24_000, abs=0.5)  # it heard the whole stream
@@ -151,7 +134,7 @@ def test_manual_turn_taking_commits_at_each_end_of_speech(tts, reply, key):
     with _server(reply) as srv:
         model = build_model("openai_realtime", {"base_url": srv.base_url, "turn_detection": None})
         model.load("cpu")
-        (res,) = run_conversations(model, [_conv(tts, 0, _duty("answer"))], PROTOCOL, VadSettings())
+        (res,) = run_conversations(model, [conversation(tts, 0, duty_text("answer"))], PROTOCOL, VadSettings())
     assert res.status == "ok", res.reason
     log = srv.sessions[0]
     assert log.session["audio"]["input"]["turn_detection"] is None
@@ -165,7 +148,7 @@ def test_a_refused_handshake_pauses_admission_for_its_retry_after(key):
              Turn("C", "x", Label.N3, Target.NONE))
     tone = (0.2 * np.sin(2 * np.pi * 220 * np.arange(sr // 4) / sr)).astype(np.float32)
     convs = [ConversationInput(Scene(f"q{i}-explicit", f"q{i}", "explicit", ("A", "B", "C"), turns, "x"),
-                               [tone] * 3, np.zeros(0, np.float32), i, duty_text=_duty("answer")) for i in range(2)]
+                               [tone] * 3, np.zeros(0, np.float32), i, duty_text=duty_text("answer")) for i in range(2)]
     with FakeRealtimeServer(Behaviour("answer", reply_s=0.3), refuse=1, retry_after_s=1.5) as srv:
         model = build_model("openai_realtime", {"base_url": srv.base_url, "max_sessions": 1})
         model.load("cpu")
@@ -226,7 +209,7 @@ def faults(tts, reply, key):
     with FakeRealtimeServer(lambda text: behaviours[text.rsplit("[", 1)[1].rstrip("]")]) as srv:
         model = build_model("openai_realtime", {"base_url": srv.base_url, "max_sessions": 4})
         model.load("cpu")
-        results = run_conversations(model, [_conv(tts, i, _duty(t)) for i, t in enumerate(tags)], PROTOCOL,
+        results = run_conversations(model, [conversation(tts, i, duty_text(t)) for i, t in enumerate(tags)], PROTOCOL,
                                     VadSettings())
     return dict(zip(tags, results, strict=True)), srv
 

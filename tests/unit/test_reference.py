@@ -419,7 +419,7 @@ def test_reference_stage_writes_reference_json_and_the_report_shows_it(tmp_path)
     assert faster.reference == plan.reference
 
     from harness.report.markdown import render_html, render_report
-    from tests.unit.test_report import ARGS
+    from tests.fixtures.report_inputs import ARGS
 
     md = render_report(*ARGS, reference=out)
     rows = [line for line in md.splitlines() if line.startswith("| text reference: rule-based stand-in (rule)")]

@@ -10,7 +10,6 @@ import base64
 import re
 import struct
 from html.parser import HTMLParser
-from types import SimpleNamespace
 
 import numpy as np
 import pytest
@@ -37,97 +36,7 @@ from harness.report.figures import (
 )
 from harness.report.markdown import NO_COMPARISON, build_report, fmt, render_html, render_report
 from harness.scenes.schema import Label, Scene, Target, Turn
-
-# -- metrics.json / statistics.json shaped fixtures (shapes copied from a real run) -----------------
-
-
-def entry(successes: int | None, n: int, status: str = "scored", **extra) -> dict:
-    rate = successes / n if status == "scored" else None
-    return {"errors_excluded": 1, "n": n, "rate": rate, "status": status, "successes": successes, **extra}
-
-
-def condition(fresh: int, yield_status: str = "scored") -> dict:
-    return {
-        "answering_window_yield": entry(31, 34, yield_status, failures={"resumed": 1, "still_voicing": 2},
-                                        funnel={"already_speaking_at_q_start": 3, "events": 40,
-                                                "first_spoke_after_q": 35, "started_during_q": 2,
-                                                "still_speaking_at_r_start": 34}),
-        "conditional_answer_accuracy": entry(13, 20, "n/a", judge="lexical"),
-        "fresh_onset_response_rate": entry(fresh, 32, speaking_at_t_end=2),
-        "response_presence": entry(30, 32),
-        "silence_preservation": entry(230, 249, acoustic_successes=228, exempt_backchannels=2, judge="lexical"),
-        "window_response": entry(7, 12, "n/a"),
-    }
-
-
-METRICS = {"alpha": {"explicit": condition(27), "implicit": condition(21)},
-           "beta": {"explicit": condition(5, "n/a"), "implicit": condition(4, "n/a")}}
-for _c in METRICS["beta"].values():  # beta: yield n/a with a small n
-    _c["answering_window_yield"].update(n=12, successes=6)
-
-
-def _mcnemar(e: int, i: int) -> dict:
-    return {"delta_pp": (e - i) / 32 * 100, "explicit_only": e, "implicit_only": i, "n_pairs": 32, "p": 0.0213,
-            "significant": True}
-
-
-def _silence() -> dict:
-    # keys sorted as json.dump(sort_keys=True) writes them: "self-talk" before "statements"
-    return {"failure_breakdown": {"device-directed": {"failures": 1, "windows": 28},
-                                  "human-directed": {"failures": 2, "windows": 99},
-                                  "self-talk": {"failures": 4, "windows": 42},
-                                  "statements": {"failures": 3, "windows": 80}},
-            "judge_windows": {"empty_transcript": 3, "judged": 16, "occupied_0ms": 19},
-            "threshold_sweep": {str(k): {"n": 249, "occupied": 19 - k // 100, "passes": 230 + k // 100,
-                                         "rate": (230 + k // 100) / 249} for k in (0, 100, 200, 300, 500)}}
-
-
-def _bin(k: int) -> dict:
-    """A request-timing bin: n requests, every score with n/a under min_n (as analyses.request_timing writes)."""
-    scores = {s: {"n": 10 + k, "rate": None, "status": "n/a", "successes": 5} for s in
-              ("answering_window_yield", "conditional_answer_accuracy", "fresh_onset_response_rate",
-               "response_presence", "silence_preservation", "window_response")}
-    scores["silence_preservation"] = {"n": 40 + k, "rate": (30 + k) / (40 + k), "status": "scored", "successes": 30 + k}
-    return {"n": 10 + k, **scores}
-
-
-STATISTICS = {
-    "comparison_family": {"excluded": {"oracle": "baseline"}, "m": 2, "models": ["alpha", "beta"], "pairs": 1},
-    "failures": {"alpha": {"conversations_in_error": 0, "failed_attempts": 0, "infer_conversation_errors": 0,
-                           "shards": 1},
-                 "beta": {"conversations_in_error": 1, "failed_attempts": 2, "infer_conversation_errors": 1,
-                          "shards": 1}},
-    "output_checks": {
-        "alpha": {"conversations": 64, "peak": 0.5, "peak_dbfs": -6.020599913279624, "reasons": [],
-                  "role": "evaluated", "suspect": False, "truncated": 3, "with_speech": 60},
-        "beta": {"conversations": 63, "peak": 0.0005, "peak_dbfs": -66.02059991327963,
-                 "reasons": ["no speech detected in any of its 63 conversations",
-                             "output peak -66.0 dBFS stays below -60 dBFS in every conversation"],
-                 "role": "evaluated", "suspect": True, "truncated": 0, "with_speech": 0}},
-    "silence_explicit_vs_implicit": {"alpha": {"diff": 0.0125, "hi": 0.04, "lo": -0.015, "n_pairs": 32},
-                                     "beta": {"diff": None, "hi": None, "lo": None, "n_pairs": 0}},
-    "between_models": {c: [{"a": "alpha", "a_only": 22, "b": "beta", "b_only": 0, "m": 2,
-                            "metric": "fresh_onset_response_rate", "n": 32, "p": 4.76837158203125e-07,
-                            "p_bonferroni": 9.5367431640625e-07, "significant": True}]
-                       for c in ("explicit", "implicit")},
-    "explicit_vs_implicit": {m: {"fresh_onset": _mcnemar(7, 1), "response_presence": _mcnemar(0, 0)}
-                             for m in METRICS},
-    "metric_choice_spearman": {"entries": ["alpha/explicit", "alpha/implicit", "beta/explicit", "beta/implicit"],
-                               "rho": 0.8},
-    "request_timing": {"bins": {m: {str(k): _bin(k) for k in range(3)} for m in METRICS},
-                       "boundaries_s": [8.514541666666666, 18.558708333333332]},
-    "silence": {m: {c: _silence() for c in ("explicit", "implicit")} for m in METRICS},
-    "silence_bootstrap": {c: [{"a": "alpha", "b": "beta", "diff": 0.0321, "hi": 0.061, "lo": -0.0043,
-                               "n_scenes": 32}] for c in ("explicit", "implicit")},
-}
-STATS = {"explicit": {"scenes": 32, "labels": {"T": 32}}, "implicit": {"scenes": 32, "labels": {"T": 32}}}
-ERRORS = [{"model": "beta", "scene_id": "p00001-explicit", "reason": "model raised: shape (2, 3) | not (n,)"}]
-INVALID = {"p00099-implicit": "scene 'p00099-implicit': T must not be the first turn [rule t_first]"}
-CFG = SimpleNamespace(run_id="unit", metrics=SimpleNamespace(min_n=30), asr=SimpleNamespace(kind="pocketsphinx"),
-                      judge=SimpleNamespace(kind="lexical"))
-PLAN = SimpleNamespace(scenes="unit/scenes/aa", synth="unit/synth/bb", infer={m: f"unit/infer/{m}/cc" for m in METRICS},
-                       vad={m: f"unit/vad/{m}/dd" for m in METRICS}, reduce="unit/reduce/ee", review="unit/review/ee")
-ARGS = (CFG, METRICS, STATISTICS, STATS, ERRORS, INVALID, PLAN)
+from tests.fixtures.report_inputs import ARGS, CFG, ERRORS, INVALID, METRICS, PLAN, STATISTICS, STATS, entry
 
 # -- one conversation ---------------------------------------------------------------------------
 # preamble [0, 2000); N2 (B) [2500, 4000) window [2500, 4500); T (A) [4500, 6500);

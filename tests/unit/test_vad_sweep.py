@@ -12,7 +12,7 @@ from harness.report.figures import report_figures, vad_sweep, vad_sweep_data
 from harness.vad.segments import SegmentRules, segments_from_probs
 from harness.vad.sweep import sweep_points, sweep_segments
 from harness.vad.tables import read_sweep_rows, sweep_table_bytes
-from tests.unit.test_report import METRICS
+from tests.fixtures.report_inputs import METRICS
 
 SR, FRAME = 1000, 10
 
