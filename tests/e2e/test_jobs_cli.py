@@ -1,20 +1,39 @@
-"""The job entry points as real processes (Hydra entry points, tests/fixtures/jobs.py): exit
-statuses, identifiers that look like numbers, jobs on an existing run (the session's shared run),
-preflight, sweeps. What the entry points decide in-process: tests/unit/test_jobs.py."""
+"""The job entry points as real processes (Hydra entry points, tests/fixtures/jobs.py): every job's
+help, exit statuses, identifiers that look like numbers, jobs on an existing run (the session's
+shared run), the preflight's exit 2 before anything runs (a missing key, a misspelt parameter,
+missing weights, a stage job's own stages), sweeps. What the entry points decide in-process:
+tests/unit/test_jobs.py; the preflight's checks: tests/unit/test_preflight.py."""
 
 from __future__ import annotations
 
 import os
+import time
 
 import pytest
 
 from harness.runtime.config import RunConfig
 from harness.runtime.plan import RunPlan
 from harness.store.base import PROBE_KEY
-from tests.fixtures.jobs import job
+from tests.fixtures.jobs import REPO, job, jobs_at_once
+from tests.fixtures.keys import ANTHROPIC_KEY_MISSING, KEYS
 from tests.fixtures.runs import BASELINES, FAULTY, objects, written
 
 pytestmark = pytest.mark.slow
+HELPED = ("pipeline", "scenes", "synth", "infer", "vad", "score", "reduce", "status", "cue")
+
+
+@pytest.fixture(scope="module")
+def helps() -> dict:
+    """``python -m jobs.<job> --help`` of every job, the processes started together."""
+    return jobs_at_once({name: (name, "--help") for name in HELPED}, timeout=120)
+
+
+@pytest.mark.parametrize("name", HELPED)
+def test_every_job_entry_point_helps(helps, name):
+    out = helps[name]
+    assert out.returncode == 0, out.stderr
+    models = ", ".join(sorted(p.stem for p in (REPO / "conf" / "model").glob("*.yaml")))
+    assert "Common overrides" in out.stdout and f"model: {models}" in out.stdout
 
 
 def test_a_config_error_exits_2_before_anything_runs(tmp_path):
@@ -84,16 +103,14 @@ def test_jobs_on_an_existing_run_take_its_config_from_run_json(completed_run):
 
 def test_a_stage_job_runs_the_preflight_for_its_own_stage_only(tmp_path):
     where = [f"store.root={tmp_path}", "run_id=pf"]
-    keys = ("ANTHROPIC_API_KEY", "GEMINI_API_KEY", "GOOGLE_API_KEY")
-    no_keys = {k: v for k, v in os.environ.items() if k not in keys}
+    no_keys = {k: v for k, v in os.environ.items() if k not in KEYS}
     scenes = job("scenes", *where, "scenes=tiny", "judge=anthropic", "model.silent.num_gpus=4")
     assert scenes.returncode == 0, scenes.stderr[-3000:]  # scenes needs neither the judge nor the models
     score = job("score", *where, "judge=anthropic", "score.num_gpus=1", "cluster.num_gpus=0", base_env=no_keys)
     assert score.returncode == 2, score.stderr[-3000:]
     lines = score.stderr.splitlines()
     assert lines[0] == "preflight: 2 problem(s); nothing was started:"  # before the missing vad input
-    assert lines[1] == ("  - judge=anthropic: no API key: set ANTHROPIC_API_KEY in the environment (keys are read "
-                        "from the environment only); needed by the score stage")
+    assert lines[1] == "  - " + ANTHROPIC_KEY_MISSING.format("the score stage")
     assert lines[2].startswith("  - the scoring actor (score.num_cpus / score.num_gpus) asks for num_cpus=1, "
                                "num_gpus=1 per actor")
     assert "model 'silent'" not in score.stderr  # infer is not one of the score job's stages
@@ -148,3 +165,47 @@ def test_ray_address_in_the_environment_with_the_local_cluster_is_refused_before
     assert "RAY_ADDRESS is set ('127.0.0.1:6379') but cluster.address is null" in out.stderr
     assert "unset RAY_ADDRESS to run locally, or join that cluster with cluster.address=auto" in out.stderr
     assert not (tmp_path / "ra" / "run.json").exists()
+
+
+def test_the_pipeline_without_the_judge_key_exits_2_before_writing_anything(tmp_path):
+    env = {k: v for k, v in os.environ.items() if k not in KEYS}
+    out = job("pipeline", "run_id=x", f"store.root={tmp_path}", "scenes=tiny", "judge=anthropic", base_env=env)
+    assert out.returncode == 2, out.stderr[-3000:]
+    assert out.stderr.startswith("preflight: 1 problem(s); nothing was started:\n  - "
+                                 + ANTHROPIC_KEY_MISSING.format("the score stage")), out.stderr[-3000:]
+    assert sorted(p.name for p in (tmp_path / "x").iterdir()) == ["logs"]  # Hydra's log dir only: no run.json
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["_probe", "x"]  # and the store probe's object
+
+
+def test_the_pipeline_with_a_misspelt_model_param_exits_2_before_the_scenes_stage(tmp_path):
+    out = job("pipeline", "run_id=x", f"store.root={tmp_path}", "scenes=tiny", "+model.oracle.params.bogus=1")
+    assert out.returncode == 2, out.stderr[-3000:]
+    assert out.stderr.startswith(
+        "preflight: 1 problem(s); nothing was started:\n  - model 'oracle' "
+        "(harness.models.baselines:OracleModel): model.oracle.params: unknown parameter 'bogus'; OracleModel "
+        "accepts: answer_delay_s, stop_delay_s, voice, max_batch"), out.stderr[-3000:]
+    assert sorted(p.name for p in (tmp_path / "x").iterdir()) == ["logs"]  # no run.json, no scenes
+
+
+def test_without_weights_the_pipeline_exits_2_in_seconds_naming_what_to_fetch(tmp_path):
+    """The real entry point, the shipped configs, an empty cache: status 2 before any stage, one line
+    per missing repository, each naming its repo, revision and fetch command (the time is printed,
+    not asserted: the shared machine's load varies)."""
+    t0 = time.perf_counter()
+    out = job("pipeline", "run_id=x", f"store.root={tmp_path}", "scenes=tiny", "model=[moshi,freeze_omni]",
+              "model.moshi.num_gpus=0", "model.moshi.num_cpus=1", "model.freeze_omni.num_gpus=0",
+              env={"HF_HUB_CACHE": str(tmp_path / "empty-cache"), "HF_HUB_OFFLINE": "1"})
+    print(f"exit {out.returncode} after {time.perf_counter() - t0:.1f} s:\n{out.stderr}")
+    assert out.returncode == 2, out.stderr[-3000:]
+    lines = out.stderr.splitlines()
+    assert lines[0].startswith("preflight: ") and "nothing was started" in lines[0]
+    moshi = [ln for ln in lines if ln.startswith("  - model 'moshi'")]
+    assert len(moshi) == 1 and "kyutai/moshiko-pytorch-bf16@2bfc9ae6e89079a5cc7ed2a68436010d91a3d289" in moshi[0]
+    assert "`make weights MODEL=moshi`" in moshi[0]
+    freeze = [ln for ln in lines if ln.startswith("  - model 'freeze_omni'")]
+    assert any("its stack does not import here: `models.pipeline`" in ln for ln in freeze)
+    assert any("VITA-MLLM/Freeze-Omni (model.freeze_omni.params.repo) has no revision, not a commit" in ln
+               for ln in freeze)
+    assert any("Qwen/Qwen2-7B-Instruct@f2826a00ceef68f0f2b946d945ecc0477ce4450c" in ln and
+               "`make weights MODEL=freeze_omni`" in ln for ln in freeze)
+    assert sorted(p.name for p in (tmp_path / "x").iterdir()) == ["logs"]  # no run.json, no scenes

@@ -4,7 +4,8 @@ exactly what an undisturbed run writes. Real local Ray (2 CPUs, started here), r
 workers; the one change is a subclass of the stage's worker whose first call anywhere kills its
 own process with SIGKILL (a flag file, created atomically, says it has happened), swapped in for
 the worker the stage names. The undisturbed run goes first so the second one reads the same
-ASR cache (a pocketsphinx decoder's words depend on what its process transcribed before)."""
+ASR cache (a pocketsphinx decoder's words depend on what its process transcribed before).
+cue-score on an actor, undisturbed, writes what it writes in this process."""
 
 from __future__ import annotations
 
@@ -23,7 +24,8 @@ from harness.runtime.plan import RunPlan
 from harness.runtime.pool import BatchesFailed
 from harness.stages import cue_score, run_stage, score, synth, vad
 from harness.store.base import LocalStore
-from tests.fixtures.runs import babble_shard
+from tests.fixtures.runs import babble_shard, tiny_config
+from tests.fixtures.synth_runs import with_scenes
 
 pytestmark = pytest.mark.slow
 
@@ -92,11 +94,7 @@ def _with(cfg: RunConfig, **groups) -> RunConfig:
 
 def test_synth_pool(local_ray, tmp_path, monkeypatch):
     root = tmp_path / "store"
-    cfg = RunConfig.from_dict({"run_id": "syn", "scenes": {"n_pairs": 1, "seed": 3, "n4_share": 0.0},
-                               "model": {"silent": {"target": "silent"}}, "store": {"root": str(root)},
-                               "tts": {"actors": 0}})
-    store, plan = LocalStore(root), RunPlan.from_config(cfg)
-    run_stage("scenes", cfg, store)
+    cfg, store, plan = with_scenes(root)
     run_stage("synth", cfg, store)
     undisturbed = _again(root, plan.synth)
     flag = tmp_path / "killed"
@@ -170,3 +168,42 @@ def test_cue_score_pool(local_ray, tmp_path, monkeypatch):
     assert flag.exists()
     _cached_the_same(_tree(root, plan.score["replay"]), undisturbed, "rows.json", hits="label_hits",
                      misses="label_misses")
+
+
+def test_cue_score_on_an_actor_writes_what_the_calling_process_writes(local_ray, tmp_path):
+    """cue-score on a Ray actor (batches of one item, merged back into corpus order) gives the same
+    rows.json and marker as ``score.actors=0`` in this process; the real offline stack (espeak-ng
+    speech, pocketsphinx, Silero), as an actor cannot see monkeypatches. One actor: a pocketsphinx
+    decoder's live CMN carries from one utterance to the next, so its words depend on the order
+    a process transcribes in (two actors split that history)."""
+    from harness.cue.generate import generate_cue_corpus
+    from harness.cue.plan import CuePlan
+    from harness.store.base import get_json
+    from harness.store.settings import open_store
+    from tests.fixtures.cue import write_continuations, write_corpus
+
+    corpus = generate_cue_corpus(2, seed=1)
+    out = {}
+    for actors in (0, 1):
+        root = tmp_path / f"actors-{actors}"
+        cfg = tiny_config(root, "cue", {"replay": {"target": "replay"}, "yield_now": {"target": "yield_now"}},
+                          score={"batch": 1, "actors": actors})  # on this module's Ray
+        store, plan = open_store(cfg.store), CuePlan.from_config(cfg)
+        write_corpus(store, plan, corpus)
+        for name, cut in (("replay", False), ("yield_now", True)):
+            def make(it, a, start, switch, end, cut=cut):
+                y = a[round(start * 24_000): round(end * 24_000)].copy()
+                if cut:
+                    y[round((switch - start) * 24_000):] = 0
+                return y
+
+            write_continuations(store, plan, cfg, name, corpus, make)
+        run_stage("cue-score", cfg, store)
+        out[actors] = {m: (get_json(store, plan.layout.file(plan.score[m], "rows.json")),
+                           get_json(store, plan.layout.marker(plan.score[m]))) for m in ("replay", "yield_now")}
+    assert out[1] == out[0]
+    for m in ("replay", "yield_now"):
+        rows, mk = out[0][m]
+        assert [r["item_id"] for r in rows] == [it.item_id for it in corpus.items]
+        assert mk["items"] == mk["eligible"] == 2 and mk["asr_calls"] > 0
+    assert [r["model_label"] for r in out[0]["yield_now"][0]] == ["yielded", "yielded"]

@@ -94,15 +94,3 @@ def test_values_that_cannot_be_settings_are_config_errors(override, message):
 def test_min_n_must_be_positive():
     with pytest.raises(ConfigError, match="min_n"):
         _compose(["metrics.min_n=0"])
-
-
-@pytest.mark.parametrize("job", ["pipeline", "scenes", "synth", "infer", "vad", "score", "reduce", "status", "cue"])
-def test_every_job_entry_point_helps(job):
-    import subprocess
-    import sys
-
-    out = subprocess.run([sys.executable, "-m", f"jobs.{job}", "--help"], capture_output=True, text=True,
-                         cwd=CONF.parent, timeout=60)
-    assert out.returncode == 0, out.stderr
-    models = ", ".join(sorted(p.stem for p in (CONF / "model").glob("*.yaml")))
-    assert "Common overrides" in out.stdout and f"model: {models}" in out.stdout

@@ -340,52 +340,6 @@ def test_stages_end_to_end(tmp_path, monkeypatch):
     assert store.exists(res["keys"]["json"])
 
 
-def test_the_actor_pool_writes_what_the_calling_process_writes(tmp_path, monkeypatch):
-    """cue-score on a Ray actor (batches of one item, merged back into corpus order) gives the same
-    rows.json and marker as ``score.actors=0`` in this process; the real offline stack (espeak-ng
-    speech, pocketsphinx, Silero), as an actor cannot see monkeypatches. One actor: a pocketsphinx
-    decoder's live CMN carries from one utterance to the next, so its words depend on the order
-    a process transcribes in (two actors split that history)."""
-    import tempfile
-
-    from harness.cue.generate import generate_cue_corpus
-    from harness.cue.plan import CuePlan
-    from harness.runtime.config import RunConfig
-    from harness.stages import run_stage
-    from harness.store.base import get_json
-    from harness.store.settings import open_store
-
-    monkeypatch.setenv("RAY_AUTH_MODE", "disabled")
-    ray_tmp = tempfile.mkdtemp(prefix="ray-", dir="/tmp")  # Ray's socket paths must stay under 108 bytes
-    corpus = generate_cue_corpus(2, seed=1)
-    out = {}
-    for actors in (0, 1):
-        root = tmp_path / f"actors-{actors}"
-        cfg = RunConfig.from_dict({"run_id": "cue", "store": {"root": str(root)},
-                                   "model": {"replay": {"target": "replay"}, "yield_now": {"target": "yield_now"}},
-                                   "score": {"batch": 1, "actors": actors},
-                                   "cluster": {"num_cpus": 2, "num_gpus": 0, "ray_tmp": ray_tmp}})
-        store, plan = open_store(cfg.store), CuePlan.from_config(cfg)
-        write_corpus(store, plan, corpus)
-        for name, cut in (("replay", False), ("yield_now", True)):
-            def make(it, a, start, switch, end, cut=cut):
-                y = a[round(start * 24_000): round(end * 24_000)].copy()
-                if cut:
-                    y[round((switch - start) * 24_000):] = 0
-                return y
-
-            write_continuations(store, plan, cfg, name, corpus, make)
-        run_stage("cue-score", cfg, store)
-        out[actors] = {m: (get_json(store, plan.layout.file(plan.score[m], "rows.json")),
-                           get_json(store, plan.layout.marker(plan.score[m]))) for m in ("replay", "yield_now")}
-    assert out[1] == out[0]
-    for m in ("replay", "yield_now"):
-        rows, mk = out[0][m]
-        assert [r["item_id"] for r in rows] == [it.item_id for it in corpus.items]
-        assert mk["items"] == mk["eligible"] == 2 and mk["asr_calls"] > 0
-    assert [r["model_label"] for r in out[0]["yield_now"][0]] == ["yielded", "yielded"]
-
-
 def test_transcriber_caches_and_spreads_untimed_words(tmp_path):
     """Word times come from the backend; a backend without them (Qwen3-ASR without its aligner)
     gets its words spread evenly over the span; a repeated span is a cache hit."""

@@ -14,11 +14,7 @@ without weights exits 2 before any stage, naming what to fetch.
 
 from __future__ import annotations
 
-import os
 import shutil
-import subprocess
-import sys
-import time
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager, nullcontext
 from dataclasses import dataclass
@@ -207,33 +203,6 @@ def test_personaplex_under_kyutais_moshi_is_named_as_shadowed(tmp_path, monkeypa
     assert "moshi 0.2.13)" in problem and "Kyutai's `moshi` (the harness environment installs it" in problem
     assert problem.endswith("it runs in image duplex-mpe-personaplex: run the job there, or in the environment "
                             "`make model-env MODEL=personaplex` makes (images/README.md)")
-
-
-def test_without_weights_the_pipeline_exits_2_in_seconds_naming_what_to_fetch(tmp_path):
-    """The real entry point, the shipped configs, an empty cache: status 2 before any stage, one line
-    per missing repository, each naming its repo, revision and fetch command (the time is printed,
-    not asserted: the shared machine's load varies)."""
-    env = {**os.environ, "RAY_AUTH_MODE": "disabled", "HF_HUB_CACHE": str(tmp_path / "empty-cache"),
-           "HF_HUB_OFFLINE": "1"}
-    t0 = time.perf_counter()
-    out = subprocess.run([sys.executable, "-m", "jobs.pipeline", "run_id=x", f"store.root={tmp_path}", "scenes=tiny",
-                          "model=[moshi,freeze_omni]", "model.moshi.num_gpus=0", "model.moshi.num_cpus=1",
-                          "model.freeze_omni.num_gpus=0"],
-                         cwd=REPO, capture_output=True, text=True, timeout=600, env=env)
-    print(f"exit {out.returncode} after {time.perf_counter() - t0:.1f} s:\n{out.stderr}")
-    assert out.returncode == 2, out.stderr[-3000:]
-    lines = out.stderr.splitlines()
-    assert lines[0].startswith("preflight: ") and "nothing was started" in lines[0]
-    moshi = [ln for ln in lines if ln.startswith("  - model 'moshi'")]
-    assert len(moshi) == 1 and "kyutai/moshiko-pytorch-bf16@2bfc9ae6e89079a5cc7ed2a68436010d91a3d289" in moshi[0]
-    assert "`make weights MODEL=moshi`" in moshi[0]
-    freeze = [ln for ln in lines if ln.startswith("  - model 'freeze_omni'")]
-    assert any("its stack does not import here: `models.pipeline`" in ln for ln in freeze)
-    assert any("VITA-MLLM/Freeze-Omni (model.freeze_omni.params.repo) has no revision, not a commit" in ln
-               for ln in freeze)
-    assert any("Qwen/Qwen2-7B-Instruct@f2826a00ceef68f0f2b946d945ecc0477ce4450c" in ln and
-               "`make weights MODEL=freeze_omni`" in ln for ln in freeze)
-    assert sorted(p.name for p in (tmp_path / "x").iterdir()) == ["logs"]  # no run.json, no scenes
 
 
 def test_a_folder_in_the_repositorys_layout_needs_no_cache(tmp_path, monkeypatch):

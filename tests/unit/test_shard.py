@@ -5,17 +5,14 @@ the stored online probabilities give the offline detector's segments; scoring fa
 from __future__ import annotations
 
 import hashlib
-import os
 import re
-import shutil
-import tempfile
 
 import numpy as np
 import pytest
 
 from harness.audio.io import encode
 from harness.products.infer import CorruptOutput, read_ledger
-from harness.products.segments import SegmentEntry, read_segments, segment_objects
+from harness.products.segments import read_segments, segment_objects
 from harness.products.timeline import Timeline
 from harness.runtime.config import RunConfig
 from harness.runtime.driver import write_objects
@@ -26,7 +23,7 @@ from harness.scoring.flow import ConversationScorer
 from harness.stages import run_stage
 from harness.stages.score import ConversationScoring
 from harness.stages.vad import segment_stored_probs
-from harness.store.base import LocalStore, get_json, put_json
+from harness.store.base import LocalStore, get_json
 from tests.fixtures.runs import babble_shard, planned, stages_to_synth, tiny_config
 
 
@@ -118,33 +115,6 @@ def test_a_row_error_in_a_shard_blames_only_its_conversation(tmp_path):
     assert conv[ids[0]]["status"] == "ok" and set(conv[ids[0]]["objects"]) == {"json", "flac", "probs.npy"}
     assert conv[ids[1]]["status"] == "error" and set(conv[ids[1]]["objects"]) == {"json"}
     assert conv[ids[1]]["reason"] == "model tone step 4 at 0.32 s of stream: decoder failed on stream 1"
-
-
-@pytest.mark.slow
-def test_the_executor_retries_a_failed_attempt_then_reports_the_shard(tmp_path):
-    """Through Ray and InferWorker: a one-off model failure costs an attempt, not conversations;
-    one that recurs leaves a failed shard without a marker, which rerun-failed runs again."""
-    from harness.runtime.executor import ray_session, run_shards
-
-    flags = tmp_path / "flags"
-    flags.mkdir()
-    cfg, store, plan, ids = _model_run(
-        tmp_path / "store", {"flaky": {"target": f"{FAULTY}:CrashingModel", "params": {"flag_dir": str(flags)}},
-                             "broken": {"target": f"{FAULTY}:CrashingModel"}},
-        infer={"actors_per_model": 1},
-        cluster={"num_cpus": 2, "shard_attempts": 2, "ray_tmp": f"/tmp/dmpe-ray-{os.getpid()}"})
-    with ray_session(cfg):
-        report = run_shards(cfg, store, {m: {"shard-00000": ids} for m in ("flaky", "broken")})
-    assert [(s.model, s.shard_id, s.ok, s.error) for s in report.done] == [("flaky", "shard-00000", 2, 0)]
-    assert list(report.failed) == [("broken", "shard-00000")]
-    # the reason names the adapter (ModelInfo.name), the call and the stream time
-    assert report.failed[("broken", "shard-00000")] == ("ModelFailure: model crashing: step 3 at 0.24 s of the run "
-                                                        "raised RuntimeError: CUDA out of memory. Tried to allocate "
-                                                        "2.00 GiB")
-    flaky, broken = (read_ledger(store, plan.layout, plan.infer[m], m) for m in ("flaky", "broken"))
-    assert not flaky.missing and len(flaky.failures["shard-00000"]) == 1
-    assert "CUDA out of memory" in flaky.failures["shard-00000"][0]["reason"]
-    assert broken.missing == ["shard-00000"] and len(broken.failures["shard-00000"]) == 2
 
 
 def test_room_tone_changes_the_infer_stage_and_is_recorded_in_run_json(tmp_path):
@@ -241,32 +211,6 @@ def test_an_actor_given_a_gpu_without_usable_cuda_fails_unless_cpu_is_intended(t
     monkeypatch.setattr(torch.cuda, "is_available", lambda: True)
     worker(1)
     assert devices == ["cpu", "cpu", "cuda"]
-
-
-def test_scoring_actors_no_node_can_hold_fail_at_once_instead_of_queueing(tmp_path, monkeypatch):
-    # score.num_gpus=1 on a Ray node without GPUs: the actor pool would wait forever
-    from harness.runtime.executor import RESOURCE_HINT, UnmetResources
-
-    monkeypatch.setenv("RAY_AUTH_MODE", "disabled")
-    ray_tmp = tempfile.mkdtemp(prefix="ray-", dir="/tmp")  # Ray's socket paths must stay under 108 bytes
-    cfg = RunConfig.from_dict({"run_id": "sc", "store": {"root": str(tmp_path / "store")},
-                               "model": {"silent": {"target": "silent"}}, "score": {"num_gpus": 1},
-                               "cluster": {"num_cpus": 2, "num_gpus": 0, "ray_tmp": ray_tmp}})
-    store = LocalStore(tmp_path / "store")
-    plan = RunPlan.from_config(cfg)
-    lay = plan.layout
-    put_json(store, lay.file(plan.infer["silent"], "plan.json"), {"shard-00000": ["p001-explicit"]})
-    put_json(store, lay.marker(lay.shard(plan.infer["silent"], "shard-00000")),
-             {"conversations": {"p001-explicit": {"status": "ok", "reason": "", "objects": {}}}})
-    write_objects(store, lay, plan.vad["silent"], segment_objects({"p001-explicit": SegmentEntry("ok",
-                                                                                                 np.array([[1, 2]]))}))
-    put_json(store, lay.marker(plan.vad["silent"]), {})
-    message = ("the scoring actor (score.num_cpus / score.num_gpus) asks for num_cpus=1, num_gpus=1 per actor, but "
-               "no node of the Ray cluster has that (nodes: 2 CPU, 0 GPU)" + RESOURCE_HINT)
-    with pytest.raises(UnmetResources, match=f"^{re.escape(message)}$"):
-        run_stage("score", cfg, store)
-    assert not store.exists(lay.marker(plan.score["silent"]))
-    shutil.rmtree(ray_tmp, ignore_errors=True)
 
 
 def test_device_hours_book_a_fractional_gpu_share_and_a_cpu_actor_as_one_device():

@@ -1,6 +1,7 @@
-"""The object-store contract, once, over LocalStore and S3Store (real HTTP against a local moto
-server, through a seeded fault-injecting proxy); S3 multipart, pagination, retries and secrets;
-key and id validation (no key can escape the store's root or prefix)."""
+"""The object-store contract (tests/fixtures/store_contract.py) over LocalStore and S3Store (real
+HTTP against a local moto server, through a seeded fault-injecting proxy); S3 multipart,
+pagination, retries and secrets; key and id validation (no key can escape the store's root or
+prefix)."""
 
 from __future__ import annotations
 
@@ -9,7 +10,6 @@ import logging
 import os
 import re
 import stat
-import threading
 from pathlib import Path
 
 import pytest
@@ -21,110 +21,27 @@ from harness.store.layout import RunLayout, check_id, settings_hash
 from harness.store.s3 import S3Store
 from harness.store.settings import StoreSettings, open_store
 from tests.fixtures.s3 import S3Endpoint, aws_test_env, moto_url_fixture, s3_fixture  # noqa: F401
-from tests.fixtures.seaweed import SeaweedEndpoint, seaweed_fixture, seaweed_s3_fixture  # noqa: F401
+from tests.fixtures.store_contract import BAD_KEYS, StoreContract, exactly, starts
 
 CONF_S3 = Path(__file__).resolve().parents[2] / "conf" / "store" / "s3.yaml"
 SECRET = "SENTINEL-secret-7f3a9c"  # must never show up anywhere
-def exactly(text: str) -> str:
-    """A ``match`` pattern for exactly ``text``."""
-    return f"^{re.escape(text)}$"
 
 
-def starts(text: str) -> str:
-    """A ``match`` pattern for a message that starts with ``text``."""
-    return f"^{re.escape(text)}"
-
-
-BAD_KEYS = ["", "/abs", "a/../b", "..", "a//b", "a/./b", "a\\b", "a\nb", "a\x00b", "a/", "a\x7fb", "a\x85b",
-            "a\ud800b"]
-
-
-# Where SeaweedFS (4.48) differs from AWS S3 by design; docs/storage.md says what follows.
-SEAWEEDFS_DIVERGES = {
-    "test_list_is_sorted_as_strings": "SeaweedFS lists keys in directory-tree order (x/a/b before x/a-c), "
-                                      "not S3's UTF-8 binary order; the harness does not depend on the order",
-}
-
-
-@pytest.fixture(params=["local", "s3", "seaweedfs"])
+@pytest.fixture(params=["local", "s3"])
 def store(request, tmp_path):
-    """Each contract test runs on both backends, S3 on moto (through the fault proxy) and on a real
-    SeaweedFS server (skipped, saying why, where it cannot start); S3 under a prefix, to check it is applied."""
+    """The contract's store: LocalStore, and S3Store on moto through the fault proxy under a prefix
+    (to check it is applied); on a real SeaweedFS server: tests/e2e/test_store_seaweedfs.py."""
     if request.param == "local":
         return LocalStore(tmp_path / "store")
-    if request.param == "seaweedfs":
-        if request.node.originalname in SEAWEEDFS_DIVERGES:
-            request.applymarker(pytest.mark.xfail(strict=True, reason=SEAWEEDFS_DIVERGES[request.node.originalname]))
-        sw: SeaweedEndpoint = request.getfixturevalue("seaweed_s3")
-        return open_store(StoreSettings(**sw.store_settings(prefix="pre/fix")))
     ep: S3Endpoint = request.getfixturevalue("s3")
     return open_store(StoreSettings(**ep.store_settings(prefix="pre/fix")))
 
 
-# -- the contract, on both backends ---------------------------------------------------------------
-def test_put_get_exists_list(store):
-    assert store.put("r/a/x.json", b"1")
-    assert store.get("r/a/x.json") == b"1" and store.exists("r/a/x.json") and not store.exists("r/a/y.json")
-    store.put("r/b/y.bin", b"2")
-    store.put("r/ab/z", b"3")  # a sibling whose name extends "a": not under the directory r/a
-    assert list(store.list("r")) == ["r/a/x.json", "r/ab/z", "r/b/y.bin"]
-    assert list(store.list("r/a")) == list(store.list("r/a/")) == ["r/a/x.json"]
-    assert list(store.list("nothing")) == []
-    assert list(store.list("")) == ["r/a/x.json", "r/ab/z", "r/b/y.bin"]
-
-
-def test_missing_key_is_file_not_found(store):
-    with pytest.raises(FileNotFoundError, match=r"(?i)no such .*r/missing'$"):
-        store.get("r/missing")
-    assert not store.exists("r/missing")
-
-
-def test_list_is_sorted_as_strings(store):
-    # '-' (0x2d) sorts before '/' (0x2f): string order, which S3 uses, differs from path order here
-    for k in ("x/a/b", "x/a-c", "x/a.d/e", "x/A"):
-        store.put(k, b"")
-    assert list(store.list("x")) == sorted(["x/a/b", "x/a-c", "x/a.d/e", "x/A"]) == ["x/A", "x/a-c", "x/a.d/e", "x/a/b"]
-
-
-def test_conditional_put_never_overwrites(store):
-    assert store.put("k", b"first", if_absent=True) is True
-    assert store.put("k", b"second", if_absent=True) is False
-    assert store.get("k") == b"first"
-    assert store.put("k", b"third") is True
-    assert store.get("k") == b"third"
-    store.probe()  # S3 has already probed before its first conditional put; again is a no-op
-    assert list(store.list("")) == [PROBE_KEY, "k"]  # the probe's one object, no temp object left behind
-
-
-def test_conditional_put_race_has_one_winner(store):
-    for rnd in range(5):
-        barrier = threading.Barrier(4)
-        results: dict[int, bool] = {}
-
-        def put(i, rnd=rnd, barrier=barrier, results=results):
-            barrier.wait()
-            results[i] = store.put(f"race/{rnd}", f"writer {i}".encode(), if_absent=True)
-
-        threads = [threading.Thread(target=put, args=(i,)) for i in range(4)]
-        for t in threads:
-            t.start()
-        for t in threads:
-            t.join()
-        winners = [i for i, won in results.items() if won]
-        assert len(results) == 4 and len(winners) == 1
-        assert store.get(f"race/{rnd}") == f"writer {winners[0]}".encode()
-
-
-def test_escaping_key_rejected_before_any_io(store, request):
-    for key in BAD_KEYS:
-        for named, op in ((key, lambda k=key: store.put(k, b"x")),
-                          (key, lambda k=key: store.put(k, b"x", if_absent=True)),
-                          (key, lambda k=key: store.get(k)), (key, lambda k=key: store.exists(k)),
-                          (f"{key}/x", lambda k=key: list(store.list(f"{k}/x")))):
-            with pytest.raises(InvalidKey, match=starts(f"invalid object key {named!r}: ")):
-                op()
-    if isinstance(store, S3Store) and request.node.callspec.params["store"] == "s3":
-        assert request.getfixturevalue("s3").proxy.requests == []  # nothing was sent (the proxy counts)
+class TestStoreContract(StoreContract):
+    def requests_sent(self, request) -> list | None:
+        if request.node.callspec.params["store"] == "s3":
+            return request.getfixturevalue("s3").proxy.requests  # the proxy counts every request
+        return None
 
 
 def test_same_key_layout_on_both_backends(tmp_path, s3):
