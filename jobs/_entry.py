@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import dataclasses
 import logging
 import signal
 import sys
@@ -147,15 +148,24 @@ def setup(cfg: DictConfig) -> tuple[RunConfig, ObjectStore]:
         fail(f"store error: {e}")
 
 
-def check_ready(run: RunConfig, store: ObjectStore, stages: Sequence[str]) -> None:
+def check_ready(run: RunConfig, store: ObjectStore, stages: Sequence[str]) -> RunConfig:
     """Exit with :data:`CONFIG_ERROR` and every problem the preflight finds for ``stages``
-    (credentials, SDKs, the store, resources, model stacks: :mod:`harness.runtime.preflight`)."""
+    (credentials, SDKs, the store, resources, model stacks, files the settings name:
+    :mod:`harness.runtime.preflight`); else return ``run`` with those files' digests pinned
+    (:attr:`RunConfig.inputs`, read now, once): the driver and every Ray worker then build the same
+    plan from the config alone, and a worker never needs the files (a cluster's workers do not
+    have the head's manifest) nor sees an edit made while the run goes on."""
+    from harness.cue.plan import CuePlan
+    from harness.runtime.plan import RunPlan
     from harness.runtime.preflight import PreflightError, preflight
 
     try:
         preflight(run, store, stages)
     except PreflightError as e:
         fail(str(e))
+    unpinned = dataclasses.replace(run, inputs={})  # run.json's digests are the first invocation's
+    return dataclasses.replace(run, inputs={**RunPlan.from_config(unpinned).inputs,
+                                            **CuePlan.from_config(unpinned).inputs})
 
 
 #: what an invocation on an existing run may change (docs/configuration.md, "Jobs on an existing
@@ -369,11 +379,11 @@ def stage_main(stage: str):
         run, store = setup(cfg)
         if stage == "scenes":  # a run starts here (or with the pipeline): its run.json
             same_run(run, store, "jobs.scenes")
-            check_ready(run, store, [stage])
+            run = check_ready(run, store, [stage])
             write_run_manifest(run, store)
         else:  # every later stage acts on an existing run: its config comes from run.json
             run = existing_run(run, store, allowed=new_stage_version, job=f"jobs.{stage}")
-            check_ready(run, store, [stage])
+            run = check_ready(run, store, [stage])
         run_until_stopped(lambda r, s: run_stage(stage, r, s), run, store)
         if stage == "reduce":
             finish(run, store)

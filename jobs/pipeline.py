@@ -19,7 +19,7 @@ from jobs._entry import check_ready, finish, hydra_job, run_until_stopped, same_
 def main(cfg: DictConfig) -> None:
     run, store = setup(cfg)
     same_run(run, store, "jobs.pipeline")
-    check_ready(run, store, STAGES)
+    run = check_ready(run, store, STAGES)
     run_until_stopped(run_pipeline, run, store)
     finish(run, store)
 

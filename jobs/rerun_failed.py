@@ -16,7 +16,7 @@ from jobs._entry import check_ready, existing_run, finish, hydra_job, run_until_
 def main(cfg: DictConfig) -> None:
     run, store = setup(cfg)
     run = existing_run(run, store, job="jobs.rerun_failed")
-    check_ready(run, store, STAGES)
+    run = check_ready(run, store, STAGES)
     run_until_stopped(run_pipeline, run, store)
     finish(run, store)
 

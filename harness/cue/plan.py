@@ -10,14 +10,16 @@ it lists the corpus hash, an LLM labeller's prompt file the score hash.
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+import hashlib
+import json
+from dataclasses import dataclass, field
 from typing import Any
 
 from harness.cue.corpus import audio_files
 from harness.cue.generate import GENERATOR
 from harness.cue.scoring import PROMPT
 from harness.runtime.config import RunConfig
-from harness.runtime.plan import prompt_digests
+from harness.runtime.plan import pinned_digest, prompt_digests
 from harness.store.content import input_digest, listed_digest
 from harness.store.layout import RunLayout, settings_hash
 
@@ -38,10 +40,12 @@ class CuePlan:
     infer: dict[str, str]
     score: dict[str, str]
     reduce: str
+    inputs: dict[str, str] = field(default_factory=dict)  # as :attr:`~harness.runtime.plan.RunPlan.inputs`
 
     @classmethod
     def from_config(cls, cfg: RunConfig) -> CuePlan:
-        """Every prefix of ``cfg``'s Duplex Cue run.
+        """Every prefix of ``cfg``'s Duplex Cue run (file digests pinned by ``cfg.inputs`` as for
+        :meth:`~harness.runtime.plan.RunPlan.from_config`).
 
         Raises:
             InputFileError: ``cue.manifest`` or a prompt file an LLM labeller reads cannot be read
@@ -50,8 +54,9 @@ class CuePlan:
         """
         lay = RunLayout(cfg.run_id)
         c = cfg.cue
+        inputs: dict[str, str] = {}
         # the lead and window set each generated recording's padding and the ingest rules
-        h_corpus = settings_hash({"n_items": c.n_items, "seed": c.seed, "manifest": _manifest(c.manifest),
+        h_corpus = settings_hash({"n_items": c.n_items, "seed": c.seed, "manifest": _manifest(cfg, inputs),
                                   "switch_lead_s": c.switch_lead_s, "window_s": c.window_s,
                                   "generator": GENERATOR, "rate": cfg.protocol.sample_rate}, CORPUS_VERSION)
         infer, score = {}, {}
@@ -63,24 +68,31 @@ class CuePlan:
             score[m.name] = lay.stage("cue-score", settings_hash({
                 "transcriber": c.transcriber, "asr": cfg.asr.params if c.transcriber == cfg.asr.kind else {},
                 "labeler": c.labeler, "labeler_params": c.labeler_params, "review_context_s": c.review_context_s,
-                "version": CUE_SCORE_VERSION, **_labeler_prompt(c.labeler, c.labeler_params)}, h_inf), m.name)
+                "version": CUE_SCORE_VERSION, **_labeler_prompt(cfg, inputs)}, h_inf), m.name)
         h_reduce = settings_hash({"score": sorted(score.items()), "bootstrap": c.bootstrap,
                                   "version": CUE_REDUCE_VERSION}, h_corpus)
-        return cls(lay, lay.stage("cue-corpus", h_corpus), infer, score, lay.stage("cue-reduce", h_reduce))
+        return cls(lay, lay.stage("cue-corpus", h_corpus), infer, score, lay.stage("cue-reduce", h_reduce), inputs)
 
 
-def _manifest(path: str | None) -> dict[str, Any] | str | None:
-    """``cue.manifest`` by content: its bytes and those of every recording it lists, by the path as
-    written (resolved in the manifest's folder, as ingest resolves it); unset (generated): as is."""
+def _manifest(cfg: RunConfig, inputs: dict[str, str]) -> dict[str, Any] | str | None:
+    """``cue.manifest`` by content: one digest of its bytes and those of every recording it lists,
+    by the path as written (resolved in the manifest's folder, as ingest resolves it); unset
+    (generated): as is."""
+    path = cfg.cue.manifest
     if not path:
         return path
-    digest = input_digest("cue.manifest", path, MANIFEST)
-    return {"sha256": digest, "audio": {name: listed_digest(p) for name, p in sorted(audio_files(path).items())}}
+
+    def digest() -> str:
+        listed = {"sha256": input_digest("cue.manifest", path, MANIFEST),
+                  "audio": {name: listed_digest(p) for name, p in sorted(audio_files(path).items())}}
+        return hashlib.sha256(json.dumps(listed, sort_keys=True).encode()).hexdigest()
+
+    return {"sha256": pinned_digest(cfg, inputs, "cue.manifest", digest)}
 
 
-def _labeler_prompt(kind: str, params: dict[str, Any]) -> dict[str, Any]:
+def _labeler_prompt(cfg: RunConfig, inputs: dict[str, str]) -> dict[str, Any]:
     """An LLM labeller's prompt file by content (``{"prompts": ...}``); nothing for the rule, which
     reads none (so a rule run's prefix is what it was before prompts were hashed)."""
-    if kind == "rule":
+    if cfg.cue.labeler == "rule":
         return {}
-    return {"prompts": prompt_digests("cue.labeler_params", params, {"prompt": PROMPT})}
+    return {"prompts": prompt_digests(cfg, inputs, "cue.labeler_params", cfg.cue.labeler_params, {"prompt": PROMPT})}

@@ -39,7 +39,7 @@ from harness.scoring.asr import ASR
 from harness.scoring.asr.text import words as tokens
 from harness.scoring.cache import ContentCache, MeteredCache
 from harness.scoring.judge import Cost, build_judge, parse_label
-from harness.scoring.judge.llm import PROMPTS_DIR, LLMJudge, _data, load_prompt
+from harness.scoring.judge.llm import LLMJudge, _data, load_prompt, prompt_path
 
 RULE_LABELER = "rule (stand-in, not the paper's reviewer)"
 LLM_KINDS = ("anthropic", "gemini")
@@ -231,7 +231,7 @@ class LLMLabeler(MeteredCache):
             raise ValueError("give both store and cache_prefix (a cached labeller) or neither")
         self.backend: LLMJudge = build_judge(kind, **params)  # type: ignore[assignment]
         self.name, self.model = self.backend.name, self.backend.model
-        self.prompt = load_prompt(Path(prompts_dir if prompts_dir is not None else PROMPTS_DIR) / prompt,
+        self.prompt = load_prompt(prompt_path(prompts_dir, prompt),
                                   PROMPT_FIELDS)
         self.description = f"LLM reviewer: {self.name} `{self.model}`, prompt `{self.prompt.version}`"
         super().__init__(ContentCache(store, cache_prefix) if store is not None else None)

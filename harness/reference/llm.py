@@ -31,7 +31,7 @@ from typing import Any
 from harness.reference import RESPOND, SILENT, UNPARSEABLE, Decision, TurnInput
 from harness.scoring.cache import ContentCache, MeteredCache
 from harness.scoring.judge import build_judge
-from harness.scoring.judge.llm import PROMPTS_DIR, LLMJudge, _data, load_prompt
+from harness.scoring.judge.llm import LLMJudge, _data, load_prompt, prompt_path
 
 PROMPT = "reference_v1.txt"
 PROMPT_FIELDS = frozenset({"duty", "history", "speaker", "utterance"})
@@ -95,7 +95,7 @@ class LLMReference(MeteredCache):
             params.setdefault("max_output_tokens", ANTHROPIC_MAX_OUTPUT_TOKENS)
         self.backend: LLMJudge = build_judge(kind, **params)  # type: ignore[assignment]
         self.name, self.model = self.backend.name, self.backend.model
-        self.prompt = load_prompt(Path(prompts_dir if prompts_dir is not None else PROMPTS_DIR) / prompt,
+        self.prompt = load_prompt(prompt_path(prompts_dir, prompt),
                                   PROMPT_FIELDS)
         self.prompt_version = self.prompt.version
         self.description = f"LLM text reference: {self.name} `{self.model}`, prompt `{self.prompt_version}`"

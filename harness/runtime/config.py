@@ -248,6 +248,10 @@ class RunConfig:
     reference: ReferenceSettings = field(default_factory=ReferenceSettings)
     score: ScoreSettings = field(default_factory=ScoreSettings)
     cue: CueSettings = field(default_factory=CueSettings)
+    # {setting: sha256} of the files settings name (scenes.manifest, prompt files, cue.manifest), pinned by the
+    # job when it starts (jobs/_entry.pin_inputs) so every process of the run, Ray workers without the files
+    # included, builds the same plan; empty: the plan reads the files (harness/runtime/plan.py)
+    inputs: dict[str, str] = field(default_factory=dict)
 
     def conversation_seed(self, scene_id: str) -> int:
         """Per-conversation seed derived from (run seed, conversation id)."""
@@ -286,6 +290,8 @@ class RunConfig:
         for key, typ in sub.items():
             if key in d:
                 kw[key] = _build(typ, d.pop(key) or {}, key)
+        if "inputs" in d:
+            kw["inputs"] = {str(k): str(v) for k, v in (d.pop("inputs") or {}).items()}
         if "run_id" in d:
             kw["run_id"] = _as_text(d.pop("run_id"))
             if not isinstance(kw["run_id"], str):  # Hydra reads run_id=true / null as a bool / None

@@ -14,15 +14,15 @@ judge's and an LLM reference's prompt files the score and reference hashes, and 
 
 from __future__ import annotations
 
-from collections.abc import Mapping
-from dataclasses import asdict, dataclass
-from pathlib import Path
+from collections.abc import Callable, Mapping
+from dataclasses import asdict, dataclass, field
+from functools import partial
 from typing import Any
 
 from harness.pricing import load_prices
 from harness.reference.llm import PROMPT as REFERENCE_PROMPT
 from harness.runtime.config import RunConfig
-from harness.scoring.judge.llm import ANSWER_PROMPT, PROMPTS_DIR, WINDOW_PROMPT
+from harness.scoring.judge.llm import ANSWER_PROMPT, WINDOW_PROMPT, prompt_path
 from harness.store.content import InputFileError, input_digest
 from harness.store.layout import RunLayout, settings_hash
 from harness.vad.silero import VadSettings
@@ -57,10 +57,14 @@ class RunPlan:
     reduce: str
     reference: str
     review: str  # the human validation kit of this reduce output (harness/review)
+    # {setting: sha256} of every file a setting names that entered a hash (``cfg.inputs`` pins them)
+    inputs: dict[str, str] = field(default_factory=dict)
 
     @classmethod
     def from_config(cls, cfg: RunConfig) -> RunPlan:
-        """Every prefix of ``cfg``'s run (the module docstring says what each hashes).
+        """Every prefix of ``cfg``'s run (the module docstring says what each hashes). A file's
+        digest is ``cfg.inputs[setting]`` when the job pinned it (so Ray workers, which may not
+        have the file, build the same plan), else read now.
 
         Raises:
             InputFileError: a file a setting names cannot be read (``scenes.manifest``, a prompt
@@ -68,10 +72,11 @@ class RunPlan:
                 preflight reports it (exit 2) before anything runs.
         """
         lay = RunLayout(cfg.run_id)
-        h_scenes = settings_hash(_scenes(cfg), GENERATOR_VERSION)
+        inputs: dict[str, str] = {}
+        h_scenes = settings_hash(_scenes(cfg, inputs), GENERATOR_VERSION)
         h_synth = settings_hash({"tts": cfg.tts.audio_settings(), "rate": cfg.protocol.sample_rate}, h_scenes)
         infer, vad, score = {}, {}, {}
-        judge = _judge(cfg)
+        judge = _judge(cfg, inputs)
         for m in cfg.models:
             h_inf = settings_hash({"protocol": asdict(cfg.protocol), "detector": _detector(cfg.detector),
                                    "target": m.target, "params": m.params, "seed": cfg.seed,
@@ -83,8 +88,8 @@ class RunPlan:
                                                               "preamble": cfg.tts.preamble_text,
                                                               "version": SCORE_VERSION}, h_vad), m.name)
         reference = lay.stage("reference", settings_hash({
-            "reference": _reference(cfg), "judge": judge, "duty": cfg.tts.preamble_text, "min_n": cfg.metrics.min_n,
-            "version": REFERENCE_VERSION}, h_scenes))
+            "reference": _reference(cfg, inputs), "judge": judge, "duty": cfg.tts.preamble_text,
+            "min_n": cfg.metrics.min_n, "version": REFERENCE_VERSION}, h_scenes))
         h_scored = settings_hash({"metrics": asdict(cfg.metrics), "score": sorted(score.items()),
                                   "reference": reference, "version": REDUCE_VERSION}, h_synth)
         # the report's cost table is priced now with the price table; the review kit samples what was
@@ -92,10 +97,18 @@ class RunPlan:
         h_reduce = settings_hash({"prices": _prices(cfg)}, h_scored)
         return cls(lay, lay.stage("scenes", h_scenes), lay.stage("synth", h_synth), infer, vad, score,
                    lay.stage("reduce", h_reduce), reference,
-                   lay.stage("review", h_scored))
+                   lay.stage("review", h_scored), inputs)
 
 
-def prompt_digests(setting: str, params: Mapping[str, Any], names: Mapping[str, str]) -> dict[str, str]:
+def pinned_digest(cfg: RunConfig, inputs: dict[str, str], setting: str, compute: Callable[[], str]) -> str:
+    """The digest of the file ``setting`` names: ``cfg.inputs[setting]`` when pinned, else
+    ``compute()``; recorded in ``inputs`` (a plan's :attr:`RunPlan.inputs`)."""
+    inputs[setting] = cfg.inputs[setting] if setting in cfg.inputs else compute()
+    return inputs[setting]
+
+
+def prompt_digests(cfg: RunConfig, inputs: dict[str, str], setting: str, params: Mapping[str, Any],
+                   names: Mapping[str, str]) -> dict[str, str]:
     """The prompt files an LLM backend with ``params`` (a judge, the text reference, the Duplex Cue
     labeller) reads, by content: ``{param: sha256}`` for each prompt parameter in ``names`` (its
     default file name), the file ``params[param]`` (or the default) in ``params["prompts_dir"]``
@@ -105,37 +118,39 @@ def prompt_digests(setting: str, params: Mapping[str, Any], names: Mapping[str, 
     Raises:
         InputFileError: a prompt file is missing or cannot be read.
     """
-    folder = Path(params["prompts_dir"]) if params.get("prompts_dir") is not None else PROMPTS_DIR
-    return {key: input_digest(f"{setting}.{key}", folder / params.get(key, default),
-                              f"a prompt file{' in ' + setting + '.prompts_dir' if 'prompts_dir' in params else ''}")
+    what = f"a prompt file{' in ' + setting + '.prompts_dir' if 'prompts_dir' in params else ''}"
+    folder = params.get("prompts_dir")
+    return {key: pinned_digest(cfg, inputs, f"{setting}.{key}", partial(
+                input_digest, f"{setting}.{key}", prompt_path(folder, params.get(key, default)), what))
             for key, default in names.items()}
 
 
-def _scenes(cfg: RunConfig) -> dict[str, Any]:
+def _scenes(cfg: RunConfig, inputs: dict[str, str]) -> dict[str, Any]:
     """The scenes settings, ``manifest`` by its content (unset when generated: as before content counted)."""
     d = asdict(cfg.scenes)
     if d["manifest"]:
-        d["manifest"] = {"sha256": input_digest("scenes.manifest", d["manifest"],
-                                                "a JSONL scene manifest, one scene per line")}
+        d["manifest"] = {"sha256": pinned_digest(cfg, inputs, "scenes.manifest", partial(
+            input_digest, "scenes.manifest", d["manifest"], "a JSONL scene manifest, one scene per line"))}
     return d
 
 
-def _judge(cfg: RunConfig) -> dict[str, Any]:
+def _judge(cfg: RunConfig, inputs: dict[str, str]) -> dict[str, Any]:
     """The judge's settings and, for an LLM judge, its two prompt files by content (the offline
     ``lexical`` judge reads none: its settings alone, as before prompts were hashed)."""
     d = asdict(cfg.judge)
     if cfg.judge.kind != "lexical":
-        d["prompts"] = prompt_digests("judge.params", cfg.judge.params,
+        d["prompts"] = prompt_digests(cfg, inputs, "judge.params", cfg.judge.params,
                                       {"answer_prompt": ANSWER_PROMPT, "window_prompt": WINDOW_PROMPT})
     return d
 
 
-def _reference(cfg: RunConfig) -> dict[str, Any]:
+def _reference(cfg: RunConfig, inputs: dict[str, str]) -> dict[str, Any]:
     """The text reference's settings but ``workers`` (speed only) and, for an LLM reference, its
     prompt file by content (the ``rule`` reference reads none)."""
     d = {k: v for k, v in asdict(cfg.reference).items() if k != "workers"}
     if cfg.reference.kind != "rule":
-        d["prompts"] = prompt_digests("reference.params", cfg.reference.params, {"prompt": REFERENCE_PROMPT})
+        d["prompts"] = prompt_digests(cfg, inputs, "reference.params", cfg.reference.params,
+                                      {"prompt": REFERENCE_PROMPT})
     return d
 
 

@@ -34,7 +34,7 @@ from harness.scenes.generator import CHARS_PER_S, PAPER_SPEECH_S, generate_pairs
 from harness.scenes.schema import CONDITIONS, Label, Scene, SceneError, Turn, validate_pair
 from harness.scoring.cache import ContentCache
 from harness.scoring.judge import Cost
-from harness.scoring.judge.llm import PROMPTS_DIR, load_prompt
+from harness.scoring.judge.llm import load_prompt, prompt_path
 
 PROMPT = "scene_script_v1.txt"
 FIELDS = frozenset({"attributes", "layout", "names", "rewrite", "chars"})
@@ -91,7 +91,7 @@ class LLMScriptWriter:
         if budget_usd is not None and budget_usd < 0:
             raise ValueError(f"budget_usd must be >= 0, got {budget_usd}")
         self.backend, self.cache, self.budget_usd, self.max_attempts = backend, cache, budget_usd, max_attempts
-        self.prompt = load_prompt(Path(prompts_dir or PROMPTS_DIR) / PROMPT, FIELDS)
+        self.prompt = load_prompt(prompt_path(prompts_dir or None, PROMPT), FIELDS)
         self.cost = Cost(0, 0, 0.0)
         self.saved = Cost(0, 0, 0.0)
         self.calls = 0

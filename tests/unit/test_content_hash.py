@@ -44,7 +44,7 @@ def _prefixes(plan: RunPlan | CuePlan) -> dict[str, str]:
     for k, v in dataclasses.asdict(plan).items():
         if isinstance(v, str):
             out[k] = v
-        elif k != "layout":
+        elif k not in ("layout", "inputs"):
             out.update({f"{k}.{m}": p for m, p in v.items()})
     return out
 
@@ -205,6 +205,26 @@ def test_a_missing_cue_manifest_or_labeller_prompt_is_named(tmp_path):
         CuePlan.from_config(_config(tmp_path, cue={"labeler": "anthropic", "labeler_params": params}))
 
 
+# -- pinned by the job: every process builds the driver's plan without the files ----------------------
+def test_a_plan_pinned_by_its_inputs_needs_no_file_and_ignores_later_edits(tmp_path):
+    manifest = _scene_manifest(tmp_path / "scenes.jsonl")
+    cues = _cue_manifest(tmp_path / "corpus")
+    cfg = _config(tmp_path, scenes={"manifest": str(manifest)}, cue={"manifest": str(cues)},
+                  judge={"kind": "anthropic", "params": {"model": "claude-sonnet-4-5"}})
+    plan, cue = RunPlan.from_config(cfg), CuePlan.from_config(cfg)
+    assert set(plan.inputs) == {"scenes.manifest", "judge.params.answer_prompt", "judge.params.window_prompt"}
+    assert plan.inputs["scenes.manifest"] == input_digest("scenes.manifest", manifest, "")
+    assert set(cue.inputs) == {"cue.manifest"}
+    pinned = dataclasses.replace(cfg, inputs={**plan.inputs, **cue.inputs})
+    manifest.unlink()  # a Ray worker on another node: the head's files are not there
+    shutil.rmtree(tmp_path / "corpus")
+    assert RunPlan.from_config(pinned) == plan and CuePlan.from_config(pinned) == cue
+    _scene_manifest(manifest).write_text(manifest.read_text().replace("thirty", "eighty"))  # edited meanwhile
+    assert RunPlan.from_config(pinned) == plan  # the run goes on with what it started from
+    assert RunPlan.from_config(cfg).scenes != plan.scenes  # the next job reads the file again
+    assert RunConfig.from_dict(pinned.to_dict()) == pinned  # run.json keeps the digests
+
+
 # -- the real job: an edited manifest is a new scene set, not "complete, skipped" ----------------------
 def test_the_same_command_after_a_manifest_edit_writes_the_new_scenes(tmp_path):
     m = _scene_manifest(tmp_path / "scenes.jsonl")
@@ -217,6 +237,8 @@ def test_the_same_command_after_a_manifest_edit_writes_the_new_scenes(tmp_path):
 
     first = scenes_job()
     assert first.returncode == 0 and "scenes: written at" in first.stdout, first.stdout[-2000:] + first.stderr
+    pinned = json.loads((runs / "edit" / "run.json").read_text())["config"]["inputs"]
+    assert pinned == {"scenes.manifest": input_digest("scenes.manifest", m, "")}  # read once, by the job
     again = scenes_job()
     assert again.returncode == 0 and "scenes: complete at" in again.stdout, again.stdout[-2000:] + again.stderr
     m.write_text(m.read_text().replace("thirty dollars", "eighty dollars"))

@@ -234,7 +234,9 @@ def test_a_scene_manifest_that_is_not_a_file_is_named_before_the_scenes_stage(tm
         f"scenes.manifest={missing}: no such file (a JSONL scene manifest, one scene per line)"]
     assert found(cfg(tmp_path, scenes={"manifest": str(tmp_path)}), ["scenes"]) == [
         f"scenes.manifest={tmp_path}: a directory (a JSONL scene manifest, one scene per line)"]
-    assert found(cfg(tmp_path, scenes={"manifest": str(missing)}), ["synth"]) == []  # only the scenes stage reads it
+    # every later stage's prefix hashes the manifest's content, so a later stage needs it too (issue 19.4)
+    assert found(cfg(tmp_path, scenes={"manifest": str(missing)}), ["synth"]) == [
+        f"scenes.manifest={missing}: no such file (a JSONL scene manifest, one scene per line)"]
     missing.write_text("")
     assert found(cfg(tmp_path, scenes={"manifest": str(missing)}), ["scenes"]) == []
 
@@ -312,7 +314,8 @@ def test_cue_a_manifest_that_is_not_a_file_is_named_before_the_corpus(tmp_path):
     assert found(cfg(tmp_path, cue={"manifest": str(missing)}), CUE) == [f"cue.manifest={missing}: no such file {hint}"]
     assert found(cfg(tmp_path, cue={"manifest": str(tmp_path)}), CUE) == [
         f"cue.manifest={tmp_path}: a directory {hint}"]
-    assert found(cfg(tmp_path, cue={"manifest": str(missing)}), ["cue-score"]) == []  # only the corpus reads it
+    assert found(cfg(tmp_path, cue={"manifest": str(missing)}), ["cue-score"]) == [  # its prefix hashes the content
+        f"cue.manifest={missing}: no such file {hint}"]
     missing.write_text("")
     assert found(cfg(tmp_path, cue={"manifest": str(missing)}), CUE) == []
 

@@ -93,6 +93,12 @@ class Prompt:
         return self.text.format_map(values)
 
 
+def prompt_path(prompts_dir: str | Path | None, name: str) -> Path:
+    """Where an LLM backend's prompt file ``name`` is: in ``prompts_dir`` (None: the repository's
+    :data:`PROMPTS_DIR`). The one lookup of every backend and of the plan that hashes the files."""
+    return Path(prompts_dir if prompts_dir is not None else PROMPTS_DIR) / name
+
+
 def load_prompt(path: str | Path, fields: frozenset[str]) -> Prompt:
     """Load a prompt file and check that its placeholders are exactly ``fields``."""
     path = Path(path)
@@ -148,9 +154,8 @@ class LLMJudge:
         if max_output_tokens is not None and max_output_tokens < 1:
             raise ValueError(f"max_output_tokens must be >= 1, got {max_output_tokens}")
         self.max_output_tokens = max_output_tokens
-        base = Path(prompts_dir) if prompts_dir is not None else PROMPTS_DIR
-        self.answer_prompt = load_prompt(base / answer_prompt, ANSWER_FIELDS)
-        self.window_prompt = load_prompt(base / window_prompt, WINDOW_FIELDS)
+        self.answer_prompt = load_prompt(prompt_path(prompts_dir, answer_prompt), ANSWER_FIELDS)
+        self.window_prompt = load_prompt(prompt_path(prompts_dir, window_prompt), WINDOW_FIELDS)
         self.prompt_versions = {"answer": self.answer_prompt.version, "window": self.window_prompt.version}
         self.prompt_version = f"{self.answer_prompt.version}+{self.window_prompt.version}"
         self._client = client
@@ -358,4 +363,5 @@ __all__ = [
     "format_context",
     "load_prompt",
     "price_for",
+    "prompt_path",
 ]
