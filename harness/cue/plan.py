@@ -27,7 +27,7 @@ MANIFEST = "a JSONL cue manifest of recordings and cue items: docs/formats.md, \
 
 CORPUS_VERSION = "cue-corpus-v1"  # bump when the generator or ingest changes its output for the same settings
 CUE_INFER_VERSION = "cue-infer-v1"  # bump when the continuation stage's outputs change for the same settings
-CUE_SCORE_VERSION = "cue-score-v1"  # bump when transcription / labelling code changes
+CUE_SCORE_VERSION = "cue-score-v2"  # bump when transcription / labelling code changes (v2: no cached unscoreable label)
 CUE_REDUCE_VERSION = "cue-reduce-v1"  # bump when the statistics or report change
 
 

@@ -217,8 +217,9 @@ class LLMLabeler(MeteredCache):
             ``max_output_tokens``, ...), as for :func:`harness.scoring.judge.build_judge`.
 
     A reply naming anything but exactly one of CONTINUED / ADAPTED / YIELDED gives ``None``
-    (unscoreable), kept verbatim in ``raw``. API errors propagate and are never cached. A cache
-    hit returns the stored label with its cost zeroed (the original cost is added to ``saved``).
+    (unscoreable), kept verbatim in ``raw`` and stored, but never served from the cache: the next
+    run asks again (``retried``). API errors propagate and are never cached. A cache hit returns
+    the stored label with its cost zeroed (the original cost is added to ``saved``).
     """
 
     llm = True
@@ -231,10 +232,11 @@ class LLMLabeler(MeteredCache):
             raise ValueError("give both store and cache_prefix (a cached labeller) or neither")
         self.backend: LLMJudge = build_judge(kind, **params)  # type: ignore[assignment]
         self.name, self.model = self.backend.name, self.backend.model
-        self.prompt = load_prompt(prompt_path(prompts_dir, prompt),
-                                  PROMPT_FIELDS)
+        self.prompt = load_prompt(prompt_path(prompts_dir, prompt), PROMPT_FIELDS)
         self.description = f"LLM reviewer: {self.name} `{self.model}`, prompt `{self.prompt.version}`"
-        super().__init__(ContentCache(store, cache_prefix) if store is not None else None)
+        # an unscoreable reply is stored for audit but asked again next time (as the judge's UNPARSEABLE)
+        super().__init__(ContentCache(store, cache_prefix) if store is not None else None,
+                         reuse=lambda labelled: labelled.label is not None)
 
     def prompt_text(self, view: CueView, response: Response) -> str:
         onset = view.item.cue_onset_s

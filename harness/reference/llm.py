@@ -19,7 +19,8 @@
   keyed by (backend, model, prompt version, request settings, **pass index**, inputs), so a
   second pass with a new index asks the model again, while a rerun of the same pass costs
   nothing (a hit returns the stored decision with its cost zeroed; the original cost is added
-  to ``saved``). API errors propagate and are never cached.
+  to ``saved``). API errors propagate and are never cached; an ``UNPARSEABLE`` decision is
+  stored for audit but never served (the next run asks again, ``retried``).
 """
 
 from __future__ import annotations
@@ -99,7 +100,9 @@ class LLMReference(MeteredCache):
                                   PROMPT_FIELDS)
         self.prompt_version = self.prompt.version
         self.description = f"LLM text reference: {self.name} `{self.model}`, prompt `{self.prompt_version}`"
-        super().__init__(ContentCache(store, cache_prefix) if store is not None else None)
+        # an UNPARSEABLE decision is stored for audit but asked again next time (as the judge's)
+        super().__init__(ContentCache(store, cache_prefix) if store is not None else None,
+                         reuse=lambda decision: decision.decision != UNPARSEABLE)
 
     def prompt_text(self, turn: TurnInput) -> str:
         return self.prompt.render(duty=_data(turn.duty), history=format_history(turn.history),

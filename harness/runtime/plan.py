@@ -42,8 +42,9 @@ REDUCE_VERSION = "reduce-v7"
 # bump when the score stage's outputs change for the same settings (ASR/judge code, scoring flow; v3: every
 # window with its verdict in windows.json instead of verdicts joined by "<kind>:<turn>"; v4: no cached UNPARSEABLE)
 SCORE_VERSION = "score-v4"
-# bump when the reference stage's outputs change for the same settings (reference code, its scores)
-REFERENCE_VERSION = "reference-v1"
+# bump when the reference stage's outputs change for the same settings (reference code, its scores; v2: no
+# cached UNPARSEABLE decision or judge verdict is served, an empty transcript is EMPTY_TRANSCRIPT)
+REFERENCE_VERSION = "reference-v2"
 
 
 @dataclass(frozen=True)

@@ -171,6 +171,12 @@ def test_llm_labeller_caches_and_counts_cost(tmp_path):
     bad = LLMLabeler("anthropic", client=SimpleNamespace(messages=_FakeMessages("ADAPTED or YIELDED")))
     out = bad.label(view, resp)
     assert out.label is None and out.raw == "ADAPTED or YIELDED" and bad.misses == 1
+    # stored for audit, never served: the next run asks again, and a label replaces it
+    for reply, label, calls in (("ADAPTED or YIELDED", None, 1), ("ADAPTED or YIELDED", None, 1),
+                                ("YIELDED", "yielded", 1), ("CONTINUED", "yielded", 0)):
+        fake = SimpleNamespace(messages=_FakeMessages(reply))
+        lab = LLMLabeler("anthropic", store, "_cache/cue-unscoreable", client=fake, model="claude-sonnet-4-5")
+        assert lab.label(view, resp).label == label and len(fake.messages.calls) == calls
 
 
 # ----------------------------------------------------------------------------- the stages

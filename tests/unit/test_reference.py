@@ -361,6 +361,25 @@ def test_unparseable_reply_is_recorded_never_silent():
     assert out["agreement"][0]["conditions"]["explicit"]["percent"] == 100.0
 
 
+def test_an_unparseable_decision_is_stored_but_asked_again_until_the_model_decides(tmp_path):
+    store = LocalStore(tmp_path)
+    inp = turn_inputs(P2_EXPLICIT, DUTY_TEXT)[1]
+
+    def reference(reply) -> tuple[LLMReference, FakeAnthropic]:
+        fake = FakeAnthropic(reply)
+        return LLMReference("anthropic", store=store, cache_prefix="_cache/reference", client=fake), fake
+
+    refusing, fake = reference("I cannot help with that.")
+    assert refusing.decide(inp, 1).decision == UNPARSEABLE and len(fake.calls) == 1
+    again, fake = reference("I cannot help with that.")
+    assert again.decide(inp, 1).decision == UNPARSEABLE and len(fake.calls) == 1  # not served from the cache
+    assert again.retried == 1
+    working, fake = reference(attentive)
+    assert working.decide(inp, 1).decision == RESPOND and len(fake.calls) == 1
+    cached, fake = reference("I cannot help with that.")
+    assert cached.decide(inp, 1).decision == RESPOND and fake.calls == []  # the decision replaced the refusal
+
+
 def test_api_error_makes_the_scene_an_error_and_is_not_cached(tmp_path):
     store = LocalStore(tmp_path)
     fake = FakeAnthropic(attentive, fail_on=lambda p: "capital of Peru" in _turn_of(p))  # both p2 T turns fail
