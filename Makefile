@@ -105,11 +105,12 @@ PREFIX ?= runs
 ENDPOINT_URL ?=
 REGION ?=
 WORKERS ?= 1
-k8s-render: setup  ## render the RayJob of MODEL for RUN (BUCKET PREFIX ENDPOINT_URL REGION REGISTRY WORKERS ...; OUT=file)
-	@$(PY) k8s/render.py --model "$(MODEL)" --run-id "$(RUN)" --bucket "$(BUCKET)" --prefix "$(PREFIX)" \
-	  --endpoint-url "$(ENDPOINT_URL)" --region "$(REGION)" --registry "$(REGISTRY)" --tag "$(IMAGE_TAG)" \
+k8s-render: setup  ## render the RayJob of MODEL (or STAGE=scenes|synth|score) for RUN (BUCKET PREFIX REGISTRY WORKERS ...; OUT=file)
+	@$(PY) k8s/render.py --model "$(MODEL)" --stage "$(or $(STAGE),pipeline)" --run-id "$(RUN)" --bucket "$(BUCKET)" \
+	  --prefix "$(PREFIX)" --endpoint-url "$(ENDPOINT_URL)" --region "$(REGION)" --registry "$(REGISTRY)" --tag "$(IMAGE_TAG)" \
 	  --workers "$(WORKERS)" --node-selector "$(NODE_SELECTOR)" --tolerations "$(TOLERATIONS)" \
 	  --service-account "$(or $(SERVICE_ACCOUNT),duplex-mpe)" --secret "$(or $(S3_SECRET),duplex-mpe-s3)" \
+	  --llm-secret "$(or $(LLM_SECRET),duplex-mpe-llm)" \
 	  --model-cache-pvc "$(MODEL_CACHE_PVC)" --args "$(ARGS)" --out "$(OUT)" $(if $(KUSTOMIZE),--kustomize "$(KUSTOMIZE)")
 
 clean-runs:  ## delete every local run under runs/

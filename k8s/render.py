@@ -2,13 +2,18 @@
 
     python k8s/render.py --model moshi --run-id r1 --bucket my-bucket [--out rayjob.yaml]
     make k8s-render MODEL=moshi RUN=r1 BUCKET=my-bucket          # the same, from make variables
+    python k8s/render.py --stage synth --run-id r1 --args +experiment=paper   # a stage on the image of its stack
     python k8s/render.py --job weights --model moshi [--registry ... --tag ...] [--out weights.yaml]
 
 The overlay ``k8s/overlays/<model>`` fixes the image family and the model; this script writes a
 throw-away kustomization on top of it that sets what differs per run: the Hydra overrides of the
 entry point (``run_id``, ``store.*`` and any extra ``key=value``), the registry and tag of the
 images, the RayJob's name suffix and run label, the number of workers, their node selector and
-tolerations, the service account, the credentials Secret and the model volume's claim. With
+tolerations, the service account, the credentials Secrets (S3, LLM keys) and the model volume's claim.
+``--stage`` picks what the RayJob runs (:data:`STAGES`): by default the whole pipeline in the model's
+image; ``infer`` only that model's inference there; ``scenes``, ``synth`` and ``score`` a stage job on the
+image that holds that stage's stack (the base image, Qwen3-TTS's, Qwen3-ASR's), for a run whose stacks
+cannot share one image (``+experiment=paper``, docs/cluster.md "The paper's benchmark"). With
 ``--job weights`` it renders ``k8s/weights`` instead: the batch Job that runs the fetch command
 (``python -m jobs.weights 'model=[<m>]'``, as ``make weights``) in the model's image onto the claim,
 once, before the RayJobs that mount it read-only. kustomize (a standalone ``kustomize`` or
@@ -21,6 +26,7 @@ a name too long for KubeRay, no kustomize) exit with status 2 and one line on st
 from __future__ import annotations
 
 import argparse
+import contextlib
 import json
 import os
 import re
@@ -29,12 +35,16 @@ import shutil
 import subprocess
 import sys
 import tempfile
+from collections.abc import Iterator
+from dataclasses import dataclass
 from pathlib import Path
 
 import yaml
 
 K8S = Path(__file__).resolve().parent
 OVERLAYS = K8S / "overlays"
+BASE = K8S / "base"
+CPU_WORKERS = K8S / "components" / "cpu-workers"
 WEIGHTS = K8S / "weights"
 MODEL_CLAIM = "duplex-mpe-models"  # the model volume's claim in the manifests (k8s/storage/models-pvc.yaml)
 # KubeRay names the cluster `<rayjob>-<5 chars>` and its head Service `<cluster>-head-svc`,
@@ -47,6 +57,28 @@ SAFE_RUN_ID = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_.\-]*$")
 WORKERS = "/spec/rayClusterSpec/workerGroupSpecs/0"
 HEAD = "/spec/rayClusterSpec/headGroupSpec/template/spec"
 POD_PATHS = ("/spec/submitterPodTemplate/spec", HEAD, f"{WORKERS}/template/spec")
+
+
+@dataclass(frozen=True)
+class StageJob:
+    """What a RayJob of ``--stage`` runs: ``module`` (``python -m <module>``) in ``family``'s image
+    (``images/<family>``; None: the model overlay's image, and ``--model`` is required) on GPU
+    workers, or on CPU workers when ``cpu``."""
+
+    module: str
+    family: str | None = None
+    cpu: bool = False
+
+
+STAGES = {
+    "pipeline": StageJob("jobs.pipeline"),  # every stage in the model's image: one image holds every stack
+    "infer": StageJob("jobs.infer"),  # the model's inference only, in its image
+    "scenes": StageJob("jobs.scenes", "base", cpu=True),  # starts the run: its scenes and run.json
+    "synth": StageJob("jobs.synth", "synth-qwen3"),  # the audio, with Qwen3-TTS (tts=qwen3) on GPU actors
+    # the rest of the run (the reference, the baselines' infer, vad, score with Qwen3-ASR on GPU actors,
+    # reduce: one report for every model of the config); every model's infer must be complete
+    "score": StageJob("jobs.pipeline", "qwen-asr"),
+}
 
 
 class RenderError(Exception):
@@ -183,23 +215,68 @@ def render_weights(args: argparse.Namespace) -> str:
     return build_on(WEIGHTS, kustomize_command(args.kustomize), kustomization)
 
 
+def check_model(model: str, what: str) -> None:
+    """Refuse a missing or unknown ``--model`` for ``what`` (a RayJob of a model's image, the weights Job)."""
+    if not model:
+        raise RenderError(f"{what} needs --model: one of {', '.join(models())}")
+    if model not in models():
+        raise RenderError(f"unknown model {model!r}: one of {', '.join(models())}")
+
+
+@contextlib.contextmanager
+def overlay_for(args: argparse.Namespace) -> Iterator[Path]:
+    """The kustomization the run's parameters go on: the model's overlay (``--model``), or for a stage
+    job on an image of its own a throw-away one on ``k8s/base`` (that image, the stage's entry point
+    with no model list: the config's; the CPU workers' component for a CPU stage)."""
+    job = STAGES[args.stage]
+    if job.family is None:
+        check_model(args.model, f"--stage {args.stage}")
+        name = config_name(args.model)
+        if not (K8S.parent / "conf" / "model" / f"{name}.yaml").exists():
+            print(f"warning: model {args.model!r} has an overlay and an image but no adapter yet "
+                  f"(conf/model/{name}.yaml is missing): this RayJob stops at config composition "
+                  "until one is added (docs/adding-a-model.md)", file=sys.stderr)
+        yield OVERLAYS / args.model
+        return
+    if args.model:
+        raise RenderError(f"--stage {args.stage} runs in image duplex-mpe-{job.family} for every model of the "
+                          f"config: no --model (select models with --args 'model=[...]')")
+    entry = [{"op": "replace", "path": "/spec/entrypoint", "value": f"python -m {job.module} cluster=kuberay store=s3"}]
+    with tempfile.TemporaryDirectory(prefix=f"duplex-mpe-{args.stage}-") as tmp:
+        kustomization = {
+            "apiVersion": "kustomize.config.k8s.io/v1beta1", "kind": "Kustomization",
+            "resources": [os.path.relpath(BASE, tmp)],
+            "components": [os.path.relpath(CPU_WORKERS, tmp)] if job.cpu else [],
+            "nameSuffix": f"-{args.stage}",
+            "images": [{"name": "duplex-mpe-base", "newName": f"duplex-mpe-{job.family}"}],
+            "patches": [{"target": {"group": "ray.io", "kind": "RayJob"}, "patch": json.dumps(entry)}],
+        }
+        Path(tmp, "kustomization.yaml").write_text(json.dumps(kustomization, indent=1))
+        yield Path(tmp)
+
+
+def with_module(entrypoint: str, module: str) -> str:
+    """``python -m <module> ...`` for the entry point ``python -m <other> ...`` (its arguments kept)."""
+    tokens = shlex.split(entrypoint)
+    return " ".join([*tokens[:2], module, *tokens[3:]])
+
+
 def render(args: argparse.Namespace) -> str:
     """The rendered manifests (YAML) for ``args`` (see :func:`parser`)."""
-    if args.model not in models():
-        raise RenderError(f"unknown model {args.model!r}: one of {', '.join(models())}")
     if args.job == "weights":
+        check_model(args.model, "--job weights")
         return render_weights(args)
     if not args.run_id:
         raise RenderError("--run-id is required for the RayJob")
     if args.workers < 1:
         raise RenderError(f"workers must be at least 1, not {args.workers}")
-    name = config_name(args.model)
-    if not (K8S.parent / "conf" / "model" / f"{name}.yaml").exists():
-        print(f"warning: model {args.model!r} has an overlay and an image but no adapter yet "
-              f"(conf/model/{name}.yaml is missing): this RayJob stops at config composition "
-              "until one is added (docs/adding-a-model.md)", file=sys.stderr)
     kustomize = kustomize_command(args.kustomize)
-    overlay = OVERLAYS / args.model
+    with overlay_for(args) as overlay:
+        return render_rayjob(args, kustomize, overlay)
+
+
+def render_rayjob(args: argparse.Namespace, kustomize: list[str], overlay: Path) -> str:
+    """The RayJob of ``overlay`` with the run's parameters of ``args`` (see :func:`render`)."""
     docs = [d for d in yaml.safe_load_all(build(kustomize, overlay)) if d]
     job = next(d for d in docs if d.get("kind") == "RayJob")
     worker = job["spec"]["rayClusterSpec"]["workerGroupSpecs"][0]["template"]["spec"]
@@ -208,13 +285,13 @@ def render(args: argparse.Namespace) -> str:
     overrides = [f"run_id={args.run_id}", f"store.bucket={args.bucket}", f"store.prefix={args.prefix}",
                  f"store.endpoint_url={args.endpoint_url or 'null'}", f"store.region={args.region or 'null'}",
                  *shlex.split(args.args or "")]
-    ops: list[dict] = [{"op": "replace", "path": "/spec/entrypoint",
-                        "value": merge_overrides(job["spec"]["entrypoint"], overrides)}]
+    entrypoint = with_module(job["spec"]["entrypoint"], STAGES[args.stage].module)
+    ops: list[dict] = [{"op": "replace", "path": "/spec/entrypoint", "value": merge_overrides(entrypoint, overrides)}]
     ops += [{"op": "replace", "path": f"{WORKERS}/{k}", "value": args.workers}
             for k in ("replicas", "minReplicas", "maxReplicas")]
     ops += [{"op": "add", "path": f"{p}/serviceAccountName", "value": args.service_account} for p in POD_PATHS]
-    ops += [{"op": "replace", "path": f"{p}/containers/0/envFrom/0/secretRef/name", "value": args.secret}
-            for p in POD_PATHS[1:]]
+    ops += [{"op": "replace", "path": f"{p}/containers/0/envFrom/{i}/secretRef/name", "value": secret}
+            for p in POD_PATHS[1:] for i, secret in enumerate((args.secret, args.llm_secret))]
     if args.node_selector:
         ops.append({"op": "add", "path": f"{WORKERS}/template/spec/nodeSelector",
                     "value": parse_labels(args.node_selector)})
@@ -246,7 +323,11 @@ def parser() -> argparse.ArgumentParser:
                                 formatter_class=argparse.ArgumentDefaultsHelpFormatter)
     p.add_argument("--job", choices=("rayjob", "weights"), default="rayjob",
                    help="the run's RayJob, or the Job that fills the model volume with the model's weights")
-    p.add_argument("--model", required=True, help="overlay under k8s/overlays/")
+    p.add_argument("--model", default="", help="overlay under k8s/overlays/ (the RayJob of --stage pipeline or "
+                   "infer, and the weights Job)")
+    p.add_argument("--stage", choices=tuple(STAGES), default="pipeline",
+                   help="what the RayJob runs: pipeline or infer in the model's image; scenes, synth or score "
+                        "(every model of the config) in the image of that stage's stack")
     p.add_argument("--run-id", default="", help="the harness run id (run_id=...); required for the RayJob")
     p.add_argument("--bucket", default="duplex-mpe", help="store.bucket")
     p.add_argument("--prefix", default="runs", help="store.prefix: runs live under <prefix>/<run_id>/")
@@ -260,6 +341,8 @@ def parser() -> argparse.ArgumentParser:
     p.add_argument("--tolerations", default="", help="extra worker tolerations, key[=value]:Effect[,...]")
     p.add_argument("--service-account", default="duplex-mpe", help="pods' service account (IRSA role)")
     p.add_argument("--secret", default="duplex-mpe-s3", help="Secret with S3 keys, read by envFrom (optional)")
+    p.add_argument("--llm-secret", default="duplex-mpe-llm",
+                   help="Secret with LLM API keys (ANTHROPIC_API_KEY, GEMINI_API_KEY, ...), read by envFrom (optional)")
     p.add_argument("--model-cache-pvc", default="",
                    help=f"the model volume's claim, HF_HOME (empty: {MODEL_CLAIM}; the baselines: none)")
     p.add_argument("--hf-secret", default="duplex-mpe-hf", help="weights Job: Secret with HF_TOKEN (optional)")
