@@ -44,11 +44,11 @@ SCENES  ?= conf/scenes/paper.yaml
 corpus: setup  ## generate + validate the paper-scale corpus, write corpus_stats.json (N_PAIRS=..., MANIFEST=...)
 	$(PY) -m harness.scenes.corpus --n-pairs $(N_PAIRS) --scenes $(SCENES) $(if $(MANIFEST),--manifest $(MANIFEST))
 
-test: setup  ## run the test suite
-	$(PY) -m pytest -q -p no:cacheprovider
+test: setup  ## run the test suite (tests/unit, contract, e2e, gpu) and print its 25 slowest steps
+	$(PY) -m pytest -q -p no:cacheprovider --durations=25
 
-test-fast: setup  ## the suite without the slow end-to-end tests
-	$(PY) -m pytest -q -m "not slow"
+test-fast: setup  ## the in-process tests only: tests/unit and tests/contract, without slow ones
+	$(PY) -m pytest -q -p no:cacheprovider -m "not slow" tests/unit tests/contract
 
 lint: setup  ## ruff
 	.venv/bin/ruff check .

@@ -1,9 +1,13 @@
-"""Shared fixtures: espeak-ng speech (real TTS, made here, never downloaded) and the session's one
-completed tiny run, which the read-only end-to-end checks share (tests/fixtures/runs.py)."""
+"""The folders are the kinds of test, and mark them: everything under tests/e2e/ is ``slow`` (real
+Ray, servers, job processes, the browser), everything under tests/gpu/ ``gpu`` (CUDA only);
+tests/unit/ and tests/contract/ run in this process (``make test-fast``). Shared fixtures:
+espeak-ng speech (real TTS, made here, never downloaded) and the session's one completed tiny
+run, which the read-only end-to-end checks share (tests/fixtures/runs.py)."""
 
 from __future__ import annotations
 
 import shutil
+from pathlib import Path
 from typing import TYPE_CHECKING
 
 import pytest
@@ -12,6 +16,16 @@ from harness.audio.tts.espeak import EspeakTTS
 
 if TYPE_CHECKING:
     from tests.fixtures.runs import CompletedRun
+
+TESTS = Path(__file__).resolve().parent
+KIND_MARKS = {"e2e": pytest.mark.slow, "gpu": pytest.mark.gpu}
+
+
+def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
+    for item in items:
+        mark = KIND_MARKS.get(item.path.relative_to(TESTS).parts[0])
+        if mark is not None:
+            item.add_marker(mark)
 
 
 @pytest.fixture(scope="session")

@@ -19,6 +19,7 @@ from harness.runtime.runner import run_conversations
 from harness.store.base import LocalStore
 from harness.vad.silero import VadSettings
 from tests.fixtures.import_probe import added_packages
+from tests.fixtures.runs import tiny_config
 from tests.fixtures.tiny import PROTOCOL, noise_conversations
 
 ADAPTER = '''"""A contributor's model: says back what it heard one step later, at a gain."""
@@ -72,8 +73,7 @@ def test_a_new_model_is_an_adapter_and_a_config_and_nothing_else(contributed, tm
 
     # preflight checks it like any registered model: its params bind to the constructor, a misspelt one is named
     settings = yaml.safe_load((contributed / "echo.yaml").read_text())
-    cfg = RunConfig.from_dict({"run_id": "contrib", "store": {"root": str(tmp_path / "store")}, "model": settings,
-                               "cluster": {"num_cpus": 2, "num_gpus": 0}})
+    cfg = tiny_config(tmp_path / "store", "contrib", settings, cluster={"num_cpus": 2, "num_gpus": 0})
     store = LocalStore(cfg.store.root)
     assert problems(cfg, store, ["scenes", "infer"]) == []
     misspelt = {"echo": {**settings["echo"], "params": {"gian": 0.7}}}

@@ -140,7 +140,6 @@ def _check_page(page, html_file: Path) -> dict:
     return found
 
 
-@pytest.mark.slow
 def test_report_and_a_conversation_page_in_chromium(browser, report_dir, tmp_path):
     t0 = time.monotonic()
     report = report_dir / "report.html"
@@ -160,7 +159,6 @@ def test_report_and_a_conversation_page_in_chromium(browser, report_dir, tmp_pat
           f"screenshots in {tmp_path}")
 
 
-@pytest.mark.slow
 def test_conversation_player_plays_seeks_and_survives_a_missing_file(browser, report_dir, tmp_path):
     pages = sorted((report_dir / "conversations" / "oracle").glob("*.html"))
     assert pages

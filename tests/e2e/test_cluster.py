@@ -3,16 +3,13 @@ processes (Hydra entry points), real Ray actors, the local store."""
 
 from __future__ import annotations
 
-import pytest
-
 from harness.products.infer import read_ledger
 from harness.runtime.config import RunConfig
 from harness.runtime.manifest import load_run_config
 from harness.runtime.plan import RunPlan
 from harness.store.base import LocalStore
 from tests.fixtures.jobs import job
-
-pytestmark = pytest.mark.slow
+from tests.fixtures.runs import tiny_config
 
 
 def test_budget_stop_status_and_rerun_failed(tmp_path):
@@ -51,7 +48,7 @@ def test_budget_stop_status_and_rerun_failed(tmp_path):
     assert len(list(store.list(plan.layout.run_manifest().rsplit("/", 1)[0] + "/invocations"))) == 3
 
 
-def test_pipeline_on_s3_with_injected_faults_completes_and_loses_nothing():
+def test_pipeline_on_s3_with_injected_faults_completes_and_loses_nothing(tmp_path):
     """The whole pipeline against S3 over real HTTP (moto) behind a proxy failing 10 % of requests."""
     from harness.runtime.status import run_status
     from harness.stages import run_pipeline
@@ -60,9 +57,9 @@ def test_pipeline_on_s3_with_injected_faults_completes_and_loses_nothing():
     from tests.fixtures.s3 import s3_endpoint
 
     with s3_endpoint(fail_rate=0.1, seed=7) as ep:
-        cfg = RunConfig.from_dict({"run_id": "s3run", "scenes": {"n_pairs": 2, "seed": 5},
-                                   "model": {"silent": {"target": "silent"}, "oracle": {"target": "oracle"}},
-                                   "infer": {"shard_size": 2}, "store": ep.store_settings(prefix="team/runs")})
+        cfg = tiny_config(tmp_path, "s3run", {"silent": {"target": "silent"}, "oracle": {"target": "oracle"}},
+                          n_pairs=2, seed=5, n4_share=0.6, infer={"shard_size": 2},  # n4_share: the default
+                          store=ep.store_settings(prefix="team/runs"))
         store = open_store(cfg.store)
         key = run_pipeline(cfg, store)
         assert sum(ep.proxy.injected.values()) > 0  # faults really happened

@@ -5,27 +5,20 @@ second invocation reuses everything."""
 from __future__ import annotations
 
 import json
-import os
 import subprocess
-import sys
-from pathlib import Path
 
-import pytest
-
-pytestmark = pytest.mark.slow
-REPO = Path(__file__).resolve().parents[2]
+from tests.fixtures.jobs import job as run_job
 
 
-def cue_job(*args: str, job: str = "jobs.cue") -> subprocess.CompletedProcess:
-    return subprocess.run([sys.executable, "-m", job, *args], cwd=REPO, capture_output=True, text=True,
-                          timeout=600, env={**os.environ, "RAY_AUTH_MODE": "disabled", "NO_TORCH_COMPILE": "1"})
+def cue_job(*args: str, job: str = "cue") -> subprocess.CompletedProcess:
+    return run_job(job, *args, env={"NO_TORCH_COMPILE": "1"}, timeout=600)
 
 
 def test_help_names_the_stages_and_the_overrides():
     out = cue_job("--help")
     assert out.returncode == 0, out.stderr[-2000:]
     assert "cue-corpus -> cue-infer" in out.stdout and "cue.manifest=" in out.stdout
-    out = cue_job("--help", job="jobs.review")
+    out = cue_job("--help", job="review")
     assert out.returncode == 0, out.stderr[-2000:]
     assert "review.kind=cue review.action=export" in out.stdout and "make cue-review-export" in out.stdout
 
@@ -52,7 +45,7 @@ def test_cue_job_on_a_tiny_corpus(tmp_path):
 
     # the cue review kit from the command line (make cue-review-export / cue-review-import)
     run = ("run_id=cue-e2e", f"store.root={tmp_path}", "review.kind=cue")
-    out = cue_job(*run, "review.action=export", job="jobs.review")
+    out = cue_job(*run, "review.action=export", job="review")
     assert out.returncode == 0, out.stderr[-3000:]
     [items_path] = tmp_path.glob("cue-e2e/cue-review/*/items.json")
     assert f"review page: {items_path.parent / 'review.html'}" in out.stdout
@@ -65,10 +58,10 @@ def test_cue_job_on_a_tiny_corpus(tmp_path):
             for it in items]
         (tmp_path / name).write_text("\n".join(rows) + "\n")
     out = cue_job(*run, "review.action=import", f"review.csv=[{tmp_path / 'ann.csv'},{tmp_path / 'bob.csv'}]",
-                  job="jobs.review")
+                  job="review")
     assert out.returncode == 0, out.stderr[-3000:]
     assert "1 disagreement(s), 1 open" in out.stdout
     results = json.loads(next(tmp_path.glob("cue-e2e/cue-review/*/results.json")).read_text())
     assert results["kinds"]["cue"]["reviewer_agreement"]["verdict"]["agree"] == len(items) - 1
-    bad = cue_job(*run[:2], "review.kind=other", "review.action=export", job="jobs.review")
+    bad = cue_job(*run[:2], "review.kind=other", "review.action=export", job="review")
     assert bad.returncode == 2 and "review.kind must be mpe" in bad.stderr + bad.stdout

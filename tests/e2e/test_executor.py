@@ -210,11 +210,9 @@ def test_overshoot_is_the_in_flight_shards_spend_beyond_their_estimates_and_stat
 
 
 def test_an_unpriced_hosted_model_starts_no_shard_under_a_usd_budget(ray_gpus, tmp_path):
-    cfg = RunConfig.from_dict({
-        "run_id": "ex", "store": {"root": str(tmp_path / "store")}, "cluster": {"num_gpus": 4},
-        "budget": {"usd": 100.0, "usd_per_gpu_hour": 1.0},
-        "model": {"hosted": {"target": "openai_realtime", "num_gpus": 0, "num_cpus": 0.5,
-                             "params": {"model": "gpt-realtime-9"}}}})  # not in any price table
+    cfg = tiny_config(tmp_path / "store", "ex", {"hosted": {"target": "openai_realtime", "num_gpus": 0, "num_cpus": 0.5,
+                                                           "params": {"model": "gpt-realtime-9"}}},  # in no price table
+                      cluster={"num_gpus": 4}, budget={"usd": 100.0, "usd_per_gpu_hour": 1.0})
     store, plan = LocalStore(tmp_path / "store"), RunPlan.from_config(cfg)
     shards = {"shard-00000": ["a"], "shard-00001": ["b"]}
     put_json(store, plan.layout.file(plan.infer["hosted"], "plan.json"), shards)

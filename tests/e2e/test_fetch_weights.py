@@ -17,10 +17,10 @@ from pathlib import Path
 import pytest
 
 from harness.models.registry import model_config
-from harness.runtime.config import RunConfig
 from harness.runtime.preflight import problems
 from harness.store.base import LocalStore
 from tests.fixtures import hub
+from tests.fixtures.runs import tiny_config
 from tests.fixtures.tiny import flm_audio, freeze_omni, personaplex
 
 REPO = Path(__file__).resolve().parents[2]
@@ -56,8 +56,7 @@ def test_moshi_is_fetched_at_its_pinned_commit_verified_and_then_found_by_the_pr
     assert {p for m, p, _ in fake.requests if m == "GET"} >= {f"/api/models/{MOSHI}/revision/{MOSHI_COMMIT}"}
     hub.use_cache(monkeypatch, cache)  # offline: the job's preflight on the same cache
     moshi = {**model_config("moshi"), "num_gpus": 0, "num_cpus": 1}  # the shipped config: its pinned commit
-    run = RunConfig.from_dict({"run_id": "r", "store": {"root": str(tmp_path / "s")}, "cluster": {"num_cpus": 4},
-                               "model": {"moshi": moshi}})
+    run = tiny_config(tmp_path / "s", "r", {"moshi": moshi}, cluster={"num_cpus": 4})
     assert problems(run, LocalStore(run.store.root), ["infer"]) == []
 
 

@@ -18,7 +18,6 @@ from tests.fixtures.jobs import REPO, job, jobs_at_once
 from tests.fixtures.keys import ANTHROPIC_KEY_MISSING, KEYS
 from tests.fixtures.runs import BASELINES, FAULTY, objects, written
 
-pytestmark = pytest.mark.slow
 HELPED = ("pipeline", "scenes", "synth", "infer", "vad", "score", "reduce", "status", "cue")
 
 

@@ -17,8 +17,6 @@ from harness.stages import run_pipeline
 from harness.store.base import LocalStore, get_json
 from tests.fixtures.runs import TINY_SCENES, local_cluster, objects, tiny_config
 
-pytestmark = pytest.mark.slow
-
 SCORE_KEYS = ("fresh_onset_response_rate", "silence_preservation", "answering_window_yield",
               "response_presence", "window_response")
 EXPECTED = {  # rate per score; None = no eligible event (n = 0)

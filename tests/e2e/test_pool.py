@@ -208,7 +208,6 @@ OOM_CHILD = textwrap.dedent('''
 ''')
 
 
-@pytest.mark.slow
 def test_an_out_of_memory_kill_is_retried_then_named_with_the_memory_it_held(tmp_path):
     # a Ray whose memory monitor kills at 1 % node memory: every attempt is a real OOM kill (nothing is allocated)
     done = subprocess.run([sys.executable, "-c", OOM_CHILD, str(tmp_path)], cwd=ROOT, capture_output=True, text=True,

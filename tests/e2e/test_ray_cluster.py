@@ -30,7 +30,6 @@ import yaml
 from tests.fixtures.s3 import moto_url_fixture, s3_fixture  # noqa: F401
 from tests.fixtures.seaweed import free_ports, seaweed_fixture, seaweed_s3_fixture  # noqa: F401
 
-pytestmark = pytest.mark.slow
 REPO = Path(__file__).resolve().parents[2]
 RAY = str(Path(sys.executable).parent / "ray")
 RUN = "ray-cluster"

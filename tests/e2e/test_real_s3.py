@@ -8,12 +8,7 @@ from __future__ import annotations
 
 import os
 import re
-import subprocess
-import sys
 import time
-from pathlib import Path
-
-import pytest
 
 from harness.products.infer import read_ledger
 from harness.runtime.config import RunConfig
@@ -21,15 +16,8 @@ from harness.runtime.manifest import load_run_config
 from harness.runtime.plan import RunPlan
 from harness.store.base import PROBE_KEY, get_json
 from harness.store.settings import StoreSettings, open_store
+from tests.fixtures.jobs import job  # the dummy AWS_* credentials come along
 from tests.fixtures.seaweed import SeaweedEndpoint, seaweed_fixture, seaweed_s3_fixture  # noqa: F401
-
-REPO = Path(__file__).resolve().parents[2]
-
-
-def job(name: str, *overrides: str) -> subprocess.CompletedProcess:
-    env = {**os.environ, "RAY_AUTH_MODE": "disabled"}  # the dummy AWS_* credentials come along
-    return subprocess.run([sys.executable, "-m", f"jobs.{name}", *overrides], cwd=REPO, env=env, capture_output=True,
-                          text=True, timeout=900)
 
 
 def test_probe_and_multipart_transfers_on_seaweedfs(seaweed_s3: SeaweedEndpoint):
@@ -45,7 +33,6 @@ def test_probe_and_multipart_transfers_on_seaweedfs(seaweed_s3: SeaweedEndpoint)
     assert list(store.list("")) == [PROBE_KEY, "big/blob.bin"]
 
 
-@pytest.mark.slow
 def test_pipeline_scenes_to_report_on_seaweedfs(seaweed_s3: SeaweedEndpoint, tmp_path):
     """`make demo`'s entry point on the tiny scenes, every object in a SeaweedFS bucket."""
     run_args = ["scenes=tiny", "model=[silent,oracle]", "infer.shard_size=6", "infer.actors_per_model=1"]

@@ -8,8 +8,6 @@ import csv
 import json
 import subprocess
 
-import pytest
-
 from harness.review.kit import ITEMS_FILE
 from harness.review.results import load_results
 from harness.runtime.manifest import write_run_manifest
@@ -17,8 +15,6 @@ from harness.store.base import PROBE_KEY, LocalStore, get_json
 from tests.fixtures.jobs import job
 from tests.fixtures.reviews import write_csv
 from tests.fixtures.runs import BASELINES, TINY_SCENES, objects, tiny_config, written
-
-pytestmark = pytest.mark.slow
 
 
 def review(*overrides: str) -> subprocess.CompletedProcess:

@@ -27,8 +27,6 @@ from harness.store.base import LocalStore
 from tests.fixtures.runs import babble_shard, tiny_config
 from tests.fixtures.synth_runs import with_scenes
 
-pytestmark = pytest.mark.slow
-
 
 @pytest.fixture(scope="module")
 def local_ray():
@@ -153,8 +151,7 @@ def test_cue_score_pool(local_ray, tmp_path, monkeypatch):
     from tests.fixtures.cue import write_continuations, write_corpus
 
     root = tmp_path / "store"
-    cfg = RunConfig.from_dict({"run_id": "cue", "store": {"root": str(root)},
-                               "model": {"replay": {"target": "replay"}}, "score": {"batch": 1, "actors": 0}})
+    cfg = tiny_config(root, "cue", {"replay": {"target": "replay"}}, score={"batch": 1, "actors": 0})
     store, plan = LocalStore(root), CuePlan.from_config(cfg)
     corpus = generate_cue_corpus(2, seed=1)
     write_corpus(store, plan, corpus)

@@ -6,11 +6,7 @@ from __future__ import annotations
 
 import json
 
-import pytest
-
 from tests.fixtures.jobs import REPO, job
-
-pytestmark = pytest.mark.slow
 
 
 def test_multirun_gives_each_job_its_own_run_and_logs_under_the_store(tmp_path):

@@ -14,7 +14,7 @@ from __future__ import annotations
 import pytest
 import torch
 
-pytestmark = [pytest.mark.gpu, pytest.mark.skipif(not torch.cuda.is_available(), reason="no CUDA device")]
+pytestmark = pytest.mark.skipif(not torch.cuda.is_available(), reason="no CUDA device")
 pytest.importorskip("moshi")
 
 from tests.fixtures.moshi_forcing import (  # noqa: E402  (after the skip: the fixtures import moshi's adapter)

@@ -30,6 +30,7 @@ from harness.scenes.schema import (
     validate_scenes,
 )
 from harness.scenes.stats import PAPER, corpus_stats
+from tests.fixtures.runs import SILENT, tiny_config
 
 PAPER_ARGS = (2000, 20260902, 0.25, 0.484)
 
@@ -233,7 +234,6 @@ def test_duplicate_ids_name_their_lines():
 
 
 def test_scenes_stage_validates_an_imported_manifest(tmp_path):
-    from harness.runtime.config import RunConfig
     from harness.runtime.driver import StageCannotRun
     from harness.runtime.plan import RunPlan
     from harness.stages import run_stage
@@ -242,8 +242,7 @@ def test_scenes_stage_validates_an_imported_manifest(tmp_path):
     e, i = _pair()
     path = tmp_path / "import.jsonl"
     path.write_text("\n".join(_lines(e, dataclasses.replace(i, gold_answer="at ten"))) + "\n", encoding="utf-8")
-    cfg = RunConfig.from_dict({"run_id": "imp", "scenes": {"manifest": str(path)},
-                               "model": {"silent": {"target": "silent"}}, "store": {"root": str(tmp_path / "s")}})
+    cfg = tiny_config(tmp_path / "s", "imp", SILENT, scenes={"manifest": str(path)})
     store = LocalStore(tmp_path / "s")
     plan = RunPlan.from_config(cfg)
     with pytest.raises(StageCannotRun, match="no valid scene"):  # both halves refused: nothing to run

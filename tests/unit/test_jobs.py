@@ -14,12 +14,11 @@ from harness.runtime.plan import RunPlan
 from harness.stages.synth import SynthIncomplete
 from harness.store.base import LocalStore, put_json
 from jobs import _entry
+from tests.fixtures.runs import SILENT, tiny_config
 
 
 def _run(tmp_path) -> tuple[RunConfig, LocalStore]:
-    cfg = RunConfig.from_dict({"run_id": "r1", "store": {"root": str(tmp_path)},
-                               "model": {"silent": {"target": "silent"}}})
-    return cfg, LocalStore(tmp_path)
+    return tiny_config(tmp_path, "r1", SILENT), LocalStore(tmp_path)
 
 
 @pytest.mark.parametrize(("error", "status", "message"), [

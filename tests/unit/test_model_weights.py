@@ -23,10 +23,10 @@ from pathlib import Path
 import pytest
 
 from harness.models.registry import build_model, model_config
-from harness.runtime.config import RunConfig
 from harness.runtime.preflight import problems
 from harness.store.base import LocalStore
 from tests.fixtures import hub
+from tests.fixtures.runs import tiny_config
 from tests.fixtures.tiny import flm_audio, freeze_omni, minicpm_o, personaplex, voila
 
 REPO = Path(__file__).resolve().parents[2]
@@ -123,8 +123,7 @@ def params(c: Case, **over) -> dict:
 
 def found(c: Case, tmp: Path, **over) -> list[str]:
     conf = {**model_config(c.name), "params": params(c, **over), "num_gpus": 0}
-    run = RunConfig.from_dict({"run_id": "r", "store": {"root": str(tmp / "store")},
-                               "cluster": {"num_cpus": 4, "num_gpus": 0}, "model": {c.name: conf}})
+    run = tiny_config(tmp / "store", "r", {c.name: conf}, cluster={"num_cpus": 4, "num_gpus": 0})
     return problems(run, LocalStore(run.store.root), ["infer"])
 
 

@@ -16,6 +16,7 @@ from harness.runtime.preflight import INSTALL_HINT, PreflightError, preflight, p
 from harness.stages import STAGES
 from harness.store.base import LocalStore, StoreError, put_json
 from tests.fixtures.keys import ANTHROPIC_KEY_MISSING, KEYS
+from tests.fixtures.runs import SILENT, tiny_config
 
 REPO = Path(__file__).resolve().parents[2]
 
@@ -26,11 +27,10 @@ def no_keys(monkeypatch):
         monkeypatch.delenv(k, raising=False)
 
 
-def cfg(tmp_path, **over) -> RunConfig:
-    d = {"run_id": "r1", "store": {"root": str(tmp_path / "store")}, "cluster": {"num_cpus": 4, "num_gpus": 0},
-         "model": {"silent": {"target": "silent"}}}
-    d.update(over)
-    return RunConfig.from_dict(d)
+def cfg(tmp_path, model: dict | None = None, cluster: dict | None = None, **sections) -> RunConfig:
+    """A run of ``model`` (default: silent) on 4 CPUs and no GPU unless ``cluster`` says otherwise."""
+    return tiny_config(tmp_path / "store", "r1", model or SILENT, cluster=cluster or {"num_cpus": 4, "num_gpus": 0},
+                       **sections)
 
 
 def found(c: RunConfig, stages=STAGES) -> list[str]:

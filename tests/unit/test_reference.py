@@ -20,10 +20,9 @@ from harness.reference.evaluate import (
 )
 from harness.reference.llm import ANTHROPIC_MAX_OUTPUT_TOKENS, LLMReference, parse_decision
 from harness.reference.rule import RuleReference
-from harness.runtime.config import ModelSettings, ReferenceSettings, RunConfig
+from harness.runtime.config import ReferenceSettings
 from harness.runtime.plan import RunPlan
 from harness.scenes.schema import Label, Scene, Target, Turn
-from harness.scenes.settings import ScenesSettings
 from harness.scoring.cache import CachedJudge
 from harness.scoring.judge import CORRECT, Cost
 from harness.scoring.judge.lexical import LexicalJudge
@@ -31,6 +30,7 @@ from harness.stages import run_stage
 from harness.store.base import LocalStore, get_json
 from harness.store.layout import cache_prefix
 from tests.fixtures.fake_llm import FakeAnthropic, FakeGemini, ProviderAPI, provider_env
+from tests.fixtures.runs import tiny_config
 
 
 # ---------------------------------------------------------------------------------------------
@@ -415,7 +415,8 @@ def test_llm_reference_bad_parameters(tmp_path):
 # the stage and the report
 def test_reference_stage_writes_reference_json_and_the_report_shows_it(tmp_path):
     store = LocalStore(tmp_path)
-    cfg = RunConfig(run_id="ref", scenes=ScenesSettings(n_pairs=3), models=(ModelSettings("silent", "silent"),))
+    silent = {"silent": {"target": "silent"}}
+    cfg = tiny_config(tmp_path, "ref", silent, n_pairs=3)
     run_stage("scenes", cfg, store)
     plan = RunPlan.from_config(cfg)
     assert run_stage("reference", cfg, store) == plan.reference
@@ -428,13 +429,9 @@ def test_reference_stage_writes_reference_json_and_the_report_shows_it(tmp_path)
             for c in ("explicit", "implicit")] == [3, 0]
     assert run_stage("reference", cfg, store) == plan.reference  # complete: skipped
     # a reference setting changes the reference and reduce prefixes only
-    other = RunPlan.from_config(RunConfig(run_id="ref", scenes=ScenesSettings(n_pairs=3),
-                                          models=(ModelSettings("silent", "silent"),),
-                                          reference=ReferenceSettings(kind="gemini")))
+    other = RunPlan.from_config(tiny_config(tmp_path, "ref", silent, n_pairs=3, reference={"kind": "gemini"}))
     assert other.reference != plan.reference and other.reduce != plan.reduce and other.infer == plan.infer
-    faster = RunPlan.from_config(RunConfig(run_id="ref", scenes=ScenesSettings(n_pairs=3),
-                                           models=(ModelSettings("silent", "silent"),),
-                                           reference=ReferenceSettings(workers=1)))
+    faster = RunPlan.from_config(tiny_config(tmp_path, "ref", silent, n_pairs=3, reference={"workers": 1}))
     assert faster.reference == plan.reference
 
     from harness.report.markdown import render_html, render_report

@@ -37,6 +37,7 @@ from harness.report.figures import (
 from harness.report.markdown import NO_COMPARISON, build_report, fmt, render_html, render_report
 from harness.scenes.schema import Label, Scene, Target, Turn
 from tests.fixtures.report_inputs import ARGS, CFG, ERRORS, INVALID, METRICS, PLAN, STATISTICS, STATS, entry
+from tests.fixtures.runs import tiny_config
 
 # -- one conversation ---------------------------------------------------------------------------
 # preamble [0, 2000); N2 (B) [2500, 4000) window [2500, 4500); T (A) [4500, 6500);
@@ -487,14 +488,11 @@ def test_segment_entry_truncated_iff_the_pause_was_never_confirmed(active, n_fra
 def test_status_counts_failed_attempts_and_flags_suspect_models(tmp_path):
     """``make status``: failed attempts and conversation errors are separate counts, and every
     suspect model of the reduce output is named (a baseline's flag is marked expected)."""
-    from harness.runtime.config import RunConfig
     from harness.runtime.plan import RunPlan
     from harness.runtime.status import run_status
     from harness.store.base import LocalStore, put_json
 
-    cfg = RunConfig.from_dict({"run_id": "st", "store": {"kind": "local", "root": str(tmp_path)},
-                               "model": {"silent": {"target": "silent", "role": "baseline"},
-                                         "moshi": {"target": "x:Y"}}})
+    cfg = tiny_config(tmp_path, "st", {"silent": {"target": "silent", "role": "baseline"}, "moshi": {"target": "x:Y"}})
     store, plan = LocalStore(str(tmp_path)), RunPlan.from_config(cfg)
     lay = plan.layout
     for model, errors in (("silent", 0), ("moshi", 1)):

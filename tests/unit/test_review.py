@@ -7,7 +7,6 @@ from __future__ import annotations
 import csv
 import html
 import random
-from pathlib import Path
 
 import pytest
 
@@ -17,11 +16,11 @@ from harness.review.items import page_order, sample_construction, sample_model_i
 from harness.review.kit import ITEMS_FILE, ReviewError, import_reviews
 from harness.review.page import flac_data_uri, review_page
 from harness.review.results import combine, disagreements, load_results, report_section, summary_section
-from harness.runtime.config import RunConfig
 from harness.runtime.plan import RunPlan
 from harness.scenes.generator import generate_pairs
 from harness.store.base import LocalStore, put_json
 from tests.fixtures.reviews import write_csv
+from tests.fixtures.runs import tiny_config
 
 
 # ----------------------------------------------------------------------------- a hand-built table
@@ -310,13 +309,8 @@ def test_review_page_has_a_player_per_audio_and_every_item():
 
 
 # ----------------------------------------------------------------------------- import into a store
-def _cfg(root: Path, **kw) -> RunConfig:
-    return RunConfig.from_dict({"run_id": "kit", "model": {"m1": {"target": "silent"}},
-                                "store": {"kind": "local", "root": str(root)}, **kw})
-
-
 def test_import_writes_nothing_on_bad_input_and_results_on_good(tmp_path):
-    cfg = _cfg(tmp_path / "runs")
+    cfg = tiny_config(tmp_path / "runs", "kit", {"m1": {"target": "silent"}})
     store = LocalStore(cfg.store.root)
     plan = RunPlan.from_config(cfg)
     with pytest.raises(ReviewError, match="no review export"):

@@ -23,6 +23,7 @@ from harness.scenes.schema import (
     validate_pair,
     write_manifest,
 )
+from tests.fixtures.runs import SILENT, tiny_config
 
 SID = "p00042-explicit"
 
@@ -181,7 +182,6 @@ def test_duplicate_scene_id_is_an_error_on_every_line_naming_them_all():
 def test_imported_manifest_with_a_duplicate_id_records_it_as_invalid(tmp_path):
     """The scenes stage keeps neither copy and records why, under the id, in invalid.json; the
     other half of that pair is then rejected too (a pair is never evaluated half)."""
-    from harness.runtime.config import RunConfig
     from harness.runtime.driver import StageCannotRun
     from harness.runtime.plan import RunPlan
     from harness.stages import run_stage
@@ -190,8 +190,7 @@ def test_imported_manifest_with_a_duplicate_id_records_it_as_invalid(tmp_path):
     first, implicit, later = _scene(), _scene(scene_id="p00042-implicit", condition="implicit"), _scene()
     path = tmp_path / "import.jsonl"
     path.write_text("".join(json.dumps(s.to_dict()) + "\n" for s in (first, implicit, later)), encoding="utf-8")
-    cfg = RunConfig.from_dict({"run_id": "dup", "scenes": {"manifest": str(path)},
-                               "model": {"silent": {"target": "silent"}}, "store": {"root": str(tmp_path / "store")}})
+    cfg = tiny_config(tmp_path / "store", "dup", SILENT, scenes={"manifest": str(path)})
     store = LocalStore(tmp_path / "store")
     plan = RunPlan.from_config(cfg)
     prefix = plan.scenes
@@ -411,7 +410,6 @@ def test_a_manifest_saved_by_an_editor_loads_exactly_like_a_clean_one(tmp_path):
     """A UTF-8 byte-order mark (Notepad, spreadsheets), CRLF line ends and blank lines: the same
     scenes as the clean file, nothing invalid (the mark once cost the first pair)."""
     from harness.products.scenes import SceneSet
-    from harness.runtime.config import RunConfig
     from harness.runtime.plan import RunPlan
     from harness.stages import run_stage
     from harness.store.base import LocalStore
@@ -423,8 +421,7 @@ def test_a_manifest_saved_by_an_editor_loads_exactly_like_a_clean_one(tmp_path):
     saved.write_bytes(b"\xef\xbb\xbf" + "\r\n".join([*lines, "", ""]).encode())
     got = {}
     for path in (clean, saved):
-        cfg = RunConfig.from_dict({"run_id": path.stem, "scenes": {"manifest": str(path)},
-                                   "model": {"silent": {"target": "silent"}}, "store": {"root": str(tmp_path / "s")}})
+        cfg = tiny_config(tmp_path / "s", path.stem, SILENT, scenes={"manifest": str(path)})
         store = LocalStore(tmp_path / "s")
         run_stage("scenes", cfg, store)
         plan = RunPlan.from_config(cfg)

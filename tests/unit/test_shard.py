@@ -24,13 +24,11 @@ from harness.stages import run_stage
 from harness.stages.score import ConversationScoring
 from harness.stages.vad import segment_stored_probs
 from harness.store.base import LocalStore, get_json
-from tests.fixtures.runs import babble_shard, planned, stages_to_synth, tiny_config
+from tests.fixtures.runs import SILENT, babble_shard, planned, stages_to_synth, tiny_config
 
 
 def test_corrupt_and_wrong_rate_clips_fail_their_conversations(tmp_path):
-    cfg = RunConfig.from_dict({"run_id": "shard", "scenes": {"n_pairs": 2, "seed": 3, "n4_share": 0.0},
-                               "model": {"silent": {"target": "silent"}},
-                               "store": {"root": str(tmp_path)}})
+    cfg = tiny_config(tmp_path, "shard", SILENT, n_pairs=2)
     store, plan, ids = stages_to_synth(cfg)
     timeline = Timeline.read(store, plan.layout, plan.synth)
     # clips unique to one conversation: the T turns differ between versions
@@ -122,8 +120,7 @@ def test_room_tone_changes_the_infer_stage_and_is_recorded_in_run_json(tmp_path)
     from harness.runtime.manifest import write_run_manifest
 
     def cfg(**protocol):
-        return RunConfig.from_dict({"run_id": "rt", "model": {"silent": {"target": "silent"}},
-                                    "protocol": protocol, "store": {"root": str(tmp_path)}})
+        return tiny_config(tmp_path, "rt", SILENT, protocol=protocol)
 
     default, zeros, louder = cfg(), cfg(room_tone="zeros"), cfg(room_tone_dbfs=-60.0)
     plans = [RunPlan.from_config(c) for c in (default, zeros, louder)]
@@ -191,9 +188,8 @@ def test_an_actor_given_a_gpu_without_usable_cuda_fails_unless_cpu_is_intended(t
     store = LocalStore(tmp_path)
 
     def worker(num_gpus: float, allow_cpu: bool = False) -> InferWorker:
-        cfg = RunConfig.from_dict({"run_id": "cuda", "store": {"root": str(tmp_path)},
-                                   "infer": {"allow_cpu_for_gpu_actors": allow_cpu},
-                                   "model": {"silent": {"target": "silent", "num_gpus": num_gpus}}})
+        cfg = tiny_config(tmp_path, "cuda", {"silent": {"target": "silent", "num_gpus": num_gpus}},
+                          infer={"allow_cpu_for_gpu_actors": allow_cpu})
         return InferWorker(cfg, cfg.models[0], store)
 
     message = (f"model 'silent' is given num_gpus=1 but torch sees no usable CUDA (CUDA_VISIBLE_DEVICES='3', torch "

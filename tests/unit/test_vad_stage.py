@@ -21,7 +21,7 @@ from harness.stages.vad import detect_outputs, reuses_online_detector, segment_s
 from harness.store.base import get_json
 from harness.vad.sweep import sweep_scores
 from harness.vad.tables import segment_table
-from tests.fixtures.runs import babble_shard
+from tests.fixtures.runs import babble_shard, tiny_config
 from tests.fixtures.vad_checks import assert_probs_agree, same_decisions
 
 
@@ -31,10 +31,8 @@ def shard(tmp_path_factory):
 
 
 def _redetecting(cfg: RunConfig) -> RunConfig:
-    """The same run with an offline detector that is not the online one: Silero runs again."""
-    return RunConfig.from_dict({"run_id": cfg.run_id, "scenes": {"n_pairs": 1, "seed": 3, "n4_share": 0.0},
-                                "model": {"babble": {"target": "babble"}}, "store": {"root": cfg.store.root},
-                                "vad": {"model": "silero-vad-jit-offline", "batch": 3}})
+    """babble_shard's run with an offline detector that is not the online one: Silero runs again."""
+    return tiny_config(cfg.store.root, cfg.run_id, vad={"model": "silero-vad-jit-offline", "batch": 3})
 
 
 def test_offline_redetection_agrees_with_the_online_probabilities(shard):
@@ -91,9 +89,7 @@ def test_segment_table_of_errors_and_silence():
 def test_sweep_reruns_only_the_segmenter_and_matches_scoring_at_the_configured_rules(shard):
     cfg, store, plan, recs = shard
     sweep = {"threshold": [0.3, 0.5, 0.8], "min_silence_s": [0.2, 0.8]}
-    sw_cfg = RunConfig.from_dict({"run_id": cfg.run_id, "scenes": {"n_pairs": 1, "seed": 3, "n4_share": 0.0},
-                                  "model": {"babble": {"target": "babble"}}, "store": {"root": cfg.store.root},
-                                  "vad": {"sweep": sweep}})
+    sw_cfg = tiny_config(cfg.store.root, cfg.run_id, vad={"sweep": sweep})  # babble_shard's run, swept
     sw_plan = RunPlan.from_config(sw_cfg)
     run_stage("vad", sw_cfg, store)
     rows = pq.read_table(io.BytesIO(store.get(plan.layout.file(sw_plan.vad["babble"], "sweep.parquet")))).to_pylist()
