@@ -200,9 +200,13 @@ class VoilaModel(DuplexModel):
             self.info = dataclasses.replace(self.info, weights="+".join(
                 loaded(r, d) for r, d in zip(repos, (llm_dir, codec_dir), strict=True)))
             self.tokenizer = AutoTokenizer.from_pretrained(llm_dir)
-            dtype = getattr(torch, self.dtype) if self.device.type == "cuda" else torch.float32
+            cuda = self.device.type == "cuda"
+            dtype = getattr(torch, self.dtype) if cuda else torch.float32
+            # on CUDA straight onto the device in its dtype (accelerate's device_map), not first a whole CPU copy:
+            # four replicas per pod would need four LLMs' worth of pod memory at once (docs/models.md, "Memory")
+            onto = {"device_map": self.device} if cuda else {}
             self.llm = VoilaAutonomousModel.from_pretrained(llm_dir, torch_dtype=dtype, attn_implementation="sdpa",
-                                                            use_cache=True)
+                                                            use_cache=True, **onto)
         self.llm = self.llm.to(self.device).eval()
         self.codec = VoilaTokenizer(model_path=str(codec_dir), device=str(self.device))
         cfg = self.llm.config

@@ -1,7 +1,8 @@
 """The cluster recipe of the paper's benchmark (docs/cluster.md, "The paper's benchmark"): the stage jobs
 ``k8s/render.py --stage scenes|synth|score`` run each stage in the image that holds its stack, ``--stage
-infer`` a model's inference in its own image, and every Ray pod but the submitter reads the LLM keys'
-Secret. Rendered with real kustomize, validated with kubernetes-validate and yamllint."""
+infer`` a model's inference in its own image, every Ray pod but the submitter reads the LLM keys'
+Secret, and each model's worker pod holds what its replicas read into CPU memory at load (docs/models.md,
+"Memory"). Rendered with real kustomize, validated with kubernetes-validate and yamllint."""
 
 from __future__ import annotations
 
@@ -14,7 +15,9 @@ import kubernetes_validate
 import pytest
 import yaml
 
+from harness.models.registry import model_configs
 from tests.fixtures.deploy import IMAGES, K8S, KUBE_VERSION, as_pod_template
+from tests.fixtures.memory_table import memory_table, replicas
 
 RENDER = [sys.executable, str(K8S / "render.py")]
 RUN_ID = "paper-1"
@@ -104,3 +107,14 @@ def test_a_stage_job_refuses_the_wrong_model_arguments(args, message, tmp_path):
     out = tmp_path / "out.yaml"
     proc = render(*args, "--run-id", RUN_ID, "--out", str(out))
     assert proc.returncode == 2 and message in proc.stderr and not out.exists(), proc.stderr
+
+
+@pytest.mark.parametrize("name", sorted(memory_table()))
+def test_a_models_worker_pod_holds_what_its_replicas_read_at_load(name, tmp_path):
+    row = memory_table()[name]
+    job = rayjob(tmp_path, "--model", name.replace("_", "-"), *COMMON)
+    (c,) = pods(job)["worker"]["spec"]["containers"]
+    assert c["resources"]["requests"]["memory"] == c["resources"]["limits"]["memory"] == row.pod_memory
+    if row.cpu_at_load is not None:  # every replica of the pod loads at once
+        gib = int(row.pod_memory.removesuffix("Gi"))
+        assert gib >= replicas(model_configs()[name]["num_gpus"]) * row.cpu_at_load, name
