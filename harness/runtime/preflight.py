@@ -19,6 +19,9 @@ completion marker exists is skipped by the stage itself, so it needs nothing):
   backend needs is declared on it (``sdk_module``, ``sdk_package``, ``credentials_env``: any
   one of these variables; :class:`harness.scoring.judge.llm.LLMJudge`). A key's value is
   never read beyond "set and not empty", nor printed;
+* **the TTS engine** (``tts.*``; ``synth``): the engine is built from its settings and what its
+  load needs is there, without loading it (espeak-ng runs; Qwen3-TTS: the ``qwen-tts`` package
+  and the weights in ``tts.params.weights`` or the local cache, never downloaded);
 * **the ASR** (``asr.*``; ``score``): the backend is built, which imports its stack and checks
   its params but loads no weights (weights load on the first transcription);
 * **each model's params** (``model.<name>.params``), whatever the stages: bound to its
@@ -80,6 +83,7 @@ class Pending:
     not complete."""
 
     scenes: bool = False
+    synth: bool = False
     reference: bool = False
     infer: list[ModelSettings] = field(default_factory=list)
     score: list[ModelSettings] = field(default_factory=list)
@@ -102,6 +106,7 @@ def pending(cfg: RunConfig, store: ObjectStore | None, stages: Collection[str]) 
 
     return Pending(
         scenes="scenes" in stages and not done(plan.scenes),
+        synth="synth" in stages and not done(plan.synth),
         reference="reference" in stages and not done(plan.reference),
         infer=[m for m in cfg.models if "infer" in stages and not infer_done(m)],
         score=[m for m in cfg.models if "score" in stages and not done(plan.score[m.name])])
@@ -242,6 +247,7 @@ def resource_problems(cfg: RunConfig, work: Pending) -> list[str]:
 def problems(cfg: RunConfig, store: ObjectStore, stages: Collection[str]) -> list[str]:
     """Every problem :func:`preflight` reports for running ``stages`` (names of
     :data:`harness.stages.STAGES`), in pipeline order; empty when the job can start."""
+    from harness.audio.tts import TtsUnavailableError, build_tts
     from harness.reference import build_reference
     from harness.scoring.asr import build_asr
     from harness.scoring.judge import build_judge
@@ -278,6 +284,11 @@ def problems(cfg: RunConfig, store: ObjectStore, stages: Collection[str]) -> lis
         else:
             out += backend_problems(f"judge={cfg.judge.kind}", judge,
                                     f"the {' and '.join(judge_needed_by)} stage{'s' * (len(judge_needed_by) > 1)}")
+    if work.synth:
+        try:
+            build_tts(cfg.tts, cfg.protocol.sample_rate).check()
+        except (TtsUnavailableError, ValueError) as e:
+            out.append(f"tts={cfg.tts.engine}: {e}")
     if work.score:
         try:
             build_asr(cfg.asr.kind, **cfg.asr.params)

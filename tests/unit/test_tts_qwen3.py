@@ -102,7 +102,7 @@ def test_weights_come_from_the_local_hf_cache_never_the_hub(monkeypatch, tmp_pat
     (repo / "refs" / "main").write_text("abc123")
     Qwen3TTS(device="cpu").load()
     assert seen["path"] == str(repo / "snapshots" / "abc123") and seen["local_files_only"] is True
-    with pytest.raises(TtsUnavailableError, match="not in the local Hugging Face cache"):
+    with pytest.raises(TtsUnavailableError, match="are not in the Hugging Face cache: looked for"):
         Qwen3TTS(settings=Qwen3Settings(model="Qwen/not-cached")).load()
     with pytest.raises(TtsUnavailableError, match="v9"):  # a revision the cache does not have
         Qwen3TTS(settings=Qwen3Settings(revision="v9")).load()

@@ -62,6 +62,10 @@ class EspeakTTS:
         """Check that espeak-ng runs here (:class:`TtsUnavailableError` otherwise); returns its version."""
         return espeak_version()
 
+    def check(self) -> None:
+        """What :meth:`load` needs, for a job's preflight: espeak-ng runs here (:class:`TtsUnavailableError`)."""
+        espeak_version()
+
     def clip_id(self, voice: str, text: str) -> str:
         """Content hash of everything that determines the audio of (voice, text)."""
         blob = json.dumps([self.engine, espeak_version(), voice, text, asdict(self.settings), self.sample_rate])

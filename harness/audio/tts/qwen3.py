@@ -23,6 +23,7 @@ same hardware and software; the corpus of record is the stored clips (docs/repro
 from __future__ import annotations
 
 import hashlib
+import importlib.util
 import json
 from collections.abc import Sequence
 from dataclasses import asdict, dataclass
@@ -37,6 +38,10 @@ from harness.weights import WeightsNotFoundError, local_weights
 
 MODEL_ID = "Qwen/Qwen3-TTS-12Hz-1.7B-CustomVoice"
 VOICES = {"A": "ryan", "B": "aiden", "C": "eric", "D": "dylan"}  # spec section 3
+
+
+QWEN_TTS_MISSING = ("Qwen3-TTS needs the `qwen-tts` package; it is installed in the synthesis image "
+                    "(images/synth-qwen3), not in the dev venv")
 
 
 @dataclass(frozen=True)
@@ -91,6 +96,16 @@ class Qwen3TTS:
         except WeightsNotFoundError as e:
             raise TtsUnavailableError(f"{e}; tts.params.weights names no folder either") from None
 
+    def check(self) -> None:
+        """What :meth:`load` needs, without loading anything, for a job's preflight: the ``qwen-tts``
+        package is importable and the weights are in their folder or the local cache
+        (:class:`TtsUnavailableError` naming the missing one)."""
+        if self._model is not None:
+            return
+        if importlib.util.find_spec("qwen_tts") is None:
+            raise TtsUnavailableError(QWEN_TTS_MISSING)
+        self.weights_dir()
+
     def load(self) -> Any:
         """Load the model once (idempotent) and return it. Raises :class:`TtsUnavailableError` without
         the ``qwen-tts`` package or the weights."""
@@ -99,8 +114,7 @@ class Qwen3TTS:
                 import torch
                 from qwen_tts import Qwen3TTSModel
             except ImportError as e:
-                raise TtsUnavailableError(f"Qwen3-TTS needs the `qwen-tts` package ({e}); it is installed in the "
-                                     "synthesis image, not in the dev venv") from e
+                raise TtsUnavailableError(f"{QWEN_TTS_MISSING} ({e})") from e
             self._model = Qwen3TTSModel.from_pretrained(self.weights_dir(), device_map=self.device,
                                                         dtype=getattr(torch, self.settings.dtype),
                                                         local_files_only=True)
