@@ -2,7 +2,8 @@
 
 ``<run>/run.json`` is written by the first invocation of a run id (conditional put) and never
 changed: the resolved config, git commit, package versions, image reference and digest,
-model weights and revisions, and every seed. Every invocation (the first, a resume, ``make
+model weights and revisions, every seed, and the duty preamble's measured spoken length
+(:func:`~harness.audio.preamble.preamble_facts`). Every invocation (the first, a resume, ``make
 rerun-failed``) also writes its own manifest to ``<run>/invocations/<id>.json``, so a run that
 was finished by a different image or commit says so.
 
@@ -22,6 +23,7 @@ from importlib import metadata
 from pathlib import Path
 from typing import Any
 
+from harness.audio.preamble import preamble_facts
 from harness.metrics.stats import BOOTSTRAP_SEED
 from harness.runtime.config import RunConfig
 from harness.runtime.shard import new_attempt_id
@@ -80,6 +82,8 @@ def build_manifest(cfg: RunConfig) -> dict[str, Any]:
         "models": {m.name: {"target": m.target, "image": m.image, "params": dict(m.params)} for m in cfg.models},
         "seeds": {"run": cfg.seed, "scenes": cfg.scenes.seed, "bootstrap": BOOTSTRAP_SEED,
                   "conversation": "int.from_bytes(sha256(f'{run}:{scene_id}')[:4], 'little')"},
+        # the spoken duty preamble every Duplex-MPE model hears: its measured length (Duplex Cue plays none)
+        "preamble": preamble_facts(cfg.tts, cfg.protocol.sample_rate),
     }
 
 
