@@ -38,6 +38,16 @@ class ModelInfo:
         max_batch: most streams one instance runs at once.
         capabilities: subset of the constants above.
         weights: weights id and revision, e.g. ``"kyutai/moshiko-pytorch-bf16@<sha>"``.
+        preset_text: the upstream preset text the adapter sends as the model's text prompt
+            whatever the protocol says (MiniCPM-o's duplex preset, Freeze-Omni's role); the duty
+            text follows it when the model is given it (:func:`gives_duty_text`). ``""``: none.
+        voice_prompt: the voice prompt the adapter gives the model (a released voice's file or
+            name), None for none. Both are shown in the report (docs/protocol-decisions.md).
+        context_s: seconds of its own stream the model attends over at once (a sliding window:
+            Moshi's 3,000 steps of 80 ms, 240 s), counted from the stream's first sample (the
+            preamble's); a longer conversation is flagged in the report, since the model no longer
+            attends to its start. None: no such window (the model keeps everything, or fails the
+            conversation at a hard limit, which is then that conversation's error).
     """
 
     name: str
@@ -48,6 +58,9 @@ class ModelInfo:
     max_batch: int = 1
     capabilities: frozenset[str] = field(default_factory=frozenset)
     weights: str | None = None
+    preset_text: str = ""
+    voice_prompt: str | None = None
+    context_s: float | None = None
 
     @property
     def frame_s(self) -> float:
@@ -63,7 +76,9 @@ class StreamContext:
     Attributes:
         conversation_id: the scene id.
         seed: per-conversation seed derived from (run seed, conversation id).
-        duty_text: the duty instruction as text (for models with ``text_prompt``).
+        duty_text: the duty instruction as text, given only to models declaring ``text_prompt``
+            and only when ``protocol.duty_as_text`` is on (:func:`gives_duty_text`); ``""`` for
+            every other model, which is told its duty by the spoken preamble alone.
         scene: the script, answer key included: given only to ``reads_schedule`` self-tests,
             ``None`` for every other model.
         vocabulary: what is said in the room (each human turn's text, then the duty text; never
@@ -77,6 +92,14 @@ class StreamContext:
     duty_text: str
     scene: Scene | None = None
     vocabulary: tuple[str, ...] = ()
+
+
+def gives_duty_text(capabilities: frozenset[str] | tuple[str, ...], duty_as_text: bool) -> bool:
+    """Whether a model with ``capabilities`` is given the duty instruction as text
+    (``StreamContext.duty_text``): only when the protocol says so (``protocol.duty_as_text``)
+    and the model declares ``text_prompt``. Every model hears the spoken preamble either way
+    (docs/protocol-decisions.md, "What each model is told")."""
+    return bool(duty_as_text) and TEXT_PROMPT in capabilities
 
 
 class RowError(Exception):

@@ -117,7 +117,10 @@ class CascadeModel(DuplexModel):
         self._vad = VadSettings(rules=SegmentRules(min_speech_s=0.2, min_silence_s=self.endpoint_s))
 
     def open(self, row: int, stream: StreamContext) -> None:
-        self._rows[row] = _Listener(list(stream.vocabulary), frozenset(_words(stream.duty_text)) - STOPWORDS)
+        # the spoken instruction's words: the vocabulary's last text is the preamble's (StreamContext.vocabulary);
+        # the cascade takes no text prompt, so StreamContext.duty_text is empty for it
+        duty = stream.vocabulary[-1] if stream.vocabulary else ""
+        self._rows[row] = _Listener(list(stream.vocabulary), frozenset(_words(duty)) - STOPWORDS)
         self._fresh.add(row)
 
     def close(self, row: int) -> None:

@@ -26,10 +26,11 @@ that step); the speech is queued in an :class:`OutputQueue` (sentences of any le
 with silence, never dropped or stretched). In the server the same work runs in a thread while
 audio keeps coming in, so there the answer starts later by its compute time.
 
-Duty instruction: Freeze-Omni takes a system role as text (``AudioLLM.set_system_role``), so
-the stream's ``duty_text`` (after ``system_role``) is the role; the spoken preamble comes
-through the audio like every other input. The role's KV cache is computed once per distinct
-role and copied for each stream.
+Duty instruction (docs/protocol-decisions.md): Freeze-Omni takes a system role as text
+(``AudioLLM.set_system_role``): the role is ``system_role`` (upstream's preset), followed by the
+stream's ``duty_text`` when the protocol gives it (``protocol.duty_as_text``); the spoken preamble
+comes through the audio like every other input. The role's KV cache is computed once per
+distinct role and copied for each stream.
 
 Upstream behaviours handled here, once:
 
@@ -194,7 +195,8 @@ class FreezeOmniModel(DuplexModel):
         repo, revision, llm_repo, llm_revision: the two repositories and their commits (40 hex
             digits each), fetched once by ``make weights MODEL=freeze_omni``, never downloaded at
             run time; ``ModelInfo.weights`` records both ``repo@<commit>`` after load.
-        system_role: text before the duty instruction in the system role.
+        system_role: the system role's preset text, always sent (the report shows it); the duty
+            instruction follows it when the protocol gives it (``protocol.duty_as_text``).
         temperature, top_k, top_p: the LLM's sampling (``bin/server.py`` defaults 0.7, 5, 0.8).
         max_new_tokens: longest answer in tokens (``bin/server.py generate``: 500).
         decoder_top_k, decoder_penalty_window_size, decoder_penalty, decoder_first_chunk_size,
@@ -240,7 +242,8 @@ class FreezeOmniModel(DuplexModel):
         self.seed, self.tiny = seed, tiny
         weights = "random:tiny" if tiny else "+".join(map(str, self._repos()))
         self.info = ModelInfo("freeze_omni", INPUT_RATE, OUTPUT_RATE, FRAME_IN, FRAME_OUT, MAX_BATCH,
-                              capabilities=frozenset({TEXT_PROMPT}), weights=weights)
+                              capabilities=frozenset({TEXT_PROMPT}), weights=weights,
+                              preset_text=system_role.strip())
         self._streams: dict[int, _Stream] = {}
         self._vads: dict[int, Any] = {}  # row -> web.vad.VAD, reset for each stream
         self._roles: dict[str, dict] = {}  # role text -> speech_dialogue(stat="pre") outputs

@@ -16,9 +16,11 @@ out), buffers input until a unit is complete, runs ``streaming_prefill`` +
 returns what was queued *before* its own input was heard, so speech decided on a unit
 starts at the first frame after that unit ends (causal; compute time is not added).
 
-Duty instruction (docs/models.md, "minicpm_o"): the spoken preamble reaches the model through
-the audio like every other input; the duty text goes into the system prompt
-(``system_prompt``, ``{duty_text}`` filled in) in the upstream duplex format
+Duty instruction (docs/models.md, "minicpm_o"; docs/protocol-decisions.md): the spoken preamble
+reaches the model through the audio like every other input; the system prompt is
+``system_prompt``, upstream's English duplex preset, with ``{duty_text}`` filled in by the duty
+text when the protocol gives it (``protocol.duty_as_text``) and by nothing otherwise, in the
+upstream duplex format
 ``<|im_start|>system\\n{text}\\n<|audio_start|>`` + reference voice + ``<|audio_end|><|im_end|>``;
 the reference voice (``ref_audio``) is both embedded in that prompt and Token2wav's speaker prompt.
 
@@ -77,7 +79,8 @@ class MiniCPMO(DuplexModel):
         ref_audio: reference voice, a sound file (any rate; resampled to 16 kHz mono). A
             relative path is taken from the upstream checkout (the folder holding
             ``code_package``). ``None``: no reference voice (only with ``generate_audio=False``).
-        system_prompt: system text; ``{duty_text}`` is replaced by the stream's duty instruction.
+        system_prompt: system text; ``{duty_text}`` is replaced by the stream's duty instruction
+            (empty unless ``protocol.duty_as_text``); the rest is the preset the report shows.
         generate_audio: speak (Token2wav); ``False`` gives text decisions and silent output.
         decode_mode, temperature, top_k, top_p, listen_prob_scale, text_repetition_penalty,
             text_repetition_window_size, max_new_speak_tokens_per_chunk: LLM decoding of
@@ -141,7 +144,8 @@ class MiniCPMO(DuplexModel):
         self.info = ModelInfo("minicpm_o", INPUT_RATE, OUTPUT_RATE, INPUT_RATE * frame_ms // 1000,
                               OUTPUT_RATE * frame_ms // 1000, max_batch=1,
                               capabilities=frozenset({TEXT_PROMPT, AUDIO_PROMPT}),
-                              weights="tiny-random" if tiny else str(self._repo()))
+                              weights="tiny-random" if tiny else str(self._repo()),
+                              preset_text=system_prompt.replace("{duty_text}", "").strip(), voice_prompt=ref_audio)
         self._unit = INPUT_RATE * UNIT_S
         self._queue = OutputQueue(1, self.info.frame_out)
         self._heard: list[np.ndarray] = []  # input of the current unit so far
@@ -227,7 +231,7 @@ class MiniCPMO(DuplexModel):
         self._queue.clear(0)
         self._heard = []
         torch.manual_seed(stream.seed)  # upstream samples with torch's global generator (utils.py StreamDecoder.decode)
-        text = self.system_prompt.replace("{duty_text}", stream.duty_text)
+        text = self.system_prompt.replace("{duty_text}", stream.duty_text).strip()
         # prepare() resets everything of the previous stream: KV cache and window (decoder.reset), unit
         # counter, audio buffer, TTS and Token2wav state (_reset_streaming_state), the mel processor
         self.duplex.prepare(prefix_system_prompt=f"<|im_start|>system\n{text}\n<|audio_start|>",

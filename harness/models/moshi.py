@@ -10,6 +10,11 @@ Duty instruction: moshiko has no system prompt or voice prompt (its conditioning
 checkpoints), so the instruction reaches it only as the spoken preamble the runner plays at the
 start of every stream (docs/models.md).
 
+Context: the LM attends over its last 3,000 steps (``LM_CONTEXT_STEPS``, 240 s: the ring KV cache of
+the 7B config; a random instance: its ``lm_kwargs["context"]``). A longer stream goes on, attending
+to its last 240 s only, so the start of the spoken preamble drops out of its window
+(``ModelInfo.context_s``; reduce flags such conversations).
+
 Upstream behaviours handled here, once:
 
 * ``LMGen.step`` yields no tokens for a stream's first step (``offset <= max_delay``): that
@@ -66,6 +71,7 @@ FRAME = 1_920
 MOSHI_FILE = "model.safetensors"
 MIMI_FILE = "tokenizer-e351c8d8-checkpoint125.safetensors"
 STACK = ("moshi.models.loaders:get_moshi_lm", "moshi.models.lm:LMGen")
+LM_CONTEXT_STEPS = 3000  # loaders._lm_kwargs["context"]: the 7B LM's attention window, in steps
 
 # A tiny randomly initialised Moshi with the real architecture (tests, bench --smoke, model smoke).
 TINY_MIMI = {
@@ -160,8 +166,9 @@ class MoshiModel(DuplexModel):
         self.seed, self.dtype, self.tiny = seed, dtype, tiny
         self.lm_kwargs, self.mimi_config = lm_kwargs, mimi_config
         weights = "random:tiny" if self.random else str(self._repo())
+        context = (self.lm_kwargs or TINY_LM).get("context") if self.random else LM_CONTEXT_STEPS
         self.info = ModelInfo("moshi", RATE, RATE, FRAME, FRAME, max_batch, frozenset({TEACHER_FORCING}),
-                              weights=weights)
+                              weights=weights, context_s=None if context is None else context * FRAME / RATE)
         self._rows = 0  # R of the current streaming state (0: none yet)
         self._fresh: set[int] = set()  # rows opened since the last step
         self._forcing = None  # during a forced step: (bool[R] forced rows, int[R, 8, 1] their codes) for the hooks

@@ -11,13 +11,20 @@ Mimi frame) and says ``float32[1, 1920]`` at 24 kHz: Mimi encodes the frame to 8
 codebooks, ``LMGen.step`` samples one text token and 16 audio codebooks (8 for the agent, 8
 predicting the user), and Mimi decodes the agent's 8 (``tokens[:, 1:9]``).
 
-Duty instruction (docs/models.md, "personaplex"): the spoken preamble reaches the model through
-the audio like every other input; the duty text is PersonaPlex's *text prompt*
-(``<system> {duty_text} <system>``, upstream ``wrap_with_system_tags``), and the *voice prompt*
-(``voice_prompt``, one of the released voices) sets the voice. Both are fed in upstream's prompt
-phase (``LMGen.step_system_prompts``) when a stream opens: one step per voice-prompt frame, 6
-silent steps, one step per text token, 6 silent steps (a few hundred LM steps per stream, no
-audio in or out).
+Duty instruction (docs/models.md, "personaplex"; docs/protocol-decisions.md): the spoken preamble
+reaches the model through the audio like every other input. PersonaPlex's *text prompt*
+(``<system> {text} <system>``, upstream ``wrap_with_system_tags``) is ``text_prompt``, upstream's
+default assistant preset (upstream always runs with a text prompt: it cannot run with an empty
+one), followed by the duty text when the protocol gives it (``protocol.duty_as_text``); the
+*voice prompt* (``voice_prompt``, one of the released voices) sets the voice. Both are fed in
+upstream's prompt phase (``LMGen.step_system_prompts``) when a stream opens: one step per
+voice-prompt frame, 6 silent steps, one step per text token, 6 silent steps (a few hundred LM
+steps per stream, no audio in or out).
+
+Context: the LM attends over its last 3,000 steps (``LM_CONTEXT_STEPS``, 240 s; upstream's ring KV
+cache), the prompt phase included: past that it drops its oldest steps, first the prompts, then,
+once the stream itself is longer than 240 s, the start of the spoken preamble; it streams on
+(``ModelInfo.context_s``; reduce flags such conversations).
 
 Teacher forcing (``step_forced``, Duplex Cue, spec section 9; docs/models.md, "Teacher
 forcing") is native upstream: ``LMGen.step(input_tokens, moshi_tokens, text_token)`` writes the
@@ -65,6 +72,10 @@ FRAME = 1_920  # one Mimi frame: RATE / 12.5 Hz = 80 ms
 AGENT_CODEBOOKS = slice(1, 9)  # tokens[:, 0] is text, 1..8 the agent's audio, 9..16 the predicted user
 PROMPT_SILENCE_S = 0.5  # offline.py/server.py: LMGen(audio_silence_frame_cnt=int(0.5 * frame_rate))
 DEFAULT_REPO = "nvidia/personaplex-7b-v1"
+# the text prompt preset "Assistant (default)" of upstream's client (also offline.py's --text-prompt default)
+ASSISTANT_PRESET = ("You are a wise and friendly teacher. Answer questions or provide advice in a clear and "
+                    "engaging way.")
+LM_CONTEXT_STEPS = 3000  # moshi/models/loaders.py _lm_kwargs["context"] (get_moshi_lm builds that 7B config)
 # files of the weights repo (moshi/models/loaders.py MOSHI_NAME, MIMI_NAME, TEXT_TOKENIZER_NAME)
 WEIGHT_FILES = ("model.safetensors", "tokenizer-e351c8d8-checkpoint125.safetensors", "tokenizer_spm_32k_3.model")
 VOICES_ARCHIVE = "voices.tgz"  # the released voices, as the gated repo ships them
@@ -88,6 +99,9 @@ class PersonaPlexModel(DuplexModel):
             Hugging Face cache (:func:`harness.weights.locate`; fetched once with
             ``make weights MODEL=personaplex`` and ``HF_TOKEN``, never downloaded at run time);
             ``ModelInfo.weights`` records ``repo@<commit>`` after load.
+        text_prompt: the text prompt's preset (default: upstream's "Assistant (default)"); the duty
+            text follows it when the protocol gives it (``protocol.duty_as_text``). ``""``: the
+            duty text alone (or, without it, no text steps).
         voice_prompt: file name of the voice prompt in the voices folder: a released voice's
             embeddings (``NATF2.pt``; ``NAT``/``VAR`` + ``F``/``M`` + digit) or a ``.wav`` of
             any voice (upstream loudness-normalises it to -24 LUFS; needs ``pyloudnorm``).
@@ -116,7 +130,8 @@ class PersonaPlexModel(DuplexModel):
     SOURCE_DIRS = ("moshi",)  # the checkout's moshi/ holds the package `moshi` (PersonaPlex's fork)
 
     def __init__(self, weights_path: str | None = None, repo: str = DEFAULT_REPO, revision: str | None = None,
-                 voice_prompt: str = "NATF2.pt", voices_dir: str | None = None, temp_audio: float = 0.8,
+                 text_prompt: str = ASSISTANT_PRESET, voice_prompt: str = "NATF2.pt",
+                 voices_dir: str | None = None, temp_audio: float = 0.8,
                  temp_text: float = 0.7, topk_audio: int = 250, topk_text: int = 25, greedy: bool = False,
                  dtype: str = "bfloat16", tiny: bool = False, forced_text: str = "model"):
         if dtype not in ("bfloat16", "float16", "float32"):
@@ -128,6 +143,7 @@ class PersonaPlexModel(DuplexModel):
                              f"got {voice_prompt!r}")
         self.weights_path, self.repo, self.revision, self.tiny, self.dtype = weights_path, repo, revision, tiny, dtype
         self.voice_prompt, self.voices_dir, self.forced_text = voice_prompt, voices_dir, forced_text
+        self.text_prompt = text_prompt.strip()
         self.sampling = dict(use_sampling=not greedy, temp=temp_audio, temp_text=temp_text, top_k=topk_audio,
                              top_k_text=topk_text)
         self._settings = json.dumps({**self.sampling, "voice_prompt": voice_prompt, "dtype": dtype,
@@ -135,7 +151,8 @@ class PersonaPlexModel(DuplexModel):
         weights = "tiny-random" if tiny else str(self._repos()[0])
         self.info = ModelInfo("personaplex", RATE, RATE, FRAME, FRAME, max_batch=1,
                               capabilities=frozenset({TEXT_PROMPT, AUDIO_PROMPT, TEACHER_FORCING}),
-                              weights=f"{weights} {self._settings}")
+                              weights=f"{weights} {self._settings}", preset_text=self.text_prompt,
+                              voice_prompt=voice_prompt, context_s=LM_CONTEXT_STEPS * FRAME / RATE)
         self._queue = OutputQueue(1, FRAME)
 
     # ------------------------------------------------------------------ loading
@@ -235,7 +252,7 @@ class PersonaPlexModel(DuplexModel):
             raise RowError({row: f"personaplex runs one stream per instance (max_batch=1), asked for row {row}"})
         # upstream (offline.py/server.py) sets text_prompt_tokens = None for an empty prompt, and
         # lm.py LMGen._step_text_prompt_core then iterates over None (TypeError): no text steps instead
-        text = stream.duty_text.strip()
+        text = " ".join(t for t in (self.text_prompt, stream.duty_text.strip()) if t)
         tokens = self._tokenizer.encode(self._wrap(text)) if text else []
         steps = self._prompt_base + len(tokens)
         if steps > self._context:

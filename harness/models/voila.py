@@ -25,11 +25,13 @@ audio at a step is predicted from the input *before* that step's frame (one fram
 latency, as in upstream's token order). Output goes through :class:`OutputQueue` all the same,
 the adapter contract for models whose output per step varies.
 
-The duty instruction: the spoken preamble comes through the audio like every model's; its text
-(:attr:`StreamContext.duty_text`) also goes into the system prompt, where upstream puts the
+The duty instruction (docs/protocol-decisions.md): the spoken preamble comes through the audio
+like every model's; when the protocol gives it as text too (``protocol.duty_as_text``), its text
+(:attr:`StreamContext.duty_text`) goes into the system prompt, where upstream puts the
 ``instruction`` (``tokenize_func.py:_token_input_format_autonomous``:
 ``<SYSTEM><stream_chat><chat_audio_output><au_chat_ref_start><au_chat_ref><au_chat_ref_end>
-{instruction}</SYSTEM><|HUMAN|>`` on both channels); ``system_text=False`` leaves it out. The
+{instruction}</SYSTEM><|HUMAN|>`` on both channels); otherwise the instruction is empty, upstream's
+default (``infer.py --instruction ""``), so Voila has no preset text. The
 voice prompt is a stored 256-d speaker embedding (``examples/character_ref_emb_demo.pkl`` of
 the upstream checkout, by name), added at position 4 of the prompt through
 ``ref_emb_linear``.
@@ -117,7 +119,6 @@ class VoilaModel(DuplexModel):
             16 kHz, 4 codebooks x 2048 at 25 Hz).
         voice: speaker embedding name in ``voice_file`` (the voice prompt); ``None``: none.
         voice_file: pickle of ``{name: 256 floats}``; relative paths are in the upstream checkout.
-        system_text: put the duty instruction text into the system prompt.
         temperature, top_k: text-token sampling (upstream ``infer.py``: 0.2, 50).
         audio_temperature, audio_top_k: depth-head sampling (upstream: 0.8, 50).
         max_text_steps: most text steps before a frame's audio step is forced.
@@ -139,7 +140,7 @@ class VoilaModel(DuplexModel):
     def __init__(self, weights_path: str = "maitrix-org/Voila-autonomous-preview", revision: str | None = None,
                  codec_path: str = "maitrix-org/Voila-Tokenizer", codec_revision: str | None = None,
                  voice: str | None = "Samantha", voice_file: str = "examples/character_ref_emb_demo.pkl",
-                 system_text: bool = True, temperature: float = 0.2, top_k: int = 50,
+                 temperature: float = 0.2, top_k: int = 50,
                  audio_temperature: float = 0.8, audio_top_k: int = 50, max_text_steps: int = 64,
                  codec_context_frames: int = 25, max_tokens: int | None = None, dtype: str = "bfloat16",
                  tiny: bool = False):
@@ -153,7 +154,7 @@ class VoilaModel(DuplexModel):
                              f"{codec_context_frames})")
         self.weights_path, self.revision = weights_path, revision
         self.codec_path, self.codec_revision = codec_path, codec_revision
-        self.voice, self.voice_file, self.system_text = voice, voice_file, system_text
+        self.voice, self.voice_file = voice, voice_file
         self.temperature, self.top_k = float(temperature), int(top_k)
         self.audio_temperature, self.audio_top_k = float(audio_temperature), int(audio_top_k)
         self.max_text_steps = min(max_text_steps, TINY_MAX_TEXT_STEPS) if tiny else int(max_text_steps)
@@ -161,7 +162,7 @@ class VoilaModel(DuplexModel):
         self.dtype, self.tiny = dtype, tiny
         weights = "random:tiny" if tiny else "+".join(map(str, self._repos()))
         self.info = ModelInfo("voila", RATE, RATE, FRAME, FRAME, max_batch=1, capabilities=frozenset({TEXT_PROMPT}),
-                              weights=weights)
+                              weights=weights, voice_prompt=None if voice is None else f"{voice} ({voice_file})")
         self._streams: list[_Stream | None] = [None] * self.info.max_batch
         self._queue = OutputQueue(self.info.max_batch, FRAME)
 
@@ -244,15 +245,14 @@ class VoilaModel(DuplexModel):
     # ------------------------------------------------------------------ rows
 
     def open(self, row: int, stream: StreamContext) -> None:
-        """Prefill ``row`` with the prompt (system text with the duty instruction, voice embedding).
+        """Prefill ``row`` with the prompt (system text with the duty instruction when given, voice embedding).
 
         Raises :class:`RowError` when the prompt leaves no room in ``max_tokens`` or its logits
         are not finite.
         """
         torch = self._torch
         self.close(row)
-        instruction = self.tokenizer.encode(stream.duty_text, add_special_tokens=False) \
-            if self.system_text and stream.duty_text else []
+        instruction = self.tokenizer.encode(stream.duty_text, add_special_tokens=False) if stream.duty_text else []
         ids = self._system_ids[:-1] + list(instruction) + self._system_ids[-1:] + [self.human_id]
         if len(ids) >= self._limit:
             raise RowError({row: f"the prompt ({len(ids)} tokens with the duty text) does not fit the "

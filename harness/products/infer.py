@@ -148,6 +148,12 @@ class ModelFacts:
         provider: a hosted model's provider (None for a local model).
         turn_taking: a hosted model's turn-taking settings as sent (None for a local model).
         metered: the price-table key of its API usage (None: meters nothing).
+        preset_text, voice_prompt: the upstream preset text the adapter sends as its text prompt
+            (``""``: none) and its voice prompt (None: none), as the adapter declares them
+            (:class:`~harness.models.base.ModelInfo`); whether the duty text follows the preset is
+            the protocol's (``protocol.duty_as_text`` and the ``text_prompt`` capability).
+        context_s: seconds of its stream the model attends over (None: no sliding window);
+            reduce flags each conversation longer than this.
     """
 
     name: str
@@ -162,6 +168,9 @@ class ModelFacts:
     provider: str | None = None
     turn_taking: dict[str, Any] | None = None
     metered: str | None = None
+    preset_text: str = ""  # absent from facts written before they were recorded: read as none
+    voice_prompt: str | None = None
+    context_s: float | None = None
 
     def to_dict(self) -> dict[str, Any]:
         return {"schema": FACTS_SCHEMA, **asdict(self), "capabilities": list(self.capabilities)}

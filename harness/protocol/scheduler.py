@@ -71,6 +71,9 @@ class ProtocolSettings:
     echo: bool = False  # mix the model's own output back into its input (spec section 4)
     room_tone: str = "pink"  # input silence: "zeros" or a seeded noise floor (harness.audio.room_tone)
     room_tone_dbfs: float = -70.0  # RMS level of that floor under the whole input, dBFS
+    # the duty instruction also as text, to every model declaring ``text_prompt`` (after its upstream
+    # preset); False: every model hears it only as the spoken preamble (docs/protocol-decisions.md)
+    duty_as_text: bool = False
 
     def __post_init__(self) -> None:
         """Raises ValueError naming a value that cannot be a protocol setting."""
@@ -82,6 +85,8 @@ class ProtocolSettings:
             if isinstance(v, bool) or not isinstance(v, int | float) or v < 0 or (v == 0 and low is None):
                 raise ValueError(f"{name} must be a number of seconds {'>= 0' if low == 0 else '> 0'}, got {v!r}")
         check_room_tone(self.room_tone, self.room_tone_dbfs)
+        if not isinstance(self.duty_as_text, bool):
+            raise ValueError(f"duty_as_text must be true or false, got {self.duty_as_text!r}")
 
     def s(self, seconds: float) -> int:
         """Seconds -> samples at the timeline rate."""

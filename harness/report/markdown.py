@@ -9,6 +9,7 @@ from __future__ import annotations
 
 from typing import Any
 
+from harness.audio.preamble import PAPER_PREAMBLE_S
 from harness.metrics.analyses import PAIRED_SCORE
 from harness.metrics.scores import FUNNEL, SCORE_TITLES, SCORES, YIELD_FAILURES
 from harness.metrics.stats import BREAKDOWN_CATEGORIES, SWEEP_THRESHOLDS_MS
@@ -92,6 +93,7 @@ def build_report(cfg: Any, metrics: dict, statistics: dict, stats: dict, errors:
         f"A rate with n < {cfg.metrics.min_n} is reported as n/a. "
         "Conversations that failed are excluded from every denominator and counted below."))
     doc.intro += _suspects(statistics["output_checks"])
+    doc.intro += _context_warning(statistics.get("context") or {})
     verdicts = statistics.get("judge_verdicts")
     if verdicts and verdicts["over"]:
         doc.intro += [Paragraph(
@@ -150,6 +152,8 @@ def build_report(cfg: Any, metrics: dict, statistics: dict, stats: dict, errors:
         Paragraph("Response presence minus fresh onset is exactly the share of T turns whose end already "
                   "contains model speech.")]))
 
+    if prompts := statistics.get("prompts"):
+        doc.sections.append(_told_section(prompts, statistics.get("context") or {}))
     if reference:
         doc.sections.append(reference_section(reference))
     doc.sections += _statistics(statistics, models)
@@ -300,6 +304,44 @@ def _suspects(checks: dict) -> list[Paragraph | Table]:
                      caption="Output checks over every stored output. Truncated: still speaking when the output "
                              "ended (the last segment was closed at the end)."))
     return out
+
+
+def _told_section(prompts: dict, context: dict) -> Section:
+    """What each model heard and was told (``statistics["prompts"]``) and, for each model with a
+    context, its conversations longer than it (``statistics["context"]``)."""
+    on = prompts["duty_as_text"]
+    rows = [(m, "yes" if p["duty_text"] else "no", p["preset_text"] or "none", p["voice_prompt"] or "none")
+            for m, p in prompts["models"].items()]
+    blocks: list = [
+        Paragraph(f"Every model hears the spoken duty preamble ({prompts['preamble_s']:.2f} s as synthesised; the "
+                  f"paper's: {PAPER_PREAMBLE_S} s) before the scene. `protocol.duty_as_text` is "
+                  f"**{'true' if on else 'false'}**: " + (
+                      "the duty text also goes, as text after the preset, to every model that takes a text "
+                      "prompt." if on else "no model gets the duty as text; models that need a text prompt to "
+                      "run get only their upstream preset.") + " (docs/protocol-decisions.md)"),
+        Table(("model", "duty also as text", "preset text sent (every conversation)", "voice prompt"), rows)]
+    if context:
+        blocks.append(Table(
+            ("model", "context (s)", "conversations", "longer than the context", "longest stream (s)"),
+            [(m, f"{c['context_s']:g}", str(c["conversations"]),
+              (f"**{len(c['over'])}**: " + ", ".join(f"`{sid}`" for sid in c["over"][:10])
+               + (" ..." if len(c["over"]) > 10 else "")) if c["over"] else "0", f"{c['longest_s']:.1f}")
+             for m, c in context.items()],
+            caption="A model with a context attends over its last that many seconds of stream (preamble, turns "
+                    "and waits); a conversation longer than that was streamed and scored, but by its end the "
+                    "model no longer attended to the preamble's start (docs/models.md). statistics.json "
+                    "(context) lists every one of them."))
+    return Section("What each model heard and was told", blocks)
+
+
+def _context_warning(context: dict) -> list[Paragraph]:
+    """A line in the introduction naming the models with conversations longer than their context."""
+    over = [f"`{m}` {len(c['over'])} of {c['conversations']} (context {c['context_s']:g} s)"
+            for m, c in context.items() if c["over"]]
+    if not over:
+        return []
+    return [Paragraph("**Longer than the model's context:** " + "; ".join(over) + ". These conversations are "
+                      "scored; see \"What each model heard and was told\".")]
 
 
 def _unparseable_table(verdicts: dict) -> Table:

@@ -59,7 +59,16 @@ from harness.audio.assemble import Track
 from harness.audio.io import PCM_SCALE, quantize
 from harness.audio.resample import StreamResampler
 from harness.audio.room_tone import RoomTone
-from harness.models.base import READS_SCHEDULE, REALTIME, VOCABULARY, DuplexModel, ModelInfo, RowError, StreamContext
+from harness.models.base import (
+    READS_SCHEDULE,
+    REALTIME,
+    VOCABULARY,
+    DuplexModel,
+    ModelInfo,
+    RowError,
+    StreamContext,
+    gives_duty_text,
+)
 from harness.products.infer import InferRecord
 from harness.protocol.scheduler import Event, Placement, ProtocolSettings, Scheduler
 from harness.scenes.schema import Scene
@@ -69,7 +78,9 @@ from harness.vad.silero import StreamingDetector, VadSettings
 
 @dataclass
 class ConversationInput:
-    """One conversation ready to stream: clips are ``float32[n]`` at the timeline rate."""
+    """One conversation ready to stream: clips are ``float32[n]`` at the timeline rate;
+    ``duty_text`` is the preamble's text (the duty instruction), part of the room's vocabulary and
+    given to a model as text only as :func:`stream_context` decides."""
 
     scene: Scene
     turn_clips: list[np.ndarray]
@@ -134,12 +145,14 @@ class ConversationResult:
             None if self.pacing is None else self.pacing.to_dict()).to_dict()
 
 
-def stream_context(conv: ConversationInput, info: ModelInfo) -> StreamContext:
-    """What a model opening ``conv`` is told: the script (answer key included) only when it declares
-    ``reads_schedule``, the room's vocabulary only when it declares ``vocabulary`` (issue 20: no
-    other model can see the answer key)."""
+def stream_context(conv: ConversationInput, info: ModelInfo, duty_as_text: bool) -> StreamContext:
+    """What a model opening ``conv`` is told: the duty text only when ``duty_as_text``
+    (``protocol.duty_as_text``) and it declares ``text_prompt`` (:func:`gives_duty_text`), the
+    script (answer key included) only when it declares ``reads_schedule``, the room's vocabulary
+    (the preamble's text included: it is said in the room) only when it declares ``vocabulary``
+    (issue 20: no other model can see the answer key)."""
     caps = info.capabilities
-    return StreamContext(conv.scene.scene_id, conv.seed, conv.duty_text,
+    return StreamContext(conv.scene.scene_id, conv.seed, conv.duty_text if gives_duty_text(caps, duty_as_text) else "",
                          scene=conv.scene if READS_SCHEDULE in caps else None,
                          vocabulary=tuple(scene_vocabulary(conv.scene, conv.duty_text)) if VOCABULARY in caps else ())
 
@@ -517,7 +530,8 @@ def run_conversations(model: DuplexModel, convs: Sequence[ConversationInput], pr
             slots[b] = _Stream(i, c, sched, RoomTone(protocol.room_tone, protocol.room_tone_dbfs, c.seed, sr),
                                drop=lag if clock else 0, opened=time.perf_counter(),
                                pacing=Pacing() if paced else None)
-            call("open", f"open of {c.scene.scene_id} in row {b}", model.open, b, stream_context(c, info))
+            call("open", f"open of {c.scene.scene_id} in row {b}", model.open, b,
+                 stream_context(c, info, protocol.duty_as_text))
 
     try:
         while rb.admit(clock, period, fresh_state, refill):

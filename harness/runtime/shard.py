@@ -196,7 +196,8 @@ def model_facts(settings: ModelSettings, model: DuplexModel | None = None) -> Mo
                       info.frame_out, info.max_batch, tuple(sorted(info.capabilities)), info.weights,
                       provider=type(model).provider if hosted else None,
                       turn_taking=type(model).turn_taking(settings.params) if hosted else None,
-                      metered=metered_key(settings.target, settings.params))
+                      metered=metered_key(settings.target, settings.params), preset_text=info.preset_text,
+                      voice_prompt=info.voice_prompt, context_s=info.context_s)
 
 
 class ModelLoadStalled(RuntimeError):

@@ -16,6 +16,7 @@ from harness.metrics.analyses import (
     streaming_speed,
 )
 from harness.metrics.scores import compute_metrics
+from harness.models.base import gives_duty_text
 from harness.pricing import load_prices, spend_rows
 from harness.products.infer import InferEntry, ModelFacts, ModelLedger, read_ledger
 from harness.products.reference import read_reference, read_reference_cost
@@ -121,6 +122,12 @@ class ReduceStage(Stage):
                                         "models": verdicts, "over": over}
         statistics["scoring_cost"] = spend
         statistics["turn_taking"] = turn_taking_settings(facts, settings_acknowledged(produced))
+        statistics["prompts"] = model_prompts(facts, cfg.protocol.duty_as_text, timeline.preamble.n / sr)
+        statistics["context"] = context_overruns(facts, produced)
+        for m, c in statistics["context"].items():
+            if c["over"]:
+                log.warning("reduce: %d of %d conversations of %s are longer than its %g s context (scored, and "
+                            "counted in the report)", len(c["over"]), c["conversations"], m, c["context_s"])
         statistics["pacing"] = stream_pacing(produced, cfg.metrics.max_lag_s)
         for m, p in statistics["pacing"]["models"].items():
             if p["over"]:
@@ -189,6 +196,36 @@ def turn_taking_settings(facts: dict[str, ModelFacts],
     return {name: {"provider": f.provider, "model": f.metered, "settings": f.turn_taking,
                    "acknowledged": acknowledged.get(name)}
             for name, f in facts.items() if f.provider is not None}
+
+
+def model_prompts(facts: dict[str, ModelFacts], duty_as_text: bool, preamble_s: float) -> dict[str, Any]:
+    """What each model was told (docs/protocol-decisions.md, "What each model is told"): every model
+    hears the spoken preamble (``preamble_s``: the synthesised clip's length, seconds); per model,
+    from the facts its infer stage wrote, whether the duty text went to it as text too
+    (:func:`~harness.models.base.gives_duty_text`: ``protocol.duty_as_text`` and ``text_prompt``),
+    the preset text its adapter sends and its voice prompt. ``{"duty_as_text", "preamble_s",
+    "models": {model: {"duty_text", "preset_text", "voice_prompt"}}}``."""
+    return {"duty_as_text": duty_as_text, "preamble_s": round(preamble_s, 3),
+            "models": {name: {"duty_text": gives_duty_text(f.capabilities, duty_as_text),
+                              "preset_text": f.preset_text, "voice_prompt": f.voice_prompt}
+                       for name, f in facts.items()}}
+
+
+def context_overruns(facts: dict[str, ModelFacts], produced: dict[str, list[dict[str, Any]]]) -> dict[str, Any]:
+    """Per model declaring a context (:attr:`~harness.products.infer.ModelFacts.context_s`), the
+    conversations with a stored output whose stream (preamble, turns, waits and tail: the output's
+    length, ``produced[model][i]["audio_s"]``, seconds) is longer than it, so the model no longer
+    attended to the start of its stream (the preamble's) by the end: ``{model: {"context_s",
+    "conversations", "over" (scene ids, sorted), "longest_s"}}``; models without one are left out."""
+    out: dict[str, Any] = {}
+    for name, f in facts.items():
+        if f.context_s is None:
+            continue
+        convs = produced.get(name, [])
+        out[name] = {"context_s": f.context_s, "conversations": len(convs),
+                     "over": sorted(c["scene_id"] for c in convs if c["audio_s"] > f.context_s),
+                     "longest_s": round(max((c["audio_s"] for c in convs), default=0.0), 3)}
+    return out
 
 
 def turn_taking_refusal(a: str, b: str, hosted: dict[str, dict[str, Any]]) -> str | None:

@@ -152,7 +152,8 @@ def test_a_refused_handshake_pauses_admission_for_its_retry_after(key):
     with FakeRealtimeServer(Behaviour("answer", reply_s=0.3), refuse=1, retry_after_s=1.5) as srv:
         model = build_model("openai_realtime", {"base_url": srv.base_url, "max_sessions": 1})
         model.load("cpu")
-        short = ProtocolSettings(turn_gap_s=0.3, tail_s=0.3, endpoint_silence_s=0.5, fresh_onset_window_s=0.5)
+        short = ProtocolSettings(turn_gap_s=0.3, tail_s=0.3, endpoint_silence_s=0.5, fresh_onset_window_s=0.5,
+                                 duty_as_text=True)
         refused, ok = run_conversations(model, convs, short, VadSettings())
     assert refused.status == "error" and "HTTP 429 (rate limited)" in refused.reason
     assert "admission paused 1.5 s" in refused.reason

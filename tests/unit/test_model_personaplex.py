@@ -43,7 +43,8 @@ def tokenizer(tmp_path_factory) -> Path:
 
 
 def _model(snapshot: Path, **params) -> PersonaPlexModel:
-    m = build_model("personaplex", {"weights_path": str(snapshot), "revision": "abc123", **params})
+    # no preset: the text prompt is the duty text alone (the preset: tests/unit/test_protocol_prompts.py)
+    m = build_model("personaplex", {"weights_path": str(snapshot), "revision": "abc123", "text_prompt": "", **params})
     m.load("cpu")
     return m
 
@@ -54,7 +55,7 @@ def _conv(sid: str, seed: int, duty: str = DUTY) -> ConversationInput:
 
 def _run(model, convs):
     protocol = ProtocolSettings(tail_s=0.5, room_tone="zeros", endpoint_silence_s=0.3, response_cap_s=0.5,
-                                fresh_onset_window_s=0.5, n4_answer_window_s=0.5)
+                                fresh_onset_window_s=0.5, n4_answer_window_s=0.5, duty_as_text=True)
     return run_conversations(model, convs, protocol, VadSettings())
 
 

@@ -20,7 +20,7 @@ from tests.fixtures.tiny.voila import VOICE, upstream
 from tests.fixtures.tiny.voila import model as _model
 
 SR = 24_000
-PROTOCOL = ProtocolSettings(turn_gap_s=0.2, fresh_onset_window_s=1.0, tail_s=0.5)
+PROTOCOL = ProtocolSettings(turn_gap_s=0.2, fresh_onset_window_s=1.0, tail_s=0.5, duty_as_text=True)
 SYSTEM = "<SYSTEM><stream_chat><chat_audio_output><au_chat_ref_start><au_chat_ref><au_chat_ref_end>"
 
 
@@ -145,8 +145,8 @@ def test_row_errors_name_the_context_limit_and_non_finite_logits(standin, tmp_pa
 
 
 def test_duty_text_only_where_configured_and_bad_settings_fail_clearly(standin, tmp_path, scene):
-    m = _model(tmp_path, system_text=False, voice=None)
-    m.open(0, _stream_context(scene))
+    m = _model(tmp_path, voice=None)
+    m.open(0, _stream_context(scene))  # no duty text (protocol.duty_as_text off): upstream's empty instruction
     rows = m.llm.caches[0].rows
     assert rows[:, 0].tolist() == m.tokenizer.encode(SYSTEM + "</SYSTEM><|HUMAN|>", add_special_tokens=False)
     assert m.llm.refs == []
@@ -161,4 +161,4 @@ def test_duty_text_only_where_configured_and_bad_settings_fail_clearly(standin, 
 def _stream_context(scene: Scene):
     from harness.models.base import StreamContext
 
-    return StreamContext(scene.scene_id, 0, "Answer only when addressed.", scene)
+    return StreamContext(scene.scene_id, 0, "", scene)

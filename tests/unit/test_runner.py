@@ -422,7 +422,8 @@ def test_only_a_model_that_declares_reads_schedule_sees_the_script_and_vocabular
         assert res.status == "ok", res.reason
         (told[caps],) = m.opened
     plain, listening, cheating = told.values()
-    assert (plain.conversation_id, plain.seed, plain.duty_text) == ("s0-explicit", 3, "Answer when addressed.")
+    # no text_prompt: no duty text either (tests/unit/test_protocol_prompts.py); the vocabulary still has it
+    assert (plain.conversation_id, plain.seed, plain.duty_text) == ("s0-explicit", 3, "")
     assert plain.scene is None and plain.vocabulary == ()  # no capability: neither script nor room text
     assert listening.scene is None
     assert listening.vocabulary == (*[t.text for t in turns], "Answer when addressed.")
