@@ -27,6 +27,45 @@ class ConfigError(ValueError):
 
 
 MODEL_ROLES = ("evaluated", "baseline", "reference")  # model.<name>.role (harness.metrics.analyses)
+ESTIMATE_BASES = ("measured", "estimated")  # model.<name>.estimate.basis
+
+
+@dataclass(frozen=True)
+class CostEstimate:
+    """What a model's inference costs per hour of audio streamed through it (``model.<name>.estimate``),
+    from which a job projects a run's cost before its first shard (:mod:`harness.runtime.projection`;
+    docs/models.md, "Cost"). It changes no output, so it enters no stage hash.
+
+    Attributes:
+        device_hours_per_audio_hour: device-hours the budget books (an actor's wall time x its
+            ``num_gpus``, a CPU actor one device: :func:`harness.runtime.shard.device_hours`) per hour
+            of streamed audio (a shard marker's ``audio_s``: the preamble, the turns and every wait).
+        basis: ``measured`` (a run timed it; ``source`` names the command and machine) or ``estimated``.
+        source: where the figure comes from: the command, machine and date, or the reasoning.
+        batch_size: the rows the figure holds for (None: any); a run stepping another number is
+            projected with it all the same, labelled estimated and saying so.
+        api_tokens_per_audio_s: a hosted model's expected usage per second of streamed audio, by the
+            price table's token kinds (``input_audio``, ``output_audio``, ...); empty: unknown.
+    """
+
+    device_hours_per_audio_hour: float
+    basis: str
+    source: str
+    batch_size: int | None = None
+    api_tokens_per_audio_s: dict[str, float] = field(default_factory=dict)
+
+    def __post_init__(self) -> None:
+        require_positive(self, "device_hours_per_audio_hour")
+        if self.basis not in ESTIMATE_BASES:
+            raise ValueError(f"basis {self.basis!r} is not one of: {', '.join(ESTIMATE_BASES)}")
+        if not isinstance(self.source, str) or not self.source.strip():
+            raise ValueError("source must say where the figure comes from")
+        if self.batch_size is not None:
+            require_integer(self, "batch_size")
+            require_positive(self, "batch_size")
+        for kind, rate in dict(self.api_tokens_per_audio_s or {}).items():
+            if isinstance(rate, bool) or not isinstance(rate, int | float) or rate < 0:
+                raise ValueError(f"api_tokens_per_audio_s.{kind} must be a number >= 0, got {rate!r}")
 
 
 @dataclass(frozen=True)
@@ -43,8 +82,12 @@ class ModelSettings:
     role: str = "evaluated"
     # this model's watchdog (None: infer.step_timeout_s), e.g. a model that generates a whole answer in one step
     step_timeout_s: float | None = None
+    # device-hours per hour of streamed audio, measured or estimated (None: unknown); the projection's only input
+    estimate: CostEstimate | None = None
 
     def __post_init__(self) -> None:
+        if isinstance(self.estimate, dict):  # as the config gives it
+            object.__setattr__(self, "estimate", _build(CostEstimate, self.estimate, "estimate"))
         check_id(self.name, "model name")
         require_positive(self, "batch_size")
         if self.step_timeout_s is not None:
@@ -129,8 +172,17 @@ class BudgetSettings:
     usd_per_gpu_hour: float = 0.0
     price_table: int | None = None
     allow_unpriced: bool = False
+    # what the cost projection printed before the first shard assumes (harness.runtime.projection;
+    # docs/cluster.md): a model's response to T lasts this long (then the endpoint's silence), and an
+    # LLM call that sets no output limit thinks this many tokens (Gemini bills thinking as output)
+    projected_answer_s: float = 10.0
+    projected_thinking_tokens: int = 500
 
     def __post_init__(self) -> None:
+        require_positive(self, "projected_answer_s")
+        require_integer(self, "projected_thinking_tokens")
+        if self.projected_thinking_tokens < 0:
+            raise ValueError("budget.projected_thinking_tokens must be >= 0")
         for name in ("gpu_hours", "usd"):
             v = getattr(self, name)
             if v is not None and v < 0:
