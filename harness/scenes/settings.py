@@ -5,7 +5,8 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from harness.checks import require_integer
-from harness.scenes.generator import check_profile, check_share
+from harness.scenes.generator import check_profile, check_share, generate_pairs
+from harness.scenes.schema import Scene, import_manifest, validate_scenes
 
 
 @dataclass(frozen=True)
@@ -24,3 +25,13 @@ class ScenesSettings:
             raise ValueError(f"n_pairs must be >= 1 (or give a manifest), got {self.n_pairs}")
         for name in ("four_party_share", "n4_share"):
             check_share(name, getattr(self, name))
+
+
+def make_scenes(s: ScenesSettings) -> tuple[list[Scene], dict[str, str]]:
+    """The valid scenes ``s`` names, in manifest order, and ``{scene_id: why}`` of the refused ones:
+    imported from ``s.manifest`` (the same line and pair rules as generated scenes, docs/formats.md)
+    or generated. The stage writes them; the cost projection counts them before it runs."""
+    if s.manifest:
+        with open(s.manifest, encoding="utf-8-sig") as fh:  # a byte-order mark, as editors save it
+            return import_manifest(fh)
+    return validate_scenes(generate_pairs(s.n_pairs, s.seed, s.four_party_share, s.n4_share, s.profile), strict=True)

@@ -12,8 +12,8 @@ from harness.products.scenes import INVALID, SceneSet
 from harness.runtime.config import RunConfig
 from harness.runtime.driver import Output, Stage, StageCannotRun, Unit, write_objects
 from harness.runtime.plan import GENERATOR_VERSION, RunPlan
-from harness.scenes.generator import corpus_stats, generate_pairs
-from harness.scenes.schema import import_manifest, validate_scenes
+from harness.scenes.generator import corpus_stats
+from harness.scenes.settings import make_scenes
 from harness.store.base import ObjectStore
 
 log = logging.getLogger("duplex_mpe")
@@ -29,13 +29,7 @@ class ScenesStage(Stage):
         return [Unit(self.name, plan.scenes)]
 
     def compute(self, store: ObjectStore, plan: RunPlan, todo: list[Unit]):
-        s = self.cfg.scenes
-        if s.manifest:  # the same line and pair rules as generated scenes (docs/formats.md)
-            with open(s.manifest, encoding="utf-8-sig") as fh:  # a byte-order mark, as editors save it
-                scenes, invalid = import_manifest(fh)
-        else:
-            scenes, invalid = validate_scenes(generate_pairs(s.n_pairs, s.seed, s.four_party_share, s.n4_share,
-                                                             s.profile), strict=True)
+        scenes, invalid = make_scenes(self.cfg.scenes)
         if not scenes:  # nothing to run is not a success: the reasons are kept, the stage is not complete
             write_objects(store, plan.layout, plan.scenes, {INVALID: invalid})
             raise StageCannotRun(f"scenes: no valid scene ({len(invalid)} invalid): every scene was refused; the "
