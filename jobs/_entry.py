@@ -154,7 +154,8 @@ def check_ready(run: RunConfig, store: ObjectStore, stages: Sequence[str]) -> Ru
     :mod:`harness.runtime.preflight`); else return ``run`` with those files' digests pinned
     (:attr:`RunConfig.inputs`, read now, once): the driver and every Ray worker then build the same
     plan from the config alone, and a worker never needs the files (a cluster's workers do not
-    have the head's manifest) nor sees an edit made while the run goes on."""
+    have the head's manifest) nor sees an edit made while the run goes on. A job that runs the
+    reference, infer or score logs the run's projected cost first (:func:`log_projection`)."""
     from harness.cue.plan import CuePlan
     from harness.runtime.plan import RunPlan
     from harness.runtime.preflight import PreflightError, preflight
@@ -164,8 +165,26 @@ def check_ready(run: RunConfig, store: ObjectStore, stages: Sequence[str]) -> Ru
     except PreflightError as e:
         fail(str(e))
     unpinned = dataclasses.replace(run, inputs={})  # run.json's digests are the first invocation's
-    return dataclasses.replace(run, inputs={**RunPlan.from_config(unpinned).inputs,
-                                            **CuePlan.from_config(unpinned).inputs})
+    pinned = dataclasses.replace(run, inputs={**RunPlan.from_config(unpinned).inputs,
+                                              **CuePlan.from_config(unpinned).inputs})
+    if {"reference", "infer", "score"} & set(stages):
+        log_projection(pinned, store)
+    return pinned
+
+
+def log_projection(run: RunConfig, store: ObjectStore) -> None:
+    """Log what the run is projected to cost before anything is spent (:mod:`harness.runtime.projection`):
+    a warning when the projection passes the budget, which is not refused (the budget stops infer at
+    its limit, keeping completed shards)."""
+    from harness.runtime.projection import project, projection_lines
+
+    b = run.budget
+    projection = project(run, store)
+    over = projection.over_budget(b.gpu_hours, b.usd)
+    logging.getLogger("duplex_mpe").log(
+        logging.WARNING if over else logging.INFO, "run %s: projected cost, before its first shard (estimates: "
+        "docs/models.md, \"Cost\"; `make status` shows it beside the measured rate):\n%s", run.run_id,
+        "\n".join(projection_lines(projection, b.gpu_hours, b.usd)))
 
 
 #: what an invocation on an existing run may change (docs/configuration.md, "Jobs on an existing
@@ -175,7 +194,7 @@ SPEED_ONLY = ("infer.actors_per_model", "infer.torch_threads", "infer.allow_cpu_
               "infer.step_timeout_s", "infer.first_step_timeout_s",  # the watchdog: a rerun may need more time
               "vad.batch", "protocol.detector.batch", "score.batch", "score.num_cpus", "score.num_gpus", "score.actors",
               "reference.workers")
-SPEED_ONLY_PER_MODEL = ("batch_size", "num_gpus", "num_cpus", "image")
+SPEED_ONLY_PER_MODEL = ("batch_size", "num_gpus", "num_cpus", "image", "estimate")  # estimate: the cost projection's
 FIXED_BY_THE_RUN = ("scenes.", "infer.shard_size")  # the scene set and the frozen shard plan
 
 
@@ -185,7 +204,7 @@ def where_or_speed(key: str) -> bool:
 
     parts = key.split(".")
     return (parts[0] in WHERE_IT_RUNS or key in SPEED_ONLY
-            or (parts[0] == "model" and len(parts) == 3 and parts[2] in SPEED_ONLY_PER_MODEL))
+            or (parts[0] == "model" and len(parts) >= 3 and parts[2] in SPEED_ONLY_PER_MODEL))
 
 
 def new_stage_version(key: str) -> bool:

@@ -1,9 +1,11 @@
 """What a run has done so far: every stage's marker and, per model, infer shards complete /
 failed (with reasons) / missing, failed attempts and conversation errors (counted separately),
-device-hours spent and the projected cost to finish, each hosted model's API cost (its raw usage
-from the shard markers and failure records, priced with ``budget.price_table``: tokens in and
-out, or unpriced), and, once reduce ran, every model whose
-output is suspect (no speech anywhere, or a peak below ``metrics.suspect_peak_dbfs``).
+device-hours spent and the projected cost to finish (at the measured rate), each hosted model's
+API cost (its raw usage from the shard markers and failure records, priced with
+``budget.price_table``: tokens in and out, or unpriced), the whole run's projected cost from each
+model's figure, before any shard too (:mod:`harness.runtime.projection`: device-hours, dollars, the
+LLM judge's and reference's calls, a projection over the budget said so), and, once reduce ran,
+every model whose output is suspect (no speech anywhere, or a peak below ``metrics.suspect_peak_dbfs``).
 
 It reads the store only and changes nothing (``make status RUN=...``).
 """
@@ -15,6 +17,7 @@ from harness.products.infer import ModelLedger, read_ledger
 from harness.review.results import RESULTS_FILE
 from harness.runtime.config import RunConfig
 from harness.runtime.plan import RunPlan
+from harness.runtime.projection import measured_factor, project, projection_lines
 from harness.store.base import ObjectStore, get_json
 
 
@@ -34,7 +37,8 @@ def _infer_line(led: ModelLedger, cfg: RunConfig) -> list[str]:
              f"{missing} missing; {attempts} failed attempts; {led.conversation_errors} conversation errors; "
              f"spent {_money(led.spent_hours, cfg)}"
              + ("" if not led.missing else
-                f"; to finish ~{_money(projected, cfg)}" if projected is not None else "; to finish: no rate yet")]
+                f"; to finish ~{_money(projected, cfg)}" if projected is not None
+                else "; to finish: no measured rate yet (projected below)")]
     lines += [f"            {led.model:10}   {shard} failed: {reason}" for shard, reason in sorted(failed.items())]
     return lines
 
@@ -92,5 +96,8 @@ def run_status(cfg: RunConfig, store: ObjectStore) -> str:
         if spent > min(caps):  # docs/cluster.md: the largest possible overshoot
             total += (f" (overshoot {spent - min(caps):.4f} device-h: shards in flight when the budget was "
                       "reached ran to the end)")
+    # before any shard (and beside the measured rate after): the projection from each model's figure
+    lines += projection_lines(project(cfg, store), budget.gpu_hours, budget.usd,
+                              {led.model: measured_factor(led.markers) for led in ledgers})
     lines.append(total)
     return "\n".join(lines)
