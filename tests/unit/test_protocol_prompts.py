@@ -11,11 +11,10 @@ import dataclasses
 import sys
 from pathlib import Path
 
-import numpy as np
 import pytest
 from omegaconf import OmegaConf
 
-from harness.models.base import TEXT_PROMPT, VOCABULARY, DuplexModel, ModelInfo
+from harness.models.base import TEXT_PROMPT, VOCABULARY
 from harness.models.minicpm_o import DEFAULT_SYSTEM_PROMPT
 from harness.models.personaplex import ASSISTANT_PRESET
 from harness.products.infer import ModelFacts
@@ -28,6 +27,7 @@ from harness.runtime.runner import run_conversations
 from harness.runtime.shard import model_facts
 from harness.stages.reduce import context_overruns, model_prompts
 from harness.vad.silero import VadSettings
+from tests.fixtures.listener import Listener
 from tests.fixtures.runs import tiny_config
 from tests.fixtures.tiny import DUTY, PROTOCOL, noise_conversation
 
@@ -39,28 +39,11 @@ def _protocol(on: bool, base: ProtocolSettings = PROTOCOL) -> ProtocolSettings:
     return dataclasses.replace(base, duty_as_text=on)
 
 
-class _Recorder(DuplexModel):
-    """Says nothing; keeps the :class:`StreamContext` of every stream it opens."""
-
-    def __init__(self, capabilities: frozenset[str]):
-        self.info = ModelInfo("recorder", SR, SR, FRAME, FRAME, 1, capabilities)
-        self.opened: list = []
-
-    def load(self, device: str) -> None:
-        pass
-
-    def open(self, row: int, stream) -> None:
-        self.opened.append(stream)
-
-    def step(self, frames: np.ndarray) -> np.ndarray:
-        return np.zeros((frames.shape[0], FRAME), np.float32)
-
-
 @pytest.mark.parametrize("on", [False, True])
 def test_the_duty_text_reaches_only_text_prompt_models_and_only_when_the_protocol_says_so(on):
     told = {}
     for caps in (frozenset(), frozenset({TEXT_PROMPT}), frozenset({VOCABULARY})):
-        m = _Recorder(caps)
+        m = Listener(caps)
         (res,) = run_conversations(m, [noise_conversation("s0", 3)], _protocol(on), VadSettings())
         assert res.status == "ok", res.reason
         (told[caps],) = m.opened

@@ -25,6 +25,7 @@ from harness.runtime.runner import (
 )
 from harness.scenes.schema import Label, Scene, Target, Turn
 from harness.vad.silero import VadSettings
+from tests.fixtures.listener import Listener
 
 SR = 24_000
 FRAME = 1_920
@@ -390,23 +391,6 @@ def test_a_realtime_model_is_paced_admitted_when_it_says_so_and_metered(scene):
 
 # --- what a model is told when a stream opens: only what it declares (issue 20) -----------------
 
-class _Listener(DuplexModel):
-    """Says nothing; keeps every StreamContext it is opened with."""
-
-    def __init__(self, capabilities: frozenset[str] = frozenset()):
-        self.info = ModelInfo("listener", SR, SR, FRAME, FRAME, 2, capabilities)
-        self.opened: list = []
-
-    def load(self, device: str) -> None:
-        pass
-
-    def open(self, row: int, stream) -> None:
-        self.opened.append(stream)
-
-    def step(self, frames: np.ndarray) -> np.ndarray:
-        return np.zeros((frames.shape[0], FRAME), np.float32)
-
-
 def test_only_a_model_that_declares_reads_schedule_sees_the_script_and_vocabulary_never_has_the_answer():
     from harness.models.base import READS_SCHEDULE, VOCABULARY
 
@@ -417,7 +401,7 @@ def test_only_a_model_that_declares_reads_schedule_sees_the_script_and_vocabular
     conv = replace(_conv(secret, 3, clip_s=0.2), duty_text="Answer when addressed.")
     told = {}
     for caps in (frozenset(), frozenset({VOCABULARY}), frozenset({READS_SCHEDULE})):
-        m = _Listener(caps)
+        m = Listener(caps, rows=2)
         (res,) = run_conversations(m, [conv], ProtocolSettings(tail_s=0.2), VadSettings())
         assert res.status == "ok", res.reason
         (told[caps],) = m.opened
