@@ -1,8 +1,10 @@
 """The folders are the kinds of test, and mark them: everything under tests/e2e/ is ``slow`` (real
 Ray, servers, job processes, the browser), everything under tests/gpu/ ``gpu`` (CUDA only);
 tests/unit/ and tests/contract/ run in this process (``make test-fast``). Shared fixtures:
-espeak-ng speech (real TTS, made here, never downloaded) and the session's one completed tiny
-run, which the read-only end-to-end checks share (tests/fixtures/runs.py)."""
+espeak-ng speech (real TTS, made here, never downloaded), the S3 servers (moto per session and a
+bucket per test, tests/fixtures/s3.py; SeaweedFS likewise, tests/fixtures/seaweed.py; registered
+here once, so one server each serves the session) and the session's one completed tiny run,
+which the read-only end-to-end checks share (tests/fixtures/runs.py)."""
 
 from __future__ import annotations
 
@@ -13,6 +15,8 @@ from typing import TYPE_CHECKING
 import pytest
 
 from harness.audio.tts.espeak import EspeakTTS
+from tests.fixtures.s3 import moto_url_fixture, s3_fixture  # noqa: F401  (defined once: one server per session)
+from tests.fixtures.seaweed import seaweed_fixture, seaweed_s3_fixture  # noqa: F401
 
 if TYPE_CHECKING:
     from tests.fixtures.runs import CompletedRun

@@ -1,6 +1,6 @@
 """The Duplex Cue job end to end on a tiny generated corpus: the known-outcome baselines get
 their known distributions, a model without teacher forcing is reported not applicable, and a
-second invocation reuses everything."""
+second invocation reuses everything. Its help and the review kit's: tests/e2e/test_jobs_cli.py."""
 
 from __future__ import annotations
 
@@ -12,15 +12,6 @@ from tests.fixtures.jobs import job as run_job
 
 def cue_job(*args: str, job: str = "cue") -> subprocess.CompletedProcess:
     return run_job(job, *args, env={"NO_TORCH_COMPILE": "1"}, timeout=600)
-
-
-def test_help_names_the_stages_and_the_overrides():
-    out = cue_job("--help")
-    assert out.returncode == 0, out.stderr[-2000:]
-    assert "cue-corpus -> cue-infer" in out.stdout and "cue.manifest=" in out.stdout
-    out = cue_job("--help", job="review")
-    assert out.returncode == 0, out.stderr[-2000:]
-    assert "review.kind=cue review.action=export" in out.stdout and "make cue-review-export" in out.stdout
 
 
 def test_cue_job_on_a_tiny_corpus(tmp_path):

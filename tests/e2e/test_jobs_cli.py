@@ -18,13 +18,13 @@ from tests.fixtures.jobs import REPO, job, jobs_at_once
 from tests.fixtures.keys import ANTHROPIC_KEY_MISSING, KEYS
 from tests.fixtures.runs import BASELINES, FAULTY, objects, written
 
-HELPED = ("pipeline", "scenes", "synth", "infer", "vad", "score", "reduce", "status", "cue")
+HELPED = ("pipeline", "scenes", "synth", "infer", "vad", "score", "reduce", "status", "cue")  # on the run's config
 
 
 @pytest.fixture(scope="module")
 def helps() -> dict:
-    """``python -m jobs.<job> --help`` of every job, the processes started together."""
-    return jobs_at_once({name: (name, "--help") for name in HELPED}, timeout=120)
+    """``python -m jobs.<job> --help`` of every job and of the review kit, the processes started together."""
+    return jobs_at_once({name: (name, "--help") for name in (*HELPED, "review")}, timeout=120)
 
 
 @pytest.mark.parametrize("name", HELPED)
@@ -33,6 +33,13 @@ def test_every_job_entry_point_helps(helps, name):
     assert out.returncode == 0, out.stderr
     models = ", ".join(sorted(p.stem for p in (REPO / "conf" / "model").glob("*.yaml")))
     assert "Common overrides" in out.stdout and f"model: {models}" in out.stdout
+
+
+def test_the_cue_and_review_helps_name_their_stages_and_overrides(helps):
+    cue, review = helps["cue"], helps["review"]
+    assert "cue-corpus -> cue-infer" in cue.stdout and "cue.manifest=" in cue.stdout
+    assert review.returncode == 0, review.stderr[-2000:]
+    assert "review.kind=cue review.action=export" in review.stdout and "make cue-review-export" in review.stdout
 
 
 def test_a_config_error_exits_2_before_anything_runs(tmp_path):

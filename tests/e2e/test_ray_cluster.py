@@ -27,8 +27,7 @@ from pathlib import Path
 import pytest
 import yaml
 
-from tests.fixtures.s3 import moto_url_fixture, s3_fixture  # noqa: F401
-from tests.fixtures.seaweed import free_ports, seaweed_fixture, seaweed_s3_fixture  # noqa: F401
+from tests.fixtures.seaweed import free_ports
 
 REPO = Path(__file__).resolve().parents[2]
 RAY = str(Path(sys.executable).parent / "ray")

@@ -17,7 +17,7 @@ from harness.runtime.plan import RunPlan
 from harness.store.base import PROBE_KEY, get_json
 from harness.store.settings import StoreSettings, open_store
 from tests.fixtures.jobs import job  # the dummy AWS_* credentials come along
-from tests.fixtures.seaweed import SeaweedEndpoint, seaweed_fixture, seaweed_s3_fixture  # noqa: F401
+from tests.fixtures.seaweed import SeaweedEndpoint
 
 
 def test_probe_and_multipart_transfers_on_seaweedfs(seaweed_s3: SeaweedEndpoint):

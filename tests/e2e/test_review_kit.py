@@ -12,7 +12,7 @@ from harness.review.kit import ITEMS_FILE
 from harness.review.results import load_results
 from harness.runtime.manifest import write_run_manifest
 from harness.store.base import PROBE_KEY, LocalStore, get_json
-from tests.fixtures.jobs import job
+from tests.fixtures.jobs import job, jobs_at_once
 from tests.fixtures.reviews import write_csv
 from tests.fixtures.runs import BASELINES, TINY_SCENES, objects, tiny_config, written
 
@@ -22,13 +22,12 @@ def review(*overrides: str) -> subprocess.CompletedProcess:
 
 
 def test_export_before_the_run_exists_or_has_a_report_is_one_message(tmp_path):
-    root = tmp_path / "runs"
-    where = ["run_id=kit", f"store.root={root}"]
-    early = review(*where, "review.action=export")
-    assert early.returncode == 2 and "no run 'kit'" in early.stderr  # nothing stored yet: one message
-    write_run_manifest(tiny_config(root, "kit", BASELINES, scenes=TINY_SCENES), LocalStore(root))  # no stage has run
-    early = review(*where, "review.action=export")
-    assert early.returncode == 2 and "reduce has not completed" in early.stderr
+    empty, started = tmp_path / "empty", tmp_path / "started"
+    write_run_manifest(tiny_config(started, "kit", BASELINES, scenes=TINY_SCENES), LocalStore(started))  # no stage ran
+    out = jobs_at_once({root.name: ("review", "run_id=kit", f"store.root={root}", "review.action=export")
+                        for root in (empty, started)}, timeout=600)
+    assert out["empty"].returncode == 2 and "no run 'kit'" in out["empty"].stderr  # nothing stored yet: one message
+    assert out["started"].returncode == 2 and "reduce has not completed" in out["started"].stderr
 
 
 def test_export_and_import_on_a_real_tiny_run(completed_run, tmp_path):

@@ -106,23 +106,30 @@ def test_synth_pool(local_ray, tmp_path, monkeypatch):
         {k: v for k, v in undisturbed.items() if not k.startswith("batches/")}  # the clips, index and marker
 
 
-def test_vad_redetection_pool(local_ray, tmp_path, monkeypatch):
-    cfg, store, _, _ = babble_shard(tmp_path / "store", "vadpool")
+@pytest.fixture(scope="module")
+def shard(tmp_path_factory):
+    """One babble shard for the vad and score pools: each writes under prefixes of its own (a
+    re-detecting vad version; the default vad, and score)."""
+    root = tmp_path_factory.mktemp("pools") / "store"
+    return root, babble_shard(root, "pools")
+
+
+def test_vad_redetection_pool(local_ray, shard, tmp_path, monkeypatch):
+    root, (cfg, store, _, _) = shard
     cfg = _with(cfg, vad={"model": "silero-vad-jit-offline", "batch": 1})  # Silero again, one conversation a batch
     assert not vad.reuses_online_detector(cfg)
     prefix = RunPlan.from_config(cfg).vad["babble"]
     run_stage("vad", cfg, store)
-    undisturbed = _again(tmp_path / "store", prefix)
+    undisturbed = _again(root, prefix)
     flag = tmp_path / "killed"
     monkeypatch.setattr(vad, "OutputDetector", dies(vad.OutputDetector, "detect", flag))
     run_stage("vad", cfg, store)
     assert flag.exists()
-    assert _tree(tmp_path / "store", prefix) == undisturbed
+    assert _tree(root, prefix) == undisturbed
 
 
-def test_score_pool(local_ray, tmp_path, monkeypatch):
-    root = tmp_path / "store"
-    cfg, store, plan, _ = babble_shard(root, "scorepool")
+def test_score_pool(local_ray, shard, tmp_path, monkeypatch):
+    root, (cfg, store, plan, _) = shard
     run_stage("vad", cfg, store)
     cfg = _with(cfg, score={"actors": 0, "batch": 1})
     prefix = plan.score["babble"]

@@ -7,7 +7,7 @@ from __future__ import annotations
 import pytest
 
 from harness.store.settings import StoreSettings, open_store
-from tests.fixtures.seaweed import SeaweedEndpoint, seaweed_fixture, seaweed_s3_fixture  # noqa: F401
+from tests.fixtures.seaweed import SeaweedEndpoint
 from tests.fixtures.store_contract import StoreContract
 
 # Where SeaweedFS (4.48) differs from AWS S3 by design; docs/storage.md says what follows.

@@ -20,7 +20,7 @@ from harness.store.base import PROBE_KEY, InvalidKey, LocalStore, StoreError, ch
 from harness.store.layout import RunLayout, check_id, settings_hash
 from harness.store.s3 import S3Store
 from harness.store.settings import StoreSettings, open_store
-from tests.fixtures.s3 import S3Endpoint, aws_test_env, moto_url_fixture, s3_fixture  # noqa: F401
+from tests.fixtures.s3 import S3Endpoint, aws_test_env
 from tests.fixtures.store_contract import BAD_KEYS, StoreContract, exactly, starts
 
 CONF_S3 = Path(__file__).resolve().parents[2] / "conf" / "store" / "s3.yaml"

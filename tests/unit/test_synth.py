@@ -6,6 +6,7 @@ from __future__ import annotations
 import json
 import os
 import sys
+from collections.abc import Iterator
 from pathlib import Path
 from typing import ClassVar
 
@@ -115,12 +116,14 @@ def test_a_preamble_espeak_cannot_speak_stops_the_stage(tmp_path):
 
 
 @pytest.fixture
-def fake_qwen_tts(tmp_path_factory, monkeypatch) -> Path:
-    """The stand-in package's folder, importable here (and, through PYTHONPATH, in Ray workers)."""
+def fake_qwen_tts(tmp_path_factory, monkeypatch) -> Iterator[Path]:
+    """The stand-in package's folder, importable here while the test runs; the module it imported
+    leaves ``sys.modules`` with it (a later test would find the package "installed")."""
     pkg = write_qwen_tts(tmp_path_factory.mktemp("fake_pkg"))
     monkeypatch.syspath_prepend(str(pkg))
     monkeypatch.delitem(sys.modules, "qwen_tts", raising=False)
-    return pkg
+    yield pkg
+    sys.modules.pop("qwen_tts", None)
 
 
 def test_qwen3_through_the_stage(tmp_path, fake_qwen_tts):
