@@ -34,9 +34,9 @@ demo: setup  ## run the whole pipeline on the embedded default (RUN=demo)
 # Duplex Cue (docs/cue.md): the generated cue corpus through the known-outcome baselines and a tiny
 # teacher-forced Moshi on CPU (random weights); CUE_RUN names the run, ARGS adds overrides.
 CUE_RUN ?= cue-demo
-cue-demo: setup  ## Duplex Cue end to end: replay, yield_now, ignore and a tiny Moshi on CPU (CUE_RUN=..., ARGS=...)
+cue-demo: setup  ## Duplex Cue end to end: replay, yield_now, yield_on_cue, ignore and a tiny Moshi on CPU (CUE_RUN=..., ARGS=...)
 	RAY_AUTH_MODE=disabled NO_TORCH_COMPILE=1 $(PY) -m jobs.cue run_id=$(CUE_RUN) \
-	  'model=[replay,yield_now,ignore,moshi_tiny]' $(ARGS)
+	  'model=[replay,yield_now,yield_on_cue,ignore,moshi_tiny]' $(ARGS)
 
 # The scene corpus alone (docs/formats.md): generate, validate, count; prints the stats' path.
 N_PAIRS ?= 2000

@@ -2,12 +2,14 @@
 and what scoring costs. Prints figures, asserts nothing. Last line: one JSON object.
 
 The espeak-ng generator writes ``--items`` conversations whose right response is known by
-construction. Three hand-made "models" continue them (outputs written as cue-infer would):
+construction. The known-outcome baselines (``harness/models/cue_baselines.py``) continue them
+through the real runner (:func:`harness.cue.continuation.run_continuations`, in this process;
+outputs written as cue-infer writes them):
 
 * ``replay``: A's recorded channel (its labels must equal the reference's, item by item);
-* ``yield_now``: A's channel up to the switch point, then silence (all Yielded);
-* ``ignore``: A's channel up to the switch point, then A's own speech from the start of the
-  recording (unrelated to the cue: Continued).
+* ``yield_now``: silent from the switch point, before the cue: excluded (not active at the onset);
+* ``yield_on_cue``: talks on until it hears B's cue, silent 0.3 s later: eligible, all Yielded;
+* ``ignore``: talks on with unrelated speech (Continued).
 
 Then the real ``cue-score`` (pocketsphinx word times, offline Silero, ``--labeler``, default the
 rule stand-in) and ``cue-reduce`` stages run in a temporary store. Printed: the labeller's
@@ -27,8 +29,6 @@ import resource
 import tempfile
 import time
 
-import numpy as np
-
 
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
@@ -38,9 +38,11 @@ def main() -> None:
     args = ap.parse_args()
 
     from harness.audio.io import encode
+    from harness.cue.continuation import ContinuationInput, run_continuations
     from harness.cue.corpus import encode_recording, write_items, write_recordings
     from harness.cue.generate import generate_cue_corpus
     from harness.cue.plan import CuePlan
+    from harness.models.registry import build_model
     from harness.runtime.config import CueSettings, ModelSettings, RunConfig, ScoreSettings
     from harness.runtime.shard import ShardAttempt
     from harness.stages import run_stage
@@ -51,7 +53,7 @@ def main() -> None:
     corpus = generate_cue_corpus(args.items, args.seed)
     gen_s = time.perf_counter() - t
     tmp = tempfile.mkdtemp(prefix="cue-bench-")
-    names = ("replay", "yield_now", "ignore")
+    names = ("replay", "yield_now", "yield_on_cue", "ignore")
     cfg = RunConfig(run_id="cue-bench", models=tuple(ModelSettings(n, n) for n in names),
                     cue=CueSettings(n_items=args.items, seed=args.seed, labeler=args.labeler),
                     store=StoreSettings(root=tmp), score=ScoreSettings(actors=0))  # in this process: CPU-s count
@@ -66,31 +68,21 @@ def main() -> None:
         store.put(lay.file(plan.corpus, f"audio/{rid}.flac"), encode_recording(x, sr))
     put_json(store, lay.marker(plan.corpus), {})
 
-    def output(model: str, a: np.ndarray, start: float, switch: float, end: float) -> np.ndarray:
-        i0, i1, k = round(start * sr), round(end * sr), round((switch - start) * sr)
-        out = np.zeros(i1 - i0, np.float32)
-        seg = a[i0:i1]
-        out[: len(seg)] = seg
-        if model == "yield_now":
-            out[k:] = 0
-        elif model == "ignore":
-            tail = a[: len(out) - k]
-            out[k:] = 0
-            out[k: k + len(tail)] = tail
-        return out
-
     for model in names:
+        m = build_model(model)
+        m.load("cpu")
+        results = run_continuations(m, [ContinuationInput(it, corpus.audio[it.recording_id],
+                                                           cfg.conversation_seed(it.item_id)) for it in corpus.items],
+                                    sr, lead_s=cfg.cue.switch_lead_s, context_s=cfg.cue.context_s,
+                                    window_s=cfg.cue.window_s, rows=len(corpus.items))
         prefix = plan.infer[model]
         put_json(store, lay.file(prefix, "plan.json"), {"s0": [it.item_id for it in corpus.items]})
         att = ShardAttempt(store, lay, lay.shard(prefix, "s0"))
-        for it in corpus.items:
-            switch = it.switch_s(cfg.cue.switch_lead_s)
-            start, end = max(0.0, switch - cfg.cue.context_s), switch + cfg.cue.window_s
-            att.put(it.item_id, "flac", encode(output(model, corpus.audio[it.recording_id][0], start, switch, end), sr))
-            att.put(it.item_id, "json", json.dumps({"item_id": it.item_id, "status": "ok", "start_s": start,
-                                                    "switch_s": switch, "end_s": end}).encode())
-        att.commit({"shard": "s0", "model": model, "ok": len(corpus.items), "error": 0, "conversations": {
-            it.item_id: {"status": "ok", "reason": "", "objects": att.objects[it.item_id]} for it in corpus.items}})
+        for r in results:
+            att.put(r.item_id, "flac", encode(r.output, sr))
+            att.put(r.item_id, "json", json.dumps(r.record(sr)).encode())
+        att.commit({"shard": "s0", "model": model, "ok": len(results), "error": 0, "conversations": {
+            r.item_id: {"status": r.status, "reason": r.reason, "objects": att.objects[r.item_id]} for r in results}})
 
     t, cpu = time.perf_counter(), resource.getrusage(resource.RUSAGE_SELF).ru_utime
     run_stage("cue-score", cfg, store)
@@ -114,7 +106,7 @@ def main() -> None:
         e = metrics["models"][m]
         d = e["intents"]["all"]["model"]
         same = sum(r["model_label"] == r["reference_label"] for r in rows[m] if r["eligible"])
-        print(f"{m:9s}: eligible {e['funnel']['eligible']}/{e['funnel']['items']} "
+        print(f"{m:12s}: eligible {e['funnel']['eligible']}/{e['funnel']['items']} "
               f"(excluded {', '.join(f'{k} {v}' for k, v in e['funnel']['excluded'].items() if v) or 'none'}); "
               f"model {d['counts']}; same label as the reference on {same}")
         out[m] = {"eligible": e["funnel"]["eligible"], "counts": d["counts"], "same_as_reference": same}

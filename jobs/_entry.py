@@ -192,6 +192,7 @@ def log_projection(run: RunConfig, store: ObjectStore) -> None:
 #: version of a stage (vad.*, judge.*, protocol.*, ...), except the run's scenes.
 SPEED_ONLY = ("infer.actors_per_model", "infer.torch_threads", "infer.allow_cpu_for_gpu_actors",
               "infer.step_timeout_s", "infer.first_step_timeout_s",  # the watchdog: a rerun may need more time
+              "infer.clip_cache_mib",
               "vad.batch", "protocol.detector.batch", "score.batch", "score.num_cpus", "score.num_gpus", "score.actors",
               "reference.workers")
 SPEED_ONLY_PER_MODEL = ("batch_size", "num_gpus", "num_cpus", "image", "estimate")  # estimate: the cost projection's

@@ -10,7 +10,10 @@ lies before the switch point, forces the row's output to A's channel (resampled 
 output rate) through :meth:`~harness.models.base.DuplexModel.step_forced`; from the switch
 point on the row generates freely (``mask`` False) while B's recording keeps playing on its
 own timeline. The model's output is resampled to the timeline, quantised to the stored 16-bit
-grid and collected from ``start`` to ``end``.
+grid and collected from ``start`` to ``end``. A model whose step ``n`` returns the frame it
+wrote at step ``n - k`` (``ModelInfo.output_lag_steps = k``; PersonaPlex: 1) has its first
+``k`` frames dropped and runs ``k`` steps longer, so the stored window ``[switch, end)`` holds
+exactly the frames the model itself wrote for that span (not A's last forced frame).
 
 The switch point on the step grid (:func:`item_span`): the step grid is anchored at the switch
 point, so the switch is always a step boundary: forcing stops exactly there (no forced audio
@@ -185,6 +188,9 @@ def run_continuations(model: DuplexModel, inputs: Sequence[ContinuationInput], s
     info = model.info
     if TEACHER_FORCING not in info.capabilities:
         raise ValueError(f"model {info.name} does not declare {TEACHER_FORCING!r}: Duplex Cue cannot force it")
+    steps_late = info.output_lag_steps
+    if isinstance(steps_late, bool) or not isinstance(steps_late, int) or steps_late < 0:
+        raise ValueError(f"model {info.name}: output_lag_steps must be an int >= 0, got {steps_late!r}")
     if not inputs:
         return []
     sr = sample_rate
@@ -204,7 +210,9 @@ def run_continuations(model: DuplexModel, inputs: Sequence[ContinuationInput], s
     rs_out: StreamResampler
     skip = clock = 0
     fresh_state()
-    lag = rs_out.delay
+    # a row's output lags its stream by the output resampler's delay and the model's own lag (whole steps):
+    # both are dropped from the front and streamed on at the end (B's channel zero-padded past the recording)
+    lag = rs_out.delay + steps_late * frame
     period = refill_period(frame, sr, info.output_rate, [
         (sr, rs_in.block_in), (sr, rs_forced.block_in), (info.output_rate, rs_out.block_in)])
 
@@ -232,7 +240,8 @@ def run_continuations(model: DuplexModel, inputs: Sequence[ContinuationInput], s
             rs_in.reset([b])
             rs_forced.reset([b])
             rs_out.reset([b])
-            slots[b] = _CueStream(i, inp, span, times, drop=lag if clock else 0, opened=time.perf_counter())
+            slots[b] = _CueStream(i, inp, span, times, drop=lag if clock else lag - rs_out.delay,
+                                  opened=time.perf_counter())
             cheat = {"item": item, "reference": audio[0, span.start:span.end].copy()} if reads_schedule else {}
             rb.call("open", f"open of {item.item_id} in row {b}", model.open, b,
                     CueStreamContext(item.item_id, inp.seed, "", None, **cheat))

@@ -26,9 +26,13 @@ from harness.store.layout import RunLayout, settings_hash
 MANIFEST = "a JSONL cue manifest of recordings and cue items: docs/formats.md, \"Duplex Cue corpus\""
 
 CORPUS_VERSION = "cue-corpus-v1"  # bump when the generator or ingest changes its output for the same settings
-CUE_INFER_VERSION = "cue-infer-v1"  # bump when the continuation stage's outputs change for the same settings
-CUE_SCORE_VERSION = "cue-score-v2"  # bump when transcription / labelling code changes (v2: no cached unscoreable label)
-CUE_REDUCE_VERSION = "cue-reduce-v1"  # bump when the statistics or report change
+# bump when the continuation stage's outputs change for the same settings (v2: a model's output lag is dropped)
+CUE_INFER_VERSION = "cue-infer-v2"
+# bump when transcription / labelling code changes (v2: no cached unscoreable label; v3: "active at the cue onset"
+# is the speaker's own speech at the onset, the model's window transcribed without A's recorded continuation)
+CUE_SCORE_VERSION = "cue-score-v3"
+# bump when the statistics or report change (v2: recordings resampled, the paired 3 x 3 table and Stuart-Maxwell)
+CUE_REDUCE_VERSION = "cue-reduce-v2"
 
 
 @dataclass(frozen=True)
@@ -68,9 +72,10 @@ class CuePlan:
             score[m.name] = lay.stage("cue-score", settings_hash({
                 "transcriber": c.transcriber, "asr": cfg.asr.params if c.transcriber == cfg.asr.kind else {},
                 "labeler": c.labeler, "labeler_params": c.labeler_params, "review_context_s": c.review_context_s,
+                "vad_release_s": c.vad_release_s,
                 "version": CUE_SCORE_VERSION, **_labeler_prompt(cfg, inputs)}, h_inf), m.name)
         h_reduce = settings_hash({"score": sorted(score.items()), "bootstrap": c.bootstrap,
-                                  "version": CUE_REDUCE_VERSION}, h_corpus)
+                                  "bootstrap_unit": c.bootstrap_unit, "version": CUE_REDUCE_VERSION}, h_corpus)
         return cls(lay, lay.stage("cue-corpus", h_corpus), infer, score, lay.stage("cue-reduce", h_reduce), inputs)
 
 

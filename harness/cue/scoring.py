@@ -58,7 +58,8 @@ STOPWORDS = frozenset({
     "here", "i", "you", "he", "she", "we", "they", "me", "him", "her", "us", "them", "my", "your", "his", "our",
     "their", "do", "did", "does", "have", "has", "had", "not", "what", "who", "when", "where", "how", "why", "can",
     "could", "would", "will", "just", "then", "than", "very", "up", "down", "out", "over", "all", "some", "any"})
-VAD_FRAME_S = 512 / 16_000  # one Silero window (harness.vad.silero): the resolution of speech segments
+#: How long a Silero speech segment may run on after the speech stops (``cue.vad_release_s``).
+VAD_RELEASE_S = 0.08
 #: Generic phrases added to every transcription vocabulary (pocketsphinx LM / Qwen3 context).
 ACK_SENTENCES = ("Oh right.", "Yes, exactly.", "Sorry, I mean.", "Okay.", "Oh, thanks.", "Sure.", "Anyway.",
                  "Oh no.", "Yeah, right.", "Mm hmm.", "Uh huh.")
@@ -321,11 +322,17 @@ class WordTranscriber:
                      for w, a, b in out["words"])
 
 
-def vocabulary(recording: Recording, item: CueItem) -> list[str]:
-    """The ASR vocabulary of an item: what A and B say in the recording (their words, when the
-    corpus has them), B's cue, and :data:`ACK_SENTENCES`."""
-    return [" ".join(w.text for w in recording.a_words), " ".join(w.text for w in recording.b_words),
-            " ".join(w.text for w in item.cue_words), *ACK_SENTENCES]
+def vocabulary(recording: Recording, item: CueItem, switch_s: float) -> list[str]:
+    """The ASR vocabulary (pocketsphinx's language model, Qwen3-ASR's context) of an item's
+    window, the same for both conditions (docs/cue.md, "Scoring"): A's words that begin before
+    ``switch_s`` (what the model was forced to say), B's words (what it hears), B's cue and
+    :data:`ACK_SENTENCES`. Never A's recorded words after the switch point: they are the
+    reference response, and in the vocabulary they would pull the model's transcript towards
+    it (and make the reference's transcript better than the model's, biasing the paired
+    comparison)."""
+    before = " ".join(w.text for w in recording.a_words if w.start_s < switch_s)
+    return [before, " ".join(w.text for w in recording.b_words), " ".join(w.text for w in item.cue_words),
+            *ACK_SENTENCES]
 
 
 # ------------------------------------------------------------------------------- analysis
@@ -349,32 +356,37 @@ def segments_s(segments: Any, origin_s: float, sample_rate: int) -> tuple[tuple[
                  for a, b in np.asarray(segments, dtype=np.int64).reshape(-1, 2))
 
 
-def active_at(speech: Sequence[tuple[float, float]], switch_s: float, onset_s: float,
-              resolution_s: float = VAD_FRAME_S) -> bool:
-    """"Active at the cue onset" (docs/cue.md, "Eligibility"): a speech segment ``[a, b)``
-    reaches into ``[switch_s - resolution_s, onset_s]``, the lead before the onset widened by
-    one VAD frame. At the switch point the model's output is still A's teacher-forced speech,
-    so a model that stops right there (hands the floor over at once) held the floor when the
-    cue came; its last speech segment ends on the frame boundary at or just before the switch
-    point, hence the one frame. A speaker silent over the whole lead did not hold the floor."""
-    return any(a <= onset_s and b >= switch_s - resolution_s for a, b in speech)
+def active_at(speech: Sequence[tuple[float, float]], onset_s: float, release_s: float = VAD_RELEASE_S) -> bool:
+    """"Active at the cue onset" (paper: A is active at the cue onset in both conditions;
+    docs/cue.md, "Eligibility"): a speech segment ``[a, b)`` (seconds) holds the onset even
+    after its last ``release_s`` is taken off, ``a <= onset_s < b - release_s``.
+
+    Silero's segments run on up to about 80 ms (``cue.vad_release_s``) after speech stops, so a
+    segment that ends less than ``release_s`` after the onset may be the release tail of speech
+    that stopped before it: a model that falls silent at the switch point (80 ms before the
+    onset), before it has heard any of the cue, is not active. The model's output is A's forced
+    audio only up to the switch point, so what holds the onset is its own free output; the same
+    rule applies to A's recording. ``release_s >= 0``."""
+    return any(a <= onset_s < b - release_s for a, b in speech)
 
 
 def analyse_response(condition: str, audio: np.ndarray, origin_s: float, speech: Sequence[tuple[float, float]],
                      item: CueItem, switch_s: float, end_s: float, sample_rate: int,
-                     transcriber: WordTranscriber, vocab: Sequence[str]) -> Response:
+                     transcriber: WordTranscriber, vocab: Sequence[str], release_s: float = VAD_RELEASE_S) -> Response:
     """One condition's :class:`Response`.
 
     Args:
         condition: ``"model"`` or ``"reference"``.
         audio: mono ``float32[n]`` at ``sample_rate``, starting at ``origin_s`` on the recording timeline.
         speech: its VAD segments in recording-timeline seconds (:func:`segments_s`).
-        item: the cue; ``switch_s``/``end_s`` the window, transcribed by ``transcriber`` unless
-            the VAD found no speech in it (then it has no words and costs no ASR call).
+        item: the cue; ``switch_s``/``end_s`` the window, transcribed by ``transcriber`` with
+            ``vocab`` (:func:`vocabulary`) unless the VAD found no speech in it (then it has no
+            words and costs no ASR call).
+        release_s: the VAD's release allowance of :func:`active_at` (``cue.vad_release_s``).
     """
     silent = not any(a < end_s and b > switch_s for a, b in speech)  # nothing to transcribe: no ASR call
     words = () if silent else transcriber.words(span(audio, switch_s, end_s, sample_rate, origin_s), switch_s, vocab)
-    return Response(condition, words, tuple(speech), active_at(speech, switch_s, item.cue_onset_s))
+    return Response(condition, words, tuple(speech), active_at(speech, item.cue_onset_s, release_s))
 
 
 def cue_view(item: CueItem, recording: Recording, switch_s: float, end_s: float, context_s: float,
@@ -449,7 +461,7 @@ def label_pair(labeler: Labeler, view: CueView, model: Response,
     return labeler.label(view, model), labeler.label(view, reference)
 
 
-__all__ = ["ACK_TOKENS", "EXCLUSIONS", "LLM_KINDS", "PROMPT", "RULE_LABELER", "STOPWORDS", "CueView",
-           "LLMLabeler", "Labeler", "Labelled", "Response", "RuleLabeler", "WordTranscriber", "active_at",
-           "analyse_response", "build_labeler", "cue_view", "exclusion", "item_row", "label_pair", "segments_s",
-           "span", "vocabulary"]
+__all__ = ["ACK_SENTENCES", "ACK_TOKENS", "EXCLUSIONS", "LLM_KINDS", "PROMPT", "RULE_LABELER",
+           "STOPWORDS", "VAD_RELEASE_S", "CueView", "LLMLabeler", "Labeler", "Labelled", "Response", "RuleLabeler",
+           "WordTranscriber", "active_at", "analyse_response", "build_labeler", "cue_view", "exclusion", "item_row",
+           "label_pair", "segments_s", "span", "vocabulary"]

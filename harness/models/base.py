@@ -48,6 +48,12 @@ class ModelInfo:
             preamble's); a longer conversation is flagged in the report, since the model no longer
             attends to its start. None: no such window (the model keeps everything, or fails the
             conversation at a hard limit, which is then that conversation's error).
+        output_lag_steps: whole steps by which the model's output lags what it wrote: step ``n``
+            returns the frame written at step ``n - output_lag_steps`` (PersonaPlex: 1, upstream
+            returns the agent's frame one step after writing it). Duplex Cue's runner drops that
+            many leading frames of a stream and runs that many steps longer
+            (:func:`harness.cue.continuation.run_continuations`), so its stored output is on the
+            recording timeline. ``int >= 0``.
     """
 
     name: str
@@ -61,6 +67,7 @@ class ModelInfo:
     preset_text: str = ""
     voice_prompt: str | None = None
     context_s: float | None = None
+    output_lag_steps: int = 0
 
     @property
     def frame_s(self) -> float:

@@ -152,7 +152,8 @@ class PersonaPlexModel(DuplexModel):
         self.info = ModelInfo("personaplex", RATE, RATE, FRAME, FRAME, max_batch=1,
                               capabilities=frozenset({TEXT_PROMPT, AUDIO_PROMPT, TEACHER_FORCING}),
                               weights=f"{weights} {self._settings}", preset_text=self.text_prompt,
-                              voice_prompt=voice_prompt, context_s=LM_CONTEXT_STEPS * FRAME / RATE)
+                              voice_prompt=voice_prompt, context_s=LM_CONTEXT_STEPS * FRAME / RATE,
+                              output_lag_steps=1)  # step n returns the agent frame written at n - 1
         self._queue = OutputQueue(1, FRAME)
 
     # ------------------------------------------------------------------ loading

@@ -9,6 +9,7 @@ the clips the engine refused.
 
 from __future__ import annotations
 
+from collections import OrderedDict
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -75,17 +76,31 @@ class Timeline:
 
 
 class ClipReader:
-    """Decoded clips of one synth prefix, each read once (``float32[n]`` at ``sample_rate``).
+    """Decoded clips of one synth prefix (``float32[n]`` at ``sample_rate``), cached.
+
+    ``max_bytes``: the cache keeps the most recently used clips up to this many bytes of decoded
+    audio (a clip larger than the bound alone is returned uncached), so a long-lived reader (an
+    infer actor over many shards) stays bounded; None keeps every clip (each read once).
 
     Raises :class:`~harness.audio.io.AudioError` for a clip that does not decode at that rate
     and FileNotFoundError for a missing one."""
 
-    def __init__(self, store: ObjectStore, layout: RunLayout, prefix: str, sample_rate: int):
+    def __init__(self, store: ObjectStore, layout: RunLayout, prefix: str, sample_rate: int,
+                 max_bytes: int | None = None):
         self.store, self.layout, self.prefix, self.sample_rate = store, layout, prefix, sample_rate
-        self._cache: dict[str, np.ndarray] = {}
+        self.max_bytes = max_bytes
+        self._cache: OrderedDict[str, np.ndarray] = OrderedDict()
+        self.nbytes = 0  # decoded bytes cached now
 
     def __call__(self, clip_id: str) -> np.ndarray:
-        if clip_id not in self._cache:
-            data = self.store.get(self.layout.clip(self.prefix, clip_id))
-            self._cache[clip_id] = decode(data, expected_rate=self.sample_rate)[0]
-        return self._cache[clip_id]
+        clip = self._cache.get(clip_id)
+        if clip is not None:
+            self._cache.move_to_end(clip_id)
+            return clip
+        clip = decode(self.store.get(self.layout.clip(self.prefix, clip_id)), expected_rate=self.sample_rate)[0]
+        if self.max_bytes is None or clip.nbytes <= self.max_bytes:
+            self._cache[clip_id] = clip
+            self.nbytes += clip.nbytes
+            while self.max_bytes is not None and self.nbytes > self.max_bytes:
+                self.nbytes -= self._cache.popitem(last=False)[1].nbytes
+        return clip

@@ -78,7 +78,8 @@ def cue_sections(metrics: Mapping[str, Any], examples: Mapping[str, Mapping[str,
     intro = [Paragraph(f"Labeller: **{labeler}**; transcriber `{metrics['transcriber']}`; window "
                        f"{metrics['window_s']:g} s after the switch point ({metrics['switch_lead_s'] * 1000:.0f} ms "
                        f"before the cue), up to {metrics['context_s']:g} s of teacher-forced context. Intervals: "
-                       f"item bootstrap, {metrics['bootstrap']} resamples, seed {metrics['seed']}, 95 % percentile. "
+                       f"{metrics['bootstrap_unit']} bootstrap ({metrics['bootstrap_unit']}s resampled), "
+                       f"{metrics['bootstrap']} resamples, seed {metrics['seed']}, 95 % percentile. "
                        "Only eligible items count (funnel below); error rows never count as a response.")]
     spend = [e["score"] for e in metrics["models"].values() if e.get("score")]
     if spend:
@@ -91,7 +92,7 @@ def cue_sections(metrics: Mapping[str, Any], examples: Mapping[str, Mapping[str,
         intro.append(Paragraph("The labels come from the offline **rule stand-in**, not from the paper's reviewer: "
                                "read them as a pipeline check (docs/cue.md, \"The rule labeller\")."))
     secs = [Section("Duplex Cue", intro), Section("Duplex Cue: paper anchor", [anchor_table(metrics)])]
-    dist_rows, paired_rows, funnel_rows, check_rows = [], [], [], []
+    dist_rows, paired_rows, table_rows, funnel_rows, check_rows = [], [], [], [], []
     for m, e in metrics["models"].items():
         if not e.get("applicable", True):
             continue
@@ -104,6 +105,10 @@ def cue_sections(metrics: Mapping[str, Any], examples: Mapping[str, Mapping[str,
                                 "n/a" if p["diff"] is None else f"{100 * p['diff']:+.1f} pp [{100 * p['ci'][0]:+.1f}, "
                                                                 f"{100 * p['ci'][1]:+.1f}]",
                                 p_value(p["p_mcnemar"], p["p_mcnemar"] < 0.05)))
+            h = d["homogeneity"]
+            test = f"χ² {h['chi2']:.2f}, df {h['df']}, " + p_value(h["p"], h["p"] < 0.05)
+            for i, rec in enumerate(RESPONSES):
+                table_rows.append((m, intent, rec, *(str(v) for v in d["table"][i]), test if i == 0 else ""))
             f = d["funnel"]
             funnel_rows.append((m, intent, str(f["items"]), *(str(f["excluded"][x]) for x in EXCLUSIONS),
                                 str(f["eligible"])))
@@ -122,6 +127,12 @@ def cue_sections(metrics: Mapping[str, Any], examples: Mapping[str, Mapping[str,
          "exact McNemar p"), paired_rows,
         caption="Adapted vs not, paired by item; * p < 0.05 (not corrected for the intents tested).")]
                             if paired_rows else [Paragraph("No applicable model.")]))
+    secs.append(Section("Duplex Cue: paired responses", [Table(
+        ("model", "intent", "recorded A", *(f"model {r}" for r in RESPONSES), "Stuart-Maxwell"), table_rows,
+        caption="Per eligible cue, the recorded response (rows) against the model's (columns); Stuart-Maxwell tests "
+                "whether the two response distributions differ in any direction (marginal homogeneity of the "
+                "table; * p < 0.05, not corrected for the intents tested).")]
+                            if table_rows else [Paragraph("No applicable model.")]))
     secs.append(Section("Duplex Cue: eligibility funnel", [Table(
         ("model", "intent", "items", *(EXCLUSION_TITLES[x] for x in EXCLUSIONS), "eligible"), funnel_rows,
         caption="An item is excluded by the first reason that applies, in this order.")]

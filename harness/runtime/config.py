@@ -112,12 +112,17 @@ class InferSettings:
     # an actor given GPUs (model num_gpus > 0) where torch sees no usable CUDA fails at once (it
     # would load on CPU and book GPU-hours); true: run it on CPU on purpose (a test, a CPU-only box)
     allow_cpu_for_gpu_actors: bool = False
+    # decoded synth clips an infer actor keeps for reuse (MiB; least recently used dropped first): with
+    # inputs read as rows free up, the actor's memory is its rows, this cache and its model (issue 24)
+    clip_cache_mib: float = 256.0
 
     BATCHES_PER_SHARD = 8
 
     def __post_init__(self) -> None:
         require_positive(self, "max_duration_s", "torch_threads", "step_timeout_s", "first_step_timeout_s",
                          "load_timeout_s")
+        if self.clip_cache_mib < 0:
+            raise ValueError("clip_cache_mib must be >= 0")
         if self.shard_size is not None:
             require_integer(self, "shard_size")
             require_positive(self, "shard_size")
@@ -265,19 +270,24 @@ class CueSettings:
     switch_lead_s: float = 0.08  # the switch point: this long before the cue's first word, clipped at 0
     context_s: float = 120.0  # at most this much of both channels is fed before the switch point
     window_s: float = 10.0  # the model generates this long after the switch point
+    vad_release_s: float = 0.08  # a VAD segment runs on this long after speech stops ("active at the cue onset")
     review_context_s: float = 15.0  # prior context a labeller or human reviewer is given
     transcriber: str = "pocketsphinx"  # word timestamps (harness.scoring.asr): the offline default or a GPU backend
     labeler: str = "rule"  # Continued / Adapted / Yielded: rule (offline stand-in) | an LLM backend
     labeler_params: dict[str, Any] = field(default_factory=dict)
     bootstrap: int = 2000  # bootstrap resamples for the intervals of the response distributions
+    bootstrap_unit: str = "recording"  # what a resample draws: recordings (a cluster bootstrap) or items
     shard_size: int = 32  # items per shard of the continuation stage
 
     def __post_init__(self) -> None:
         require_integer(self, "n_items", "seed", "bootstrap", "shard_size")
         require_positive(self, "n_items", "context_s", "window_s", "review_context_s", "bootstrap", "shard_size")
-        if isinstance(self.switch_lead_s, bool) or not isinstance(self.switch_lead_s, int | float) \
-                or self.switch_lead_s < 0:
-            raise ValueError(f"switch_lead_s must be a number >= 0, got {self.switch_lead_s!r}")
+        if self.bootstrap_unit not in ("recording", "item"):
+            raise ValueError(f"bootstrap_unit must be recording or item, got {self.bootstrap_unit!r}")
+        for name in ("switch_lead_s", "vad_release_s"):
+            v = getattr(self, name)
+            if isinstance(v, bool) or not isinstance(v, int | float) or v < 0:
+                raise ValueError(f"{name} must be a number >= 0, got {v!r}")
 
 
 @dataclass(frozen=True)

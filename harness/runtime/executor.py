@@ -32,6 +32,7 @@ other stages that fan out use.
 
 from __future__ import annotations
 
+import contextlib
 import logging
 import os
 import re
@@ -132,7 +133,16 @@ def _actor_class():
         def run(self, shard_id: str, scene_ids: list[str]) -> ShardSummary:
             return replace(self.worker.run(shard_id, scene_ids), actor=self.actor_id)
 
+        def progress(self) -> int:
+            """Conversations the shard in flight has written (answered while ``run`` runs: the
+            actor has two threads, :data:`ACTOR_THREADS`)."""
+            return self.worker.progress
+
     return ShardRunner
+
+
+ACTOR_THREADS = 2  # a ShardRunner answers progress() while run() runs (the model has its own thread)
+PROGRESS_POLL_S = 2.0  # the driver asks the actors in flight for their progress this often
 
 
 def shard_plan(store: ObjectStore, key: str, scene_ids: list[str], shard_size: int) -> dict[str, list[str]]:
@@ -448,7 +458,8 @@ def run_shards(cfg: RunConfig, store: ObjectStore, work: dict[str, dict[str, lis
     def new_actor(name: str) -> object:
         m = models[name]
         return runner.options(num_gpus=m.num_gpus, num_cpus=m.num_cpus, max_restarts=cfg.cluster.max_restarts,
-                              max_task_retries=cfg.cluster.max_task_retries).remote(cfg, m, factory)
+                              max_task_retries=cfg.cluster.max_task_retries,
+                              max_concurrency=ACTOR_THREADS).remote(cfg, m, factory)
 
     def has_work(name: str) -> bool:
         return report.budget_stop is None and any(q[0] == name for q in queue)
@@ -467,8 +478,20 @@ def run_shards(cfg: RunConfig, store: ObjectStore, work: dict[str, dict[str, lis
                  {"attempt": record, "reason": reason, "wall_s": round(wall, 3), "device_hours": spend,
                   **({} if usage is None else {"usage": usage})})
 
-    bar = tqdm(total=len(queue), desc=f"{stage} shards", unit="shard")
+    bar = tqdm(total=sum(len(ids) for _, _, ids in queue), desc=f"{stage} conversations", unit="conv")
     n_ok = n_err = 0
+    finished = 0  # conversations of the shards that ended (committed, skipped or failed for good)
+
+    def show_progress() -> None:
+        """The bar at the finished shards' conversations plus what each attempt in flight has written."""
+        refs = {r.actor.progress.remote(): r for r in inflight.values()}
+        ready, _ = ray.wait(list(refs), num_returns=len(refs), timeout=PROGRESS_POLL_S)
+        written = 0
+        for ref in ready:
+            with contextlib.suppress(Exception):  # an actor that died answers through its run's ref
+                written += ray.get(ref)
+        bar.n = finished + written
+        bar.refresh()
     try:
         for name, shards in work.items():
             m = models[name]
@@ -486,7 +509,11 @@ def run_shards(cfg: RunConfig, store: ObjectStore, work: dict[str, dict[str, lis
                 ray.kill(actor)
             if not inflight:
                 break
-            [ref], _ = ray.wait(list(inflight), num_returns=1)
+            ended, _ = ray.wait(list(inflight), num_returns=1, timeout=PROGRESS_POLL_S)
+            if not ended:
+                show_progress()
+                continue
+            [ref] = ended
             run = inflight.pop(ref)
             name, shard = run.model, run.shard
             try:
@@ -501,7 +528,7 @@ def run_shards(cfg: RunConfig, store: ObjectStore, work: dict[str, dict[str, lis
                     queue.append((name, shard, run.scene_ids))
                 else:
                     report.failed[(name, shard)] = reason
-                    bar.update(1)
+                    finished += len(run.scene_ids)
                 if has_work(name):
                     idle.append((name, new_actor(name)))
             else:
@@ -512,9 +539,10 @@ def run_shards(cfg: RunConfig, store: ObjectStore, work: dict[str, dict[str, lis
                 if not s.skipped:
                     done_hours[name].append(s.device_hours)
                 n_ok, n_err = n_ok + s.ok, n_err + s.error
-                bar.update(1)
+                finished += len(run.scene_ids)
                 idle.append((name, run.actor))  # stopped above when no shard can start on it
-            bar.set_postfix(conversations=f"{n_ok} ok/{n_err} error", failed=len(report.failed),
+            bar.n = finished
+            bar.set_postfix(shards=len(report.done), committed=f"{n_ok} ok/{n_err} error", failed=len(report.failed),
                             spent=f"{budget.spent_hours:.3f} dev-h")
     except KeyboardInterrupt as e:  # Ctrl-C or SIGTERM (DriverStopped): the running attempts end here
         for run in inflight.values():

@@ -8,8 +8,10 @@ it to the model's input rate, steps the model for all rows at once, checks and r
 the output to the timeline rate, quantises it to the stored 16-bit grid and feeds it to the
 batched online detector. When a conversation ends its row is closed and refilled with the
 next conversation of the queue (:meth:`~harness.models.base.DuplexModel.open`), so the model
-stays full until the queue drains. Under the whole input (preamble, turns, gaps and waits)
-runs the conversation's :class:`~harness.audio.room_tone.RoomTone`.
+stays full until the queue drains. Inputs are read from the queue only when a row frees up, and
+:func:`stream_conversations` hands each result over as its conversation ends, so the runner's
+memory is bounded by its rows, not by its queue (issue 24, item 7). Under the whole input
+(preamble, turns, gaps and waits) runs the conversation's :class:`~harness.audio.room_tone.RoomTone`.
 
 Row independence: a conversation's output does not depend on its row, its neighbours or when
 it was opened. Every per-row state the runner holds (input and output resamplers, the online
@@ -87,6 +89,52 @@ class ConversationInput:
     preamble: np.ndarray
     seed: int
     duty_text: str = ""
+
+
+class InputUnavailable(Exception):
+    """A conversation's input cannot be read (its clips missing or undecodable): raised by the
+    input sequence's ``__getitem__`` when the runner admits it; that conversation ends ``error``
+    with ``reason`` and the run goes on.
+
+    Attributes:
+        scene_id: the conversation's id.
+        reason: why, e.g. ``"cannot load input: AudioError: ..."``.
+    """
+
+    def __init__(self, scene_id: str, reason: str):
+        super().__init__(f"{scene_id}: {reason}")
+        self.scene_id, self.reason = scene_id, reason
+
+
+@dataclass
+class RunStats:
+    """What one :func:`stream_conversations` call did with its rows.
+
+    Attributes:
+        rows: rows stepped together (``R``).
+        steps: model steps (each of one native frame for all ``R`` rows).
+        idle_row_steps: row-steps without a stream (free rows stepped while the queue drained or a
+            row waited for the refill grid): ``idle_row_steps / row_steps`` is the share of the
+            model's work thrown away.
+        model_s: seconds inside the model's step calls; ``wall_s - model_s`` is the runner's own
+            time (scheduler, resampling, detector, hand-over of results).
+        wall_s: seconds of the whole call.
+    """
+
+    rows: int = 0
+    steps: int = 0
+    idle_row_steps: int = 0
+    model_s: float = 0.0
+    wall_s: float = 0.0
+
+    @property
+    def row_steps(self) -> int:
+        return self.rows * self.steps
+
+    def to_dict(self) -> dict[str, float]:
+        return {"rows": self.rows, "steps": self.steps, "row_steps": self.row_steps,
+                "idle_row_steps": self.idle_row_steps, "model_s": round(self.model_s, 3),
+                "wall_s": round(self.wall_s, 3)}
 
 
 # a paced frame sent this late (seconds) or more counts as behind real time (one 80 ms frame: jitter of
@@ -313,6 +361,8 @@ class RowBatch:
         n_items: length of the queue.
         rows, step_timeout_s, first_step_timeout_s, thread: as :func:`run_conversations`.
         sample_rate: the timeline's rate in Hz.
+        on_result: called as ``on_result(index, result)`` with each item's result as it is
+            decided (:meth:`deliver`), which then is not kept; None: kept in :attr:`results`.
 
     Raises:
         ValueError: no row (``max_batch`` or ``rows`` < 1), or frames that do not span a whole
@@ -321,8 +371,9 @@ class RowBatch:
 
     def __init__(self, model: DuplexModel, n_items: int, sample_rate: int, rows: int | None = None,
                  step_timeout_s: float | None = None, first_step_timeout_s: float | None = None,
-                 thread: ModelThread | None = None):
+                 thread: ModelThread | None = None, on_result: Callable[[int, Any], None] | None = None):
         self.model, self.info, self.sr = model, model.info, sample_rate
+        self.on_result = on_result
         self.n_rows = min(rows or self.info.max_batch, self.info.max_batch, n_items)
         if self.n_rows < 1:
             raise ValueError(f"model {self.info.name}: max_batch {self.info.max_batch} and rows {rows} leave no row")
@@ -390,13 +441,20 @@ class RowBatch:
         except Exception as e:
             raise ModelFailure(f"model {info.name}: {where} raised {type(e).__name__}: {e}") from e
 
+    def deliver(self, index: int, result: Any) -> None:
+        """Item ``index``'s final result: to ``on_result``, else into :attr:`results`."""
+        if self.on_result is None:
+            self.results[index] = result
+        else:
+            self.on_result(index, result)
+
     def end(self, b: int, result: Any) -> None:
-        """Store the result of row ``b``'s stream (its ``usage`` set from the model) and close the row."""
+        """Close row ``b`` and deliver its stream's result (its ``usage`` set from the model)."""
         st = self.slots[b]
         self.slots[b] = None
-        self.results[st.index] = result
         result.usage = self.call("usage", f"usage of row {b}", self.model.usage, b)
         self.call("close", f"close of row {b}", self.model.close, b)
+        self.deliver(st.index, result)
 
     def fail(self, rows: Any, reason: str) -> None:
         """End the streams of ``rows`` (those holding one) as errors with ``reason``."""
@@ -457,9 +515,31 @@ def run_conversations(model: DuplexModel, convs: Sequence[ConversationInput], pr
                       vad: VadSettings, max_duration_s: float = 3600.0, *, rows: int | None = None,
                       step_timeout_s: float | None = None, first_step_timeout_s: float | None = None,
                       thread: ModelThread | None = None) -> list[ConversationResult]:
-    """Stream every conversation of ``convs`` through ``model``, ``rows`` at a time (continuous batching).
+    """:func:`stream_conversations` collecting the results: one :class:`ConversationResult` per
+    input, in order (every output held until the end: for a queue that fits in memory, e.g. tests
+    and benchmarks; the ``infer`` stage streams them out). Arguments and errors as there."""
+    results: list[ConversationResult] = [None] * len(convs)  # type: ignore[list-item]
+
+    def keep(i: int, r: ConversationResult) -> None:
+        results[i] = r
+
+    stream_conversations(model, convs, protocol, vad, max_duration_s, keep, rows=rows, step_timeout_s=step_timeout_s,
+                         first_step_timeout_s=first_step_timeout_s, thread=thread)
+    return results
+
+
+def stream_conversations(model: DuplexModel, convs: Sequence[ConversationInput], protocol: ProtocolSettings,
+                         vad: VadSettings, max_duration_s: float, on_result: Callable[[int, ConversationResult], None],
+                         *, rows: int | None = None, step_timeout_s: float | None = None,
+                         first_step_timeout_s: float | None = None, thread: ModelThread | None = None) -> RunStats:
+    """Stream every conversation of ``convs`` through ``model``, ``rows`` at a time (continuous batching),
+    in the order of ``convs``, handing each result to ``on_result(index, result)`` as its conversation ends.
 
     Args:
+        convs: the queue; ``convs[i]`` is read once, when a row frees up for it (a lazy sequence loads
+            its inputs then), and may raise :class:`InputUnavailable` (that conversation's error).
+        on_result: called on this thread with each result as soon as it is decided (in the order the
+            conversations end); the runner keeps nothing of it, so its memory is bounded by its rows.
         rows: rows stepped together, ``R = min(rows, info.max_batch, len(convs))`` (default
             ``info.max_batch``).
         max_duration_s: a stream longer than this (seconds) is that conversation's error.
@@ -471,19 +551,22 @@ def run_conversations(model: DuplexModel, convs: Sequence[ConversationInput], pr
             one for this run.
 
     Returns:
-        One :class:`ConversationResult` per input, in order.
+        :class:`RunStats`: steps, idle row-steps, model and wall seconds.
 
     Raises:
         ModelFailure: a model call raised something other than :class:`RowError` (the
-            attempt fails; nothing of the run is kept).
+            attempt fails; results already handed over belong to it and must be discarded).
         ModelStalled: a model call did not return in time; ``thread`` is then unusable.
     """
+    stats = RunStats()
     if not convs:
-        return []
+        return stats
+    t_run = time.perf_counter()
     sr = protocol.sample_rate
     info = model.info
-    rb = RowBatch(model, len(convs), sr, rows, step_timeout_s, first_step_timeout_s, thread)
-    n_rows, frame, slots, queue_, results = rb.n_rows, rb.frame, rb.slots, rb.queue, rb.results
+    rb = RowBatch(model, len(convs), sr, rows, step_timeout_s, first_step_timeout_s, thread, on_result)
+    n_rows, frame, slots, queue_ = rb.n_rows, rb.frame, rb.slots, rb.queue
+    stats.rows = n_rows
     call = rb.call
     reads_schedule = READS_SCHEDULE in info.capabilities
     limit = round(max_duration_s * sr)
@@ -516,12 +599,16 @@ def run_conversations(model: DuplexModel, convs: Sequence[ConversationInput], pr
             if not call("admit", f"admission to row {b}", model.admit):
                 return
             i = queue_.pop()
-            c = convs[i]
+            try:
+                c = convs[i]
+            except InputUnavailable as e:
+                rb.deliver(i, ConversationResult(e.scene_id, "error", e.reason))
+                continue
             try:
                 sched = Scheduler([len(x) for x in c.turn_clips], [t.label for t in c.scene.turns],
                                   len(c.preamble), protocol)
             except ValueError as e:
-                results[i] = ConversationResult(c.scene.scene_id, "error", f"cannot schedule: {e}")
+                rb.deliver(i, ConversationResult(c.scene.scene_id, "error", f"cannot schedule: {e}"))
                 continue
             rs_in.reset([b])
             rs_out.reset([b])
@@ -532,7 +619,6 @@ def run_conversations(model: DuplexModel, convs: Sequence[ConversationInput], pr
                                pacing=Pacing() if paced else None)
             call("open", f"open of {c.scene.scene_id} in row {b}", model.open, b,
                  stream_context(c, info, protocol.duty_as_text))
-
     try:
         while rb.admit(clock, period, fresh_state, refill):
             for b in range(n_rows):
@@ -578,6 +664,9 @@ def run_conversations(model: DuplexModel, convs: Sequence[ConversationInput], pr
             t0 = time.perf_counter()
             y = call("step", where, model.step, rs_in.push(x), output=True)
             dt = time.perf_counter() - t0
+            stats.steps += 1
+            stats.idle_row_steps += n_rows - len(live)
+            stats.model_s += dt
             y = quantize(rs_out.push(rb.output(y, where)))
             prev_out = y
             y, skip = y[:, skip:], max(0, skip - y.shape[1])  # aligned: drop the output resampler's delay
@@ -585,7 +674,7 @@ def run_conversations(model: DuplexModel, convs: Sequence[ConversationInput], pr
             for b in range(n_rows):
                 st = slots[b]
                 if st is not None:
-                    st.outputs.append(y[b])
+                    st.outputs.append(y[b].copy())  # a view would keep the whole batch's step alive
                     st.t += frame
                     st.step_s += dt
             clock += frame
@@ -593,4 +682,5 @@ def run_conversations(model: DuplexModel, convs: Sequence[ConversationInput], pr
                 t_fresh = max(t_fresh, time.perf_counter() - clock / sr)  # restart after it, or the next steps burst
     finally:
         rb.close()
-    return results
+        stats.wall_s = time.perf_counter() - t_run
+    return stats

@@ -27,9 +27,14 @@ from __future__ import annotations
 
 import hashlib
 import io
+import logging
 import os
+import resource
 import time
 import uuid
+from collections import deque
+from collections.abc import Callable, Sequence
+from concurrent.futures import Future, ThreadPoolExecutor
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -44,10 +49,18 @@ from harness.products.scenes import SceneSet
 from harness.products.timeline import ClipReader, Timeline
 from harness.runtime.config import ModelSettings, RunConfig
 from harness.runtime.plan import RunPlan
-from harness.runtime.runner import ConversationInput, ConversationResult, ModelThread, run_conversations
+from harness.runtime.runner import (
+    ConversationInput,
+    ConversationResult,
+    InputUnavailable,
+    ModelThread,
+    stream_conversations,
+)
 from harness.scenes.schema import Scene
 from harness.store.base import ObjectStore, get_json, json_bytes, put_json
 from harness.store.layout import RunLayout
+
+log = logging.getLogger("duplex_mpe")
 
 
 def new_attempt_id() -> str:
@@ -60,6 +73,12 @@ def device_hours(wall_s: float, num_gpus: float) -> float:
     replicas at ``num_gpus=0.25`` on one GPU for an hour book one GPU-hour); a CPU actor
     (``num_gpus=0``) counts as one device."""
     return wall_s / 3600.0 * (num_gpus if num_gpus > 0 else 1.0)
+
+
+def peak_rss_mib() -> float:
+    """The peak resident memory of this process (an actor's, in an actor) since it started, in MiB
+    (``ru_maxrss``; Linux reports KiB)."""
+    return round(resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024, 1)
 
 
 def npy_bytes(a: np.ndarray) -> bytes:
@@ -98,15 +117,23 @@ class ShardAttempt:
         self.prefix = layout.attempt(shard_prefix, self.id)
         self.objects: dict[str, dict[str, dict[str, str]]] = {}  # scene -> kind -> {key, sha256}
         self.usage: dict[str, dict[str, Any]] = {}  # raw usage of its conversations, per provider/model
+        self.details: dict[str, Any] = {}  # what the worker reports of the attempt, into the marker (e.g. runner)
 
     def add_usage(self, usage: dict | None) -> None:
         """Count one conversation's raw usage (its record's ``usage``) into the marker's sum."""
         add_usage(self.usage, usage)
 
     def put(self, scene_id: str, kind: str, data: bytes) -> None:
+        """Write one object of ``scene_id`` under the attempt's prefix (the ``json`` record last:
+        :attr:`written` counts those). Safe from several threads for different conversations."""
         key = self.layout.conversation(self.prefix, scene_id, kind)
         self.store.put(key, data)
         self.objects.setdefault(scene_id, {})[kind] = {"key": key, "sha256": hashlib.sha256(data).hexdigest()}
+
+    @property
+    def written(self) -> int:
+        """Conversations whose ``json`` record is written (each worker writes it last): the attempt's progress."""
+        return sum("json" in kinds for kinds in list(self.objects.values()))
 
     def commit(self, marker: dict[str, Any]) -> bool:
         """Write the shard marker unless another attempt already did; True when this one won."""
@@ -126,6 +153,14 @@ class ShardWorker:
     def __init__(self, cfg: RunConfig, model: ModelSettings, store: ObjectStore):
         self.cfg, self.msettings, self.store = cfg, model, store
         self.plan = RunPlan.from_config(cfg)
+        self._attempt: ShardAttempt | None = None  # the attempt in flight
+
+    @property
+    def progress(self) -> int:
+        """Conversations the attempt in flight has written (:attr:`ShardAttempt.written`; 0 between
+        attempts): the executor polls it from another thread for the progress bar."""
+        attempt = self._attempt
+        return attempt.written if attempt is not None else 0
 
     def shard_root(self) -> str:
         """The prefix this worker's shards live under (the model's ``infer`` prefix; a stage with
@@ -160,13 +195,15 @@ class ShardWorker:
             return ShardSummary(self.msettings.name, shard_id, m["attempt"], m["ok"], m["error"], 0.0, 0.0, 0.0,
                                 devices, skipped=True)
         started, t0 = time.time(), time.perf_counter()
-        attempt = ShardAttempt(self.store, lay, shard_prefix)
+        attempt = self._attempt = ShardAttempt(self.store, lay, shard_prefix)
         self.usage_so_far()  # what an earlier attempt left uncounted is not this one's
         try:
             statuses, audio_s = self.process(scene_ids, attempt)
         except Exception as e:  # the executor books what the failed attempt spent
             e.usage = self.usage_so_far()
             raise
+        finally:
+            self._attempt = None
         wall = time.perf_counter() - t0
         spend = device_hours(wall, self.msettings.num_gpus)
         entries = {sid: {"status": st, "reason": why, "objects": attempt.objects.get(sid, {})}
@@ -175,7 +212,8 @@ class ShardWorker:
         committed = attempt.commit({"shard": shard_id, "model": self.msettings.name, "ok": n_ok,
                                     "error": len(entries) - n_ok, "wall_s": round(wall, 3),
                                     "device_hours": spend, "devices": devices, "audio_s": round(audio_s, 3),
-                                    "usage": attempt.usage, "conversations": entries})
+                                    "usage": attempt.usage, "peak_rss_mib": peak_rss_mib(), **attempt.details,
+                                    "conversations": entries})
         return ShardSummary(self.msettings.name, shard_id, attempt.id, n_ok, len(entries) - n_ok, wall, audio_s,
                             spend, devices, committed=committed, started=started, usage=attempt.usage)
 
@@ -265,7 +303,8 @@ class InferWorker(ShardWorker):
         model_facts(model, self.model).write(store, self.plan.layout, self.shard_root())
         self._scenes: dict[str, Scene] | None = None
         self._timeline: Timeline | None = None
-        self._clip = ClipReader(store, self.plan.layout, self.plan.synth, cfg.protocol.sample_rate)
+        self._clip = ClipReader(store, self.plan.layout, self.plan.synth, cfg.protocol.sample_rate,
+                                max_bytes=round(cfg.infer.clip_cache_mib * 2**20))
 
     def usage_so_far(self) -> dict[str, dict[str, Any]]:
         """What the model billed since the last call, sessions of conversations that never returned
@@ -282,34 +321,100 @@ class InferWorker(ShardWorker):
         return self._scenes, self._timeline
 
     def _load(self, scene_id: str, scenes: dict[str, Scene], timeline: Timeline) -> ConversationInput:
-        turns = timeline.conversations[scene_id]
-        clips = [self._clip(t.clip) for t in turns]
-        for t, c in zip(turns, clips, strict=True):
-            if len(c) != t.n:
-                raise AudioError(f"clip {t.clip} has {len(c)} samples, the synth index says {t.n}")
-        return ConversationInput(scenes[scene_id], clips, self._clip(timeline.preamble.clip),
-                                 self.cfg.conversation_seed(scene_id), self.cfg.tts.preamble_text)
+        """One conversation's input, read when the runner admits it (:class:`ShardInputs`).
+
+        Raises:
+            InputUnavailable: its scene or clips are missing, a clip does not decode, or its length
+                differs from the synth index's.
+        """
+        try:
+            turns = timeline.conversations[scene_id]
+            clips = [self._clip(t.clip) for t in turns]
+            for t, c in zip(turns, clips, strict=True):
+                if len(c) != t.n:
+                    raise AudioError(f"clip {t.clip} has {len(c)} samples, the synth index says {t.n}")
+            return ConversationInput(scenes[scene_id], clips, self._clip(timeline.preamble.clip),
+                                     self.cfg.conversation_seed(scene_id), self.cfg.tts.preamble_text)
+        except (AudioError, KeyError, FileNotFoundError) as e:
+            raise InputUnavailable(scene_id, f"cannot load input: {type(e).__name__}: {e}") from e
 
     def process(self, scene_ids: list[str], attempt: ShardAttempt) -> tuple[dict[str, tuple[str, str]], float]:
+        """Stream the shard, longest script first (:func:`longest_first`), each conversation's input
+        read as a row frees up and its objects written under the attempt's prefix as soon as it ends
+        (on :data:`WRITERS` threads, at most one row's worth of results waiting), so the worker's memory
+        is bounded by its rows and clip cache, not its shard (issue 24, item 7). The runner's
+        :class:`~harness.runtime.runner.RunStats` go into the marker (``runner``)."""
         scenes, timeline = self._inputs()
-        results: list[ConversationResult] = []
-        ready: list[ConversationInput] = []
-        for sid in scene_ids:
-            try:
-                ready.append(self._load(sid, scenes, timeline))
-            except (AudioError, KeyError, FileNotFoundError) as e:
-                results.append(ConversationResult(sid, "error", f"cannot load input: {type(e).__name__}: {e}"))
-        results += run_conversations(self.model, ready, self.cfg.protocol, self.cfg.detector,
-                                     self.cfg.infer.max_duration_s, rows=max(1, self.msettings.batch_size),
-                                     step_timeout_s=self.msettings.step_timeout_s or self.cfg.infer.step_timeout_s,
-                                     first_step_timeout_s=self.cfg.infer.first_step_timeout_s, thread=self.thread)
+        order = longest_first(scene_ids, timeline)
         sr = self.cfg.protocol.sample_rate
+        rows = max(1, self.msettings.batch_size)
+        statuses: dict[str, tuple[str, str]] = {}
         audio_s = 0.0
-        for r in results:
+        pending: deque[Future] = deque()
+
+        def write(r: ConversationResult) -> None:
             if r.status == "ok":
                 attempt.put(r.scene_id, "flac", encode(r.output, sr))
                 attempt.put(r.scene_id, "probs.npy", npy_bytes(r.speech_probs))
-                audio_s += len(r.output) / sr
             attempt.put(r.scene_id, "json", json_bytes(r.record(sr)))
+
+        def on_result(_: int, r: ConversationResult) -> None:
+            nonlocal audio_s
+            statuses[r.scene_id] = (r.status, r.reason)
             attempt.add_usage(r.usage)
-        return {r.scene_id: (r.status, r.reason) for r in results}, audio_s
+            if r.output is not None:
+                audio_s += len(r.output) / sr
+            pending.append(writers.submit(write, r))
+            while pending and (pending[0].done() or len(pending) > rows):
+                pending.popleft().result()  # a failed write fails the attempt
+
+        with ThreadPoolExecutor(WRITERS, thread_name_prefix="infer-write") as writers:
+            try:
+                stats = stream_conversations(
+                    self.model, ShardInputs(order, lambda sid: self._load(sid, scenes, timeline)), self.cfg.protocol,
+                    self.cfg.detector, self.cfg.infer.max_duration_s, on_result, rows=rows,
+                    step_timeout_s=self.msettings.step_timeout_s or self.cfg.infer.step_timeout_s,
+                    first_step_timeout_s=self.cfg.infer.first_step_timeout_s, thread=self.thread)
+                while pending:
+                    pending.popleft().result()
+            finally:
+                for f in pending:
+                    f.cancel()
+        attempt.details["runner"] = stats.to_dict()
+        idle = stats.idle_row_steps / max(1, stats.row_steps)
+        log.info("%s: %d conversations in %.1f s, %d rows x %d steps, %.1f %% of row-steps idle, model steps %.0f %% "
+                 "of wall", self.msettings.name, len(order), stats.wall_s, stats.rows, stats.steps, 100 * idle,
+                 100 * stats.model_s / max(1e-9, stats.wall_s))
+        return statuses, audio_s
+
+
+WRITERS = 4  # threads writing a shard's outputs (a store's latency, e.g. S3's, off the model's loop)
+
+
+def script_samples(scene_id: str, timeline: Timeline) -> int:
+    """The timeline samples of a conversation's speech: the preamble and every turn (0 when the
+    synth index lacks it; its load then fails)."""
+    turns = timeline.conversations.get(scene_id, ())
+    return timeline.preamble.n + sum(t.n for t in turns)
+
+
+def longest_first(scene_ids: list[str], timeline: Timeline) -> list[str]:
+    """``scene_ids`` by :func:`script_samples`, longest first (ties in the given order): the
+    longest streams start first, so the shard's tail, where rows idle as the queue drains, holds
+    the shortest ones (issue 24, item 6). Row independence makes the order change no output."""
+    return sorted(scene_ids, key=lambda sid: -script_samples(sid, timeline))
+
+
+class ShardInputs(Sequence[ConversationInput]):
+    """A shard's queue for :func:`~harness.runtime.runner.stream_conversations`: ``load(scene_id)``
+    is called when the runner admits the conversation (it may raise
+    :class:`~harness.runtime.runner.InputUnavailable`), never before, and nothing is kept."""
+
+    def __init__(self, scene_ids: list[str], load: Callable[[str], ConversationInput]):
+        self.scene_ids, self.load = scene_ids, load
+
+    def __len__(self) -> int:
+        return len(self.scene_ids)
+
+    def __getitem__(self, i: int) -> ConversationInput:  # type: ignore[override]
+        return self.load(self.scene_ids[i])

@@ -41,10 +41,12 @@ def cue_metrics(cfg: RunConfig, rows_by_model: dict[str, list[dict[str, Any]]],
             na[name] = mk.get("reason", "")
             continue
         models[name] = {"applicable": True, "score": mk,
-                        **model_metrics(rows_by_model[name], c.bootstrap, BOOTSTRAP_SEED, cfg.metrics.min_n)}
+                        **model_metrics(rows_by_model[name], c.bootstrap, BOOTSTRAP_SEED, cfg.metrics.min_n,
+                                        c.bootstrap_unit)}
     return {"labeler": labeler, "transcriber": c.transcriber, "window_s": c.window_s, "switch_lead_s": c.switch_lead_s,
             "context_s": c.context_s, "review_context_s": c.review_context_s, "bootstrap": c.bootstrap,
-            "seed": BOOTSTRAP_SEED, "models": models, "not_applicable": na, "anchor": PAPER_ANCHOR}
+            "bootstrap_unit": c.bootstrap_unit, "seed": BOOTSTRAP_SEED, "models": models, "not_applicable": na,
+            "anchor": PAPER_ANCHOR}
 
 
 class CueReduceStage(Stage):

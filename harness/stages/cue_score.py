@@ -117,12 +117,14 @@ class CueScorer:
                 continue
             try:
                 rec_ = self.recordings[it.recording_id]
-                vocab = vocabulary(rec_, it)
+                vocab = vocabulary(rec_, it, switch)
+                release = self.cfg.cue.vad_release_s
                 out, t0 = outputs[it.item_id]
                 m = analyse_response("model", out, t0, segments_s(model_segs[it.item_id], t0, self.sr), it, switch,
-                                     end, self.sr, self.transcriber, vocab)
+                                     end, self.sr, self.transcriber, vocab, release)
                 a, r0, rsp = refs[it.item_id]
-                r = analyse_response("reference", a, r0, rsp, it, switch, end, self.sr, self.transcriber, vocab)
+                r = analyse_response("reference", a, r0, rsp, it, switch, end, self.sr, self.transcriber, vocab,
+                                     release)
                 view = cue_view(it, rec_, switch, end, self.cfg.cue.review_context_s, self._words_of(it, vocab))
                 ml, rl = label_pair(self.labeler, view, m, r)
                 rows.append(item_row(it, switch, end, label, model=m, reference=r, model_label=ml, reference_label=rl))

@@ -15,19 +15,22 @@ def cue_job(*args: str, job: str = "cue") -> subprocess.CompletedProcess:
 
 
 def test_cue_job_on_a_tiny_corpus(tmp_path):
-    args = ("run_id=cue-e2e", f"store.root={tmp_path}", "cue.n_items=3", "model=[replay,yield_now,ignore,silent]",
-            "cluster.num_cpus=2")
+    args = ("run_id=cue-e2e", f"store.root={tmp_path}", "cue.n_items=3",
+            "model=[replay,yield_now,yield_on_cue,ignore,silent]", "cluster.num_cpus=2")
     out = cue_job(*args)
     assert out.returncode == 0, out.stderr[-3000:]
     [metrics_path] = tmp_path.glob("cue-e2e/cue-reduce/*/cue_metrics.json")
     m = json.loads(metrics_path.read_text())
     assert set(m["not_applicable"]) == {"silent"} and "teacher_forcing" in m["not_applicable"]["silent"]
-    everything = {name: m["models"][name]["intents"]["all"] for name in ("replay", "yield_now", "ignore")}
+    everything = {name: m["models"][name]["intents"]["all"] for name in ("replay", "yield_now", "yield_on_cue",
+                                                                         "ignore")}
     replay = everything["replay"]
     assert replay["funnel"]["eligible"] == 3 and replay["model"]["counts"] == replay["reference"]["counts"]
-    for name, response in (("yield_now", "yielded"), ("ignore", "continued")):
+    # silent from the switch point, before the cue: not active at the cue onset, excluded (issue 23.1)
+    assert everything["yield_now"]["funnel"]["excluded"]["model_inactive_at_onset"] == 3
+    for name, response in (("yield_on_cue", "yielded"), ("ignore", "continued")):
         model = everything[name]["model"]
-        assert model["n"] >= 1 and model["counts"][response] == model["n"], (name, model)
+        assert model["n"] == 3 and model["counts"][response] == 3, (name, model)
     assert list(tmp_path.glob("cue-e2e/cue-reduce/*/items/*/*.html"))  # timeline pages
     again = cue_job(*args)  # resumes: every stage complete, nothing recomputed, Ray not started
     assert again.returncode == 0, again.stderr[-3000:]

@@ -197,8 +197,8 @@ def test_cue_score_on_an_actor_writes_what_the_calling_process_writes(local_ray,
         for name, cut in (("replay", False), ("yield_now", True)):
             def make(it, a, start, switch, end, cut=cut):
                 y = a[round(start * 24_000): round(end * 24_000)].copy()
-                if cut:
-                    y[round((switch - start) * 24_000):] = 0
+                if cut:  # yields 0.3 s after the cue onset (silent from the switch would be excluded: issue 23.1)
+                    y[round((switch - start + 0.38) * 24_000):] = 0
                 return y
 
             write_continuations(store, plan, cfg, name, corpus, make)

@@ -106,6 +106,55 @@ def test_forced_exactly_before_the_switch_with_as_audio_bs_audio_heard_throughou
         assert model.contexts[inp.item.item_id].reference is None  # a real model never sees A's recording
 
 
+class Lagged(DuplexModel):
+    """Returns at step n the frame it wrote at step n - 1 (PersonaPlex's output lag): it writes the
+    forced frame on forced steps and, on free ones, a frame of its own (the step's index, / 1000,
+    on every sample), so each stored sample says which step wrote it."""
+
+    def __init__(self):
+        self.info = ModelInfo("lagged", SR, SR, F, F, 4, frozenset({TEACHER_FORCING}), output_lag_steps=1)
+        self.steps: dict[int, int] = {}
+        self.written = np.zeros((4, F), np.float32)
+
+    def load(self, device: str) -> None:
+        pass
+
+    def open(self, row, stream):
+        self.steps[row] = 0
+        self.written[row] = 0.0  # the first step returns nothing written yet
+
+    def step(self, frames):
+        raise AssertionError("a cue stream is stepped with step_forced only")
+
+    def step_forced(self, frames, forced, mask):
+        out = self.written[:len(frames)].copy()
+        for b in range(len(frames)):
+            k = self.steps.get(b, 0)
+            self.written[b] = forced[b] if mask[b] else np.float32((k + 1) / 1000)
+            self.steps[b] = k + 1
+        return out
+
+
+def test_a_models_output_lag_is_taken_out_of_the_window():
+    """Issue 23.2: the window [switch, end) holds exactly the model's own frames for that span:
+    not A's last forced frame at its start, none of its frames cut at its end."""
+    inputs = [_input("a", 2.58, 0), _input("b", 0.58, 1), _input("c", 1.9, 2)]
+    res = _run(Lagged(), inputs, rows=2)  # c is opened in a refilled row
+    for inp, r in zip(inputs, res, strict=True):
+        span = item_span(inp.item, SR, F, LEAD, CONTEXT, WINDOW)
+        assert r.status == "ok" and len(r.output) == span.length
+        free = span.forced * F
+        np.testing.assert_array_equal(r.output[:free], inp.audio[0, span.start:span.switch])  # forced, on time
+        steps = -(-(span.length - free) // F)
+        own = np.repeat(quantize(np.float32([(span.forced + k + 1) / 1000 for k in range(steps)])), F)
+        np.testing.assert_array_equal(r.output[free:], own[:span.length - free])  # step forced + k from the switch
+    assert _run(Probe(), inputs[:1])[0].output.shape == res[0].output.shape  # a model without lag: same length
+    with pytest.raises(ValueError, match="output_lag_steps must be an int >= 0"):
+        bad = Lagged()
+        bad.info = ModelInfo("lagged", SR, SR, F, F, 4, frozenset({TEACHER_FORCING}), output_lag_steps=-1)
+        _run(bad, inputs)
+
+
 class Echo16k(DuplexModel):
     """At 16 kHz: says the forced audio on forced steps and half of what it hears on free ones (row-local)."""
 
@@ -165,7 +214,7 @@ def test_replay_equals_as_recording_over_the_stream_bit_for_bit():
         np.testing.assert_array_equal(r.output, inp.audio[0, span.start:span.end])
 
 
-def test_yield_now_is_silent_from_the_switch_and_ignore_talks_on():
+def test_yield_now_is_silent_from_the_switch_and_ignore_says_its_history_again():
     inputs = [_input("a", 2.58, 0), _input("b", 0.58, 1)]
     quiet, talk = _run(_baseline("yield_now"), inputs), _run(_baseline("ignore"), inputs)
     for inp, q, t in zip(inputs, quiet, talk, strict=True):
@@ -174,7 +223,23 @@ def test_yield_now_is_silent_from_the_switch_and_ignore_talks_on():
         np.testing.assert_array_equal(q.output[:free], inp.audio[0, span.start:span.start + free])
         np.testing.assert_array_equal(t.output[:free], inp.audio[0, span.start:span.start + free])
         assert not q.output[free:].any()
-        assert np.sqrt(np.mean(t.output[free:] ** 2)) > 0.01  # speech
+        # ignore says its forced history again from its first speech (here the first sample), looped
+        history = inp.audio[0, span.start:span.switch]
+        again = np.resize(history, span.length - free)
+        np.testing.assert_array_equal(t.output[free:], again)
+
+
+def test_yield_on_cue_talks_until_it_hears_b_then_falls_silent():
+    inp = _input("a", 2.58, 0)
+    onset = round(2.58 * SR)
+    inp.audio[1, :onset] = 0.0  # B silent until its cue
+    r = _run(_baseline("yield_on_cue"), [inp])[0]
+    span = item_span(inp.item, SR, F, LEAD, CONTEXT, WINDOW)
+    free = span.forced * F
+    np.testing.assert_array_equal(r.output[:free], inp.audio[0, span.start:span.switch])
+    heard = (onset - span.start) // F * F  # the first step whose input holds B's cue (0.3 s reaction after it)
+    stop = heard + round(0.3 * SR)
+    assert np.sqrt(np.mean(r.output[free:stop] ** 2)) > 0.01 and not r.output[stop:].any()
 
 
 def test_an_item_that_cannot_run_is_an_error_with_its_reason_and_the_others_complete():

@@ -10,19 +10,22 @@ from types import SimpleNamespace
 import numpy as np
 import pytest
 
-from harness.cue.schema import CueItem, Recording, Word
+from harness.cue.schema import RESPONSES, CueItem, Recording, Word
 from harness.cue.scoring import (
+    ACK_SENTENCES,
     RULE_LABELER,
     CueView,
     LLMLabeler,
     Response,
     RuleLabeler,
     active_at,
+    analyse_response,
     build_labeler,
     exclusion,
     item_row,
+    vocabulary,
 )
-from harness.cue.stats import distribution, funnel, model_metrics, paired_adapted
+from harness.cue.stats import distribution, funnel, model_metrics, paired_adapted, paired_table, stuart_maxwell
 from harness.metrics.stats import bootstrap_indices
 from tests.fixtures.cue import write_continuations, write_corpus
 
@@ -95,9 +98,6 @@ def test_exclusion_funnel_order_and_error_rows():
     assert exclusion(None, on, on, None, "adapted") == "model_unscoreable"
     assert exclusion(None, on, on, "yielded", None) == "reference_unscoreable"
     assert exclusion(None, on, on, "yielded", "adapted") is None
-    # active at the onset: speech reaching into [switch - one 32 ms VAD frame, onset]
-    assert active_at([(1.0, SWITCH - 0.006)], SWITCH, 10.08) and active_at([(10.08, 12.0)], SWITCH, 10.08)
-    assert not active_at([(1.0, SWITCH - 0.04)], SWITCH, 10.08) and not active_at([(10.1, 12.0)], SWITCH, 10.08)
     err = item_row(it, SWITCH, END, RULE_LABELER, error="continuation failed: watchdog")
     assert (err["eligible"], err["exclusion"], err["model_label"], err["model_words"]) == (False, "error", None, None)
     rows = [err, item_row(it, SWITCH, END, RULE_LABELER, model=off, reference=on)]
@@ -108,6 +108,35 @@ def test_exclusion_funnel_order_and_error_rows():
     m = model_metrics(rows, reps=50)
     assert m["intents"]["collaboration"]["model"]["n"] == 0
     assert m["intents"]["all"]["model"]["counts"] == {"continued": 0, "adapted": 0, "yielded": 0}
+
+
+def test_active_at_the_onset_is_the_speakers_own_speech_at_the_onset():
+    """Issue 23.1: onset 10.08 s, switch 10.00 s, model speech only up to 9.994 s: the model fell
+    silent at the switch point, before hearing the cue: excluded (model inactive at the onset)."""
+    onset = 10.08
+    assert not active_at([(1.0, 9.994)], onset)
+    # the VAD's release tail: speech that stopped at the switch point may be reported up to 80 ms longer
+    assert not active_at([(1.0, SWITCH + 0.08)], onset) and not active_at([(1.0, onset + 0.08)], onset)
+    assert active_at([(1.0, onset + 0.081)], onset) and active_at([(onset, 12.0)], onset)
+    assert not active_at([(onset + 0.001, 12.0)], onset)  # started after the onset
+    assert active_at([(1.0, onset + 0.02)], onset, release_s=0.0)  # cue.vad_release_s
+    m = analyse_response("model", np.zeros(48_000, np.float32), 8.0, [(1.0, 9.994)], _item(), SWITCH, END, 24_000,
+                         None, [])  # no speech in the window: no transcription
+    r = _resp()
+    assert not m.active_at_onset and exclusion(None, m, r, None, None) == "model_inactive_at_onset"
+    row = item_row(_item(), SWITCH, END, RULE_LABELER, model=m, reference=r)
+    assert (row["eligible"], row["exclusion"], row["model_active_at_onset"]) == (False, "model_inactive_at_onset",
+                                                                                 False)
+
+
+def test_the_vocabulary_holds_nothing_of_as_recorded_continuation():
+    """Issue 23.3: a window is transcribed with A's words before the switch point, B's words,
+    the cue and generic phrases, never A's recorded continuation (the reference response)."""
+    a = (Word("we", 9.0, 9.2), Word("hiked", 9.3, 9.9), Word("up", 9.95, 10.3), Word("tower", 12.0, 12.5))
+    b = (Word("the", 10.08, 10.3), Word("lighthouse", 10.4, 10.9))
+    rec = Recording("rec-1", 24_000, 24_000 * 22, a, b)
+    # "up" straddles the switch point: begun while forced, so it is in; "tower" is A's continuation
+    assert vocabulary(rec, _item(), SWITCH) == ["we hiked up", "the lighthouse", "the lighthouse", *ACK_SENTENCES]
 
 
 # ----------------------------------------------------------------------------- statistics
@@ -122,6 +151,51 @@ def test_mcnemar_on_adapted_vs_not_by_hand():
     assert p["p_mcnemar"] == pytest.approx(112 / 1024)
     assert p["diff"] == pytest.approx((3 - 9) / 11)
     assert p["ci"][0] <= p["diff"] <= p["ci"][1]
+
+
+def test_stuart_maxwell_sees_the_shift_that_mcnemar_on_adapted_misses():
+    """Issue 23.6: 66 pairs, recorded (rows) x generated (columns), continued / adapted / yielded;
+    marginals 20/40/6 vs 6/40/20, adapted discordances 4 vs 4."""
+    table = [[2, 2, 16], [2, 36, 2], [2, 2, 2]]
+    ref = [RESPONSES[i] for i in range(3) for j in range(3) for _ in range(table[i][j])]
+    model = [RESPONSES[j] for i in range(3) for j in range(3) for _ in range(table[i][j])]
+    assert paired_table(model, ref) == table
+    assert paired_adapted(model, ref, reps=50)["p_mcnemar"] == pytest.approx(1.0)
+    sm = stuart_maxwell(table)
+    assert (round(sm["chi2"], 2), sm["df"], round(sm["p"], 4)) == (9.80, 2, 0.0074)
+    assert stuart_maxwell([[3, 0, 0], [0, 4, 0], [0, 0, 0]]) == {"chi2": 0.0, "df": 0, "p": 1.0}  # all agree
+    with pytest.raises(ValueError, match="square table"):
+        stuart_maxwell([[1, 2, 3]])
+    rows = [{"item_id": f"i{k}", "recording_id": f"r{k // 6}", "intent": "collaboration", "eligible": True,
+             "exclusion": None, "model_label": m, "reference_label": r}
+            for k, (m, r) in enumerate(zip(model, ref, strict=True))]
+    per = model_metrics(rows, reps=50)["intents"]["collaboration"]
+    assert per["table"] == table and per["homogeneity"] == sm
+
+
+def test_the_bootstrap_resamples_recordings():
+    """Issue 23.6: 66 items in 12 recordings whose responses are correlated (each recording
+    mostly one response): the item bootstrap's interval is about half the recording bootstrap's."""
+    rng = np.random.default_rng(3)
+    labels, recs = [], []
+    for k in range(12):
+        main = RESPONSES[k % 3]
+        for _ in range(5 + k % 2):
+            labels.append(main if rng.random() < 0.8 else RESPONSES[rng.integers(3)])
+            recs.append(f"rec-{k}")
+    assert len(labels) == 66
+    by_rec = distribution(labels, reps=2000, clusters=recs)
+    by_item = distribution(labels, reps=2000)
+    assert by_rec["shares"] == by_item["shares"] and by_rec["counts"] == by_item["counts"]
+    for r in RESPONSES:
+        ratio = np.diff(by_item["ci"][r])[0] / np.diff(by_rec["ci"][r])[0]
+        assert 0.35 < ratio < 0.7, (r, ratio)
+    # every recording its own cluster is the item bootstrap, draw for draw
+    assert distribution(labels, reps=200, clusters=[str(i) for i in range(66)]) == distribution(labels, reps=200)
+    with pytest.raises(ValueError, match="one id per item"):
+        distribution(labels, reps=10, clusters=recs[:-1])
+    with pytest.raises(ValueError, match="bootstrap_unit"):
+        model_metrics([], reps=10, bootstrap_unit="scene")
 
 
 def test_bootstrap_interval_by_hand():
@@ -211,11 +285,13 @@ class _FakeASR:
 
     def __init__(self):
         self.calls = 0
+        self.vocabularies: list[tuple[str, ...]] = []
 
     def transcribe(self, audio, sample_rate, vocabulary=()):
         from harness.scoring.asr import Transcript
 
         self.calls += 1
+        self.vocabularies.append(tuple(vocabulary))
         n = len(audio) // 240 * 240
         env = np.abs(audio[:n]).reshape(-1, 240).max(axis=1) > 0.05  # 10 ms frames
         starts = np.flatnonzero(env & ~np.concatenate([[False], env[:-1]]))
@@ -278,8 +354,11 @@ def test_stages_end_to_end(tmp_path, monkeypatch):
     # replay emits A's recording: its labels are the reference's, item by item
     assert all(r["eligible"] and r["model_label"] == r["reference_label"] == "continued" for r in rows["replay"])
     assert [r["model_words"] for r in rows["replay"]] == [r["reference_words"] for r in rows["replay"]]
-    # yield_now stops at the switch point: active over the 80 ms lead, then silent: all yielded
-    assert all(r["eligible"] and r["model_label"] == "yielded" for r in rows["yield_now"])
+    # yield_now stops at the switch point, before the cue: not active at its onset, excluded (issue 23.1)
+    assert all(r["exclusion"] == "model_inactive_at_onset" and r["reference_active_at_onset"]
+               for r in rows["yield_now"])
+    # no window had A's recorded continuation (word13..., after the switch point 8.02 s) in its vocabulary
+    assert {v[0] for v in asr.vocabularies} == {" ".join(f"word{k}" for k in range(13))}  # issue 23.3
     flaky = {r["item_id"]: r for r in rows["flaky"]}
     assert flaky["rec-0-cue"]["exclusion"] == "error" and "watchdog" in flaky["rec-0-cue"]["error"]
     assert rows["other"] == []
@@ -294,16 +373,17 @@ def test_stages_end_to_end(tmp_path, monkeypatch):
     assert metrics["not_applicable"] == {"other": "no TEACHER_FORCING"}
     assert metrics["models"]["flaky"]["funnel"]["excluded"]["error"] == 1
     assert metrics["models"]["flaky"]["intents"]["all"]["model"]["n"] == 2  # the error row is no response
-    assert metrics["models"]["yield_now"]["intents"]["all"]["model"]["shares"]["yielded"] == 1.0
+    assert metrics["models"]["replay"]["intents"]["all"]["table"] == [[3, 0, 0], [0, 0, 0], [0, 0, 0]]
+    assert metrics["models"]["yield_now"]["funnel"]["excluded"]["model_inactive_at_onset"] == 3
     md = store.get(plan.layout.file(plan.reduce, "cue_report.md")).decode()
     html = store.get(plan.layout.file(plan.reduce, "cue_report.html")).decode()
     for text in ("68.2 %", "34.8 %", "42.4 %", "22.7 %", "208 / 300", "no TEACHER_FORCING", RULE_LABELER,
-                 "0 paid calls"):
+                 "0 paid calls", "recording bootstrap", "Stuart-Maxwell", "| replay | all | continued | 3 | 0 | 0 |"):
         assert text in md, text
     assert "models not applicable" in html and "| other |" in md
     assert "items/flaky/rec-0-cue.html" in md  # the error row's page: every outcome kind gets one
     page = plan.layout.file(plan.reduce, "items/yield_now/rec-0-cue.html")
-    assert "yielded" in store.get(page).decode()
+    assert "no: model_inactive_at_onset" in store.get(page).decode()
     import soundfile as sf
 
     mix, rate = sf.read(io.BytesIO(store.get(page.replace(".html", ".flac"))))
@@ -318,10 +398,10 @@ def test_stages_end_to_end(tmp_path, monkeypatch):
     manifest = get_json(store, keys["items"])
     items = manifest["items"]
     # 3 models' eligible rows + the reference once; one item per (condition, intent, label) here
-    assert {it["model"] for it in items} == {"replay", "yield_now", "flaky", "reference"}
-    assert len(items) == 3 + 3 + 2 + 3 and all(it["kind"] == "cue" for it in items)
-    assert manifest["sample"]["strata"]["cue/yield_now/backchannel/yielded"] == {"wanted": 5, "available": 1,
-                                                                                   "taken": 1}
+    assert {it["model"] for it in items} == {"replay", "flaky", "reference"}  # yield_now: nothing eligible
+    assert len(items) == 3 + 2 + 3 and all(it["kind"] == "cue" for it in items)
+    assert manifest["sample"]["strata"]["cue/replay/backchannel/continued"] == {"wanted": 5, "available": 1,
+                                                                                "taken": 1}
     page = store.get(keys["page"]).decode()
     assert page.count("data:audio/flac;base64,") == len(items) and "labeller's label" in page
     assert export_cue_review(cfg, store) == keys  # idempotent

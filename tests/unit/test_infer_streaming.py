@@ -1,0 +1,186 @@
+"""Infer memory bounded by the rows, not the shard (issue 24, items 6 and 7): the runner reads each
+input only when a row frees up and hands each result over as it ends; a shard's conversations are
+written under the attempt's prefix as they end (a failure later commits nothing), longest script
+first; the runner counts idle row-steps; the clip cache is bounded by bytes."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+from harness.audio.io import encode
+from harness.models.base import DuplexModel, ModelInfo, StreamContext
+from harness.products.infer import InferIncomplete, read_entries, read_ledger
+from harness.products.timeline import ClipReader, Timeline
+from harness.protocol.scheduler import ProtocolSettings
+from harness.runtime.runner import ConversationInput, InputUnavailable, ModelFailure, stream_conversations
+from harness.runtime.shard import InferWorker, longest_first, script_samples
+from harness.scenes.schema import Label, Scene, Target, Turn
+from harness.store.base import LocalStore, get_json
+from harness.vad.silero import VadSettings
+from tests.fixtures.runs import planned, tiny_config
+
+SR, FRAME = 24_000, 1_920
+
+
+class Counting(DuplexModel):
+    """Silent; counts the row-steps each step spends on open rows; ``fail_after``: raises (not a
+    RowError: the attempt fails) at the first step after that many streams closed."""
+
+    def __init__(self, rows: int = 2, fail_after: int | None = None):
+        self.info = ModelInfo("counting", SR, SR, FRAME, FRAME, rows, frozenset())
+        self.fail_after, self.open_rows, self.closed, self.busy_row_steps = fail_after, set(), 0, 0
+        self.opened: list[str] = []
+
+    def load(self, device: str) -> None:
+        pass
+
+    def open(self, row: int, stream: StreamContext) -> None:
+        self.open_rows.add(row)
+        self.opened.append(stream.conversation_id)
+
+    def close(self, row: int) -> None:
+        self.open_rows.discard(row)
+        self.closed += 1
+
+    def step(self, frames: np.ndarray) -> np.ndarray:
+        if self.fail_after is not None and self.closed >= self.fail_after:
+            raise RuntimeError("CUDA error: an illegal memory access was encountered")
+        self.busy_row_steps += len(self.open_rows)
+        return np.zeros((frames.shape[0], FRAME), np.float32)
+
+
+def _scene(i: int) -> Scene:
+    turns = (Turn("A", "x", Label.N1, Target.HUMAN), Turn("B", "x", Label.N2, Target.HUMAN))
+    return Scene(f"p{i}-explicit", f"p{i}", "explicit", ("A", "B"), turns, "yes")
+
+
+class LoggedQueue:
+    """A lazy queue of ``n`` conversations of different lengths; ``reads`` logs each ``[i]``, and
+    ``missing`` ones raise :class:`InputUnavailable`."""
+
+    def __init__(self, n: int, missing: tuple[int, ...] = ()):
+        self.n, self.missing, self.reads = n, missing, []
+
+    def __len__(self) -> int:
+        return self.n
+
+    def __getitem__(self, i: int) -> ConversationInput:
+        self.reads.append(i)
+        if i in self.missing:
+            raise InputUnavailable(f"p{i}-explicit", "cannot load input: FileNotFoundError: gone")
+        clips = [np.full(round((0.3 + 0.2 * i) * SR), 0.01, np.float32) for _ in range(2)]
+        return ConversationInput(_scene(i), clips, np.zeros(0, np.float32), i)
+
+
+PROTOCOL = ProtocolSettings(tail_s=0.5)
+
+
+def test_inputs_are_read_as_rows_free_up_and_results_handed_over_as_each_ends():
+    queue, model = LoggedQueue(7, missing=(3,)), Counting(rows=2)
+    handed: list[tuple[int, str, int]] = []  # (index, status, inputs read by then)
+    stats = stream_conversations(model, queue, PROTOCOL, VadSettings(), 60.0,
+                                 lambda i, r: handed.append((i, r.status, len(queue.reads))), rows=2)
+    assert sorted(i for i, _, _ in handed) == list(range(7))
+    assert [s for i, s, _ in sorted(handed)] == ["ok"] * 3 + ["error"] + ["ok"] * 3
+    assert queue.reads == list(range(7))  # each input read once, in queue order
+    for k, (_, _, reads) in enumerate(handed):  # at the k-th result: k + 1 handed over, the other row in flight
+        assert reads <= k + 2
+    # the idle row-steps are the steps' rows without a stream: what the model counts as open, from the other side
+    assert stats.rows == 2 and stats.row_steps == 2 * stats.steps
+    assert stats.idle_row_steps == stats.row_steps - model.busy_row_steps > 0
+    assert 0 < stats.model_s < stats.wall_s
+
+
+def test_an_unavailable_input_is_that_conversations_error_with_its_reason():
+    results = {}
+    stream_conversations(Counting(rows=1), LoggedQueue(2, missing=(0,)), PROTOCOL, VadSettings(), 60.0,
+                         results.__setitem__, rows=1)
+    assert results[0].scene_id == "p0-explicit" and results[0].status == "error"
+    assert results[0].reason == "cannot load input: FileNotFoundError: gone" and results[0].output is None
+    assert results[1].status == "ok"
+
+
+class StepRecorder(Counting):
+    """:class:`Counting` that also records, at each open, how many conversations the worker has written."""
+
+    worker: InferWorker | None = None
+
+    def __init__(self, **kw):
+        super().__init__(**kw)
+        self.progress_at_open: list[int] = []
+
+    def open(self, row: int, stream: StreamContext) -> None:
+        super().open(row, stream)
+        self.progress_at_open.append(self.worker.progress if self.worker else -1)
+
+
+def _worker(tmp_path, rows: int = 1, fail_after: int | None = None, n_pairs: int = 2):
+    cfg = tiny_config(tmp_path, "stream", {"rec": {"target": "tests.unit.test_infer_streaming:StepRecorder",
+                                                   "batch_size": rows,
+                                                   "params": {"rows": rows, "fail_after": fail_after}}},
+                      n_pairs=n_pairs)
+    store, plan, ids = planned(cfg)
+    worker = InferWorker(cfg, cfg.models[0], store)
+    worker.model.worker = worker
+    return worker, store, plan, ids
+
+
+def test_a_shard_runs_longest_script_first_and_writes_each_conversation_as_it_ends(tmp_path):
+    worker, store, plan, ids = _worker(tmp_path, rows=1)
+    timeline = Timeline.read(store, plan.layout, plan.synth)
+    lengths = {sid: script_samples(sid, timeline) for sid in ids}
+    assert len(set(lengths.values())) > 1  # the order means something
+    summary = worker.run("shard-00000", ids)
+    assert worker.model.opened == longest_first(ids, timeline) == sorted(ids, key=lambda s: -lengths[s])
+    # one row, at most one row's worth of writes pending: by the k-th open, k - 2 conversations are written
+    seen = worker.model.progress_at_open
+    assert seen == sorted(seen) and all(n >= k - 2 for k, n in enumerate(seen)) and seen[-1] >= len(ids) - 2
+    assert worker.progress == 0  # between attempts
+    marker = get_json(store, plan.layout.marker(plan.layout.shard(plan.infer["rec"], "shard-00000")))
+    assert (summary.ok, marker["ok"]) == (len(ids), len(ids))
+    assert marker["runner"]["rows"] == 1 and marker["runner"]["idle_row_steps"] >= 0
+    assert marker["runner"]["row_steps"] == marker["runner"]["steps"] and marker["peak_rss_mib"] > 0
+    assert set(read_entries(store, plan.layout, plan.infer["rec"], "rec")) == set(ids)
+
+
+def test_a_failure_after_some_conversations_ended_keeps_them_only_under_its_attempt_and_commits_nothing(tmp_path):
+    worker, store, plan, ids = _worker(tmp_path, rows=1, fail_after=2)
+    with pytest.raises(ModelFailure, match="illegal memory access"):
+        worker.run("shard-00000", ids)
+    shard = plan.layout.shard(plan.infer["rec"], "shard-00000")
+    written = [k for k in store.list(shard) if k.endswith(".json")]
+    assert len(written) == 2 and all("/attempts/" in k for k in written)  # the two that ended, as they ended
+    assert not store.exists(plan.layout.marker(shard))
+    assert read_ledger(store, plan.layout, plan.infer["rec"], "rec").missing == ["shard-00000"]
+    with pytest.raises(InferIncomplete):  # a partial attempt is never read as outputs
+        read_entries(store, plan.layout, plan.infer["rec"], "rec")
+
+
+def test_the_clip_cache_keeps_the_most_recently_used_clips_within_its_bytes(tmp_path):
+    cfg = tiny_config(tmp_path, "clips")
+    store = LocalStore(tmp_path)
+    lay, prefix = cfg_layout(cfg)
+    clips = {f"c{i}": np.full(1000 * (i + 1), 0.1, np.float32) for i in range(4)}  # 4, 8, 12, 16 kB decoded
+    for cid, x in clips.items():
+        store.put(lay.clip(prefix, cid), encode(x, SR))
+    reader = ClipReader(store, lay, prefix, SR, max_bytes=24_000)
+    for cid in ("c0", "c1", "c2"):  # 24 kB: all kept
+        reader(cid)
+    assert list(reader._cache) == ["c0", "c1", "c2"] and reader.nbytes == 24_000
+    reader("c0")  # used again: now the most recent
+    reader("c3")  # 16 kB more: the least recently used go until it fits
+    assert list(reader._cache) == ["c0", "c3"] and reader.nbytes == 20_000
+    store.put(lay.clip(prefix, "c0"), encode(np.zeros(10, np.float32), SR))
+    assert len(reader("c0")) == 1000  # served from the cache, not read again
+    big = ClipReader(store, lay, prefix, SR, max_bytes=10_000)
+    assert len(big("c3")) == 4000 and reader.nbytes and not big._cache  # larger than the bound: not cached
+    with pytest.raises(ValueError, match="clip_cache_mib"):
+        tiny_config(tmp_path, "bad", infer={"clip_cache_mib": -1})
+
+
+def cfg_layout(cfg):
+    from harness.runtime.plan import RunPlan
+
+    plan = RunPlan.from_config(cfg)
+    return plan.layout, plan.synth
