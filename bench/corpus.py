@@ -1,4 +1,5 @@
-"""Time the paper-scale corpus: generate + validate 2,000 pairs, then the synth stage itself
+"""Time the paper-scale corpus: generate + validate 2,000 pairs, print whether it tests addressee
+inference (the corpus diagnostic, harness/scenes/diagnostic.py, beside issue 22's targets), then the synth stage itself
 (espeak-ng) on the distinct clips of the first ``--synth-pairs`` paper-profile pairs, once in the
 driver process (``tts.actors=0``) and once on ``--workers`` Ray actors, projected to the whole
 corpus.
@@ -11,7 +12,9 @@ invocation), timed by starting as many actors beforehand. The projection uses th
 The machine is shared: the 1-minute load average is printed with the figures. Figures, not
 assertions; the last line is one JSON object.
 
-    .venv/bin/python bench/corpus.py [--pairs 2000] [--synth-pairs 24] [--workers 2]
+    .venv/bin/python bench/corpus.py [--pairs 2000] [--synth-pairs 24] [--workers 2] [--no-synth]
+
+``--no-synth`` stops after the corpus figures (the last line is then their JSON object).
 """
 
 from __future__ import annotations
@@ -27,6 +30,7 @@ from harness.audio.tts.settings import TtsSettings
 from harness.products.scenes import SceneSet
 from harness.runtime.config import RunConfig
 from harness.runtime.plan import RunPlan
+from harness.scenes.diagnostic import headline
 from harness.scenes.generator import generate_pairs
 from harness.scenes.schema import validate_scenes
 from harness.scenes.stats import corpus_stats
@@ -81,6 +85,7 @@ def main() -> None:
     ap.add_argument("--synth-pairs", type=int, default=24, help="paper-profile pairs whose clips are synthesised")
     ap.add_argument("--workers", type=int, default=2)
     ap.add_argument("--seed", type=int, default=20260902)
+    ap.add_argument("--no-synth", action="store_true", help="stop after the corpus figures")
     args = ap.parse_args()
 
     t0 = time.perf_counter()
@@ -88,9 +93,19 @@ def main() -> None:
     gen_s = time.perf_counter() - t0
     valid, invalid = validate_scenes(scenes, strict=True)
     gen_val_s = time.perf_counter() - t0
+    t0 = time.perf_counter()
     stats = corpus_stats(valid)
+    stats_s = time.perf_counter() - t0
     print(f"generate {gen_s:.2f} s, generate+validate {gen_val_s:.2f} s for {args.pairs} pairs "
-          f"({len(invalid)} invalid)")
+          f"({len(invalid)} invalid); corpus stats with the diagnostic {stats_s:.1f} s")
+    figures = headline(stats["diagnostic"]) | {"distinct_speech_h": stats["reuse"]["distinct_speech_h"]}
+    print("does it test addressee inference (issue 22's targets: designators <= 25 %, implicit AUC <= 0.65, "
+          "repeats <= 10 %, distinct speech >= 58 h, T onset 14.50-263.97 s with edges 40.224 / 54.656 s):")
+    for key, value in figures.items():
+        print(f"  {key}: {value}")
+    if args.no_synth:
+        print(json.dumps(figures))
+        return
 
     voices = TtsSettings().voices
     clips = [(t.text, voices[t.speaker]) for s in valid for t in s.turns]
@@ -127,7 +142,7 @@ def main() -> None:
         "projected_synth_h_distinct_serial": round(len(distinct) / ser["clips_per_s"] / 3600, 2),
         "projected_synth_h_distinct": round(len(distinct) / par["clips_per_s"] / 3600, 2),
         "projected_synth_h_without_dedup": round(len(clips) / par["clips_per_s"] / 3600, 2),
-        "estimated_speech_h_paper_rate": stats["reuse"]["speech_h"],
+        "estimated_speech_h_paper_rate": stats["reuse"]["speech_h"], "corpus": figures,
         "load_average_1min": round(load, 2),
     }
     print(f"{len(distinct):,} distinct of {len(clips):,} clips ({out['clip_saving']:.1%} fewer); projected full "

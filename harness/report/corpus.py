@@ -107,6 +107,53 @@ def _reuse(stats: dict) -> Table:
     ), caption="Each distinct (speaker, text) clip is synthesised once; the rest is reused.")
 
 
+TARGETS = {"designator_share": 0.25, "implicit_auc": 0.65, "repeat_share": 0.10, "distinct_speech_h": 58.0,
+           "t_onset_deviation": 0.10}  # issue 22's targets for a corpus that tests addressee inference
+
+
+def _diagnostic(stats: dict) -> list:
+    """Whether the corpus tests addressee inference (``stats["diagnostic"]``, harness/scenes/diagnostic.py)."""
+    d = stats["diagnostic"]
+    auc, ex, rep, on = d["surface_auc"], d["exclusive"], d["repeats"], d["t_onset"]
+
+    def fig(x: Any, spec: str = ".3f") -> str:
+        return "n/a" if x is None else format(x, spec)
+
+    rows = [("implicit T with a role noun or device word (or in the rewritten turn before it)",
+             f"{d['designator']['share']:.1%} ({_n(d['designator']['with_designator'])})",
+             f"<= {TARGETS['designator_share']:.0%}")]
+    rows += [(f"{c}: best single-turn surface classifier, T vs other question turns (AUC, 5-fold)",
+              fig(auc[c]["best_auc"]) + (f" ({auc[c]['best']})" if auc[c]["best"] else ""),
+              f"<= {TARGETS['implicit_auc']}" if c == "implicit" else "-") for c in CONDS]
+    rows += [(f"{c}: T turns holding a phrase found in T only", f"{ex[c]['T']['covered_share']:.1%} "
+              f"({_n(ex[c]['T']['phrases'])} phrases)" if "T" in ex[c] else "-", "0") for c in CONDS]
+    rows += [(f"{c}: characters found in T only", " ".join(repr(k) for k in ex[c].get("T", {}).get("chars", {}))
+              or "none", "none") for c in CONDS]
+    rows += [("non-T turns repeated word for word in another pair", f"{rep['share']:.1%}",
+              f"<= {TARGETS['repeat_share']:.0%}"),
+             ("distinct speech, hours (estimated)", _n(stats["reuse"]["distinct_speech_h"], ".2f"),
+              f">= {TARGETS['distinct_speech_h']:g}")]
+    rows += [(f"{c}: distinct T clauses (names masked)",
+              f"{_n(d['clauses'][c]['t']['distinct'])} of {_n(d['clauses'][c]['t']['clauses'])}", "-") for c in CONDS]
+    if "min_s" in on:
+        rows += [("T onset after the first turn, range (s)", f"{on['min_s']:.2f}-{on['max_s']:.2f}",
+                  f"{on['paper']['min_s']:.2f}-{on['paper']['max_s']:.2f} (within 10 %)"),
+                 ("T onset tertile edges (s)", " / ".join(f"{x:.3f}" for x in on["tertile_edges_s"]),
+                  " / ".join(f"{x:.3f}" for x in on["paper"]["tertile_edges_s"]) + " (within 10 %)"),
+                 ("conversations with T before the paper's minimum", _n(on["before_paper_min"]), "0")]
+    rows += [("pairs with T as the second turn", _n(on["t_second_turn_pairs"]), "-"),
+             ("pairs whose gold answer is said in the turn just before T", _n(on["gold_just_before_t_pairs"]), "-")]
+    by_type = d["silence_by_type"]
+    types = tuple(by_type.get("explicit", {}))
+    return [
+        Paragraph("**Does the corpus test addressee inference?** An implicit request should be recognisable as "
+                  "one only from the conversation (spec section 2), not from its own words (issue 22)."),
+        Table(("figure", "this corpus", "target"), tuple(rows)),
+        Paragraph("**Silence windows by turn type** (spec section 6's breakdown)."),
+        Table(("condition", *types), tuple((c, *(_n(by_type[c][k]) for k in types)) for c in CONDS if c in by_type)),
+    ]
+
+
 def corpus_section(stats: dict, title: str = "Corpus") -> Section:
     """The corpus section of the report (see the module docstring)."""
     if not isinstance(stats, dict) or "paper" not in stats or "n_pairs" not in stats:
@@ -131,6 +178,7 @@ def corpus_section(stats: dict, title: str = "Corpus") -> Section:
                  f"({d['non_t_turn_texts']:.1%} of the explicit versions' non-T turns)",
                  f"distinct gold answers: {d['gold_answers']:.1%} of the pairs")),
         _reuse(stats),
+        *(_diagnostic(stats) if "diagnostic" in stats else []),
     ]
     if stats.get("invalid_scenes"):
         blocks.append(Paragraph(f"{_n(stats['invalid_scenes'])} scenes were rejected by validation (invalid.json)."))

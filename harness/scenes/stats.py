@@ -12,6 +12,7 @@ import itertools
 from collections import Counter
 from collections.abc import Iterable
 
+from harness.scenes.diagnostic import diagnostic
 from harness.scenes.schema import CONDITIONS, Label, Scene
 
 T_POSITIONS: tuple[str, ...] = ("early-middle", "middle", "late-middle")
@@ -46,7 +47,7 @@ def _hist(values: Iterable[float], edges: list[float]) -> dict[str, int]:
     return out
 
 
-def corpus_stats(scenes: Iterable[Scene]) -> dict:
+def corpus_stats(scenes: Iterable[Scene], diagnose: bool = True) -> dict:
     """Summarise a corpus (for ``stats.json`` / ``corpus_stats.json`` and the report's corpus section).
 
     Top level: ``n_pairs`` (pairs with both versions), ``n_three_person``, ``n_four_person``,
@@ -55,7 +56,10 @@ def corpus_stats(scenes: Iterable[Scene]) -> dict:
     ``pairs_unequal_turns``, ``labels_by_size`` (``{"3"|"4": {condition: {label: n}}}``),
     ``t_relative_position`` and ``t_duration_s`` histograms per condition, ``distinct``
     (shares of distinct T texts, turn texts and gold answers), ``reuse`` (estimated speech hours,
-    all clips vs distinct (speaker, text) clips, and the saving) and ``paper`` (:data:`PAPER`).
+    all clips vs distinct (speaker, text) clips, and the saving), ``paper`` (:data:`PAPER`) and, with
+    ``diagnose``, ``diagnostic``: whether the corpus tests addressee inference
+    (:func:`harness.scenes.diagnostic.diagnostic`: designators, surface classifier AUC, label-only
+    phrases, repeats, clause diversity, T onsets, silence windows by type; seconds for 2,000 pairs).
 
     Per condition (``"explicit"``, ``"implicit"``): ``scenes``, ``three_party``, ``four_party``,
     ``labels`` / ``windows`` (turn count per label), ``scenes_with_n4``, ``n4_events``,
@@ -122,6 +126,8 @@ def corpus_stats(scenes: Iterable[Scene]) -> dict:
         "reuse": _reuse(scenes),
         "paper": PAPER,
     })
+    if diagnose:
+        out["diagnostic"] = diagnostic(scenes, CHARS_PER_S)
     return out
 
 
