@@ -41,7 +41,9 @@ from harness.cue.schema import (
 
 SAMPLE_RATE = 24_000  # the timeline rate (spec section 3): every corpus is stored and served at it
 MIN_SOURCE_RATE = 16_000  # lower rates are rejected, not resampled (narrowband audio; docs/formats.md)
-TURN_PAUSE_S = 0.8  # spec section 4: pauses under 800 ms are inside a turn (the cue-in-A's-turn rule)
+TURN_PAUSE_S = 0.5  # the paper: pauses under 0.5 s between A's words are inside A's turn (cue.turn_pause_s)
+SENTENCE_END = (".", "?", "!")  # a word ending with one of these ends a sentence (the mid-sentence rule)
+PUNCTUATION = (*SENTENCE_END, ",", ";", ":")  # a transcript with any of these on A's words is punctuated
 TIME_TOL_S = 1e-6  # float slack when comparing times with the audio's length
 CHANNELS = ("A", "B")  # row order of a recording's audio
 AUDIO_FIELDS = ("audio", "audio_a", "audio_b")  # a recording line's audio paths: one stereo file, or A's and B's
@@ -120,7 +122,7 @@ def check_words(words: tuple[Word, ...], duration_s: float, where: str) -> None:
 
 
 def check_item(item: CueItem, recording: Recording, lead_s: float = SWITCH_LEAD_S, window_s: float | None = WINDOW_S,
-               turn_pause_s: float = TURN_PAUSE_S) -> None:
+               turn_pause_s: float = TURN_PAUSE_S, mid_sentence: bool = True) -> None:
     """Check a cue item against its recording (docs/formats.md, "Duplex Cue corpus"; the switch
     point and window are spec section 9's). Raises :class:`CueError` with its rule:
 
@@ -134,7 +136,15 @@ def check_item(item: CueItem, recording: Recording, lead_s: float = SWITCH_LEAD_
       A's recorded channel over the whole window; ``None`` skips the rule);
     * ``outside_a_turn``: the recording has A's words and the cue onset is not inside A's
       turn: A's latest word starting at or before the onset must end less than
-      ``turn_pause_s`` before it (a shorter pause is inside the turn, spec section 4).
+      ``turn_pause_s`` before it (the paper: a pause under 0.5 s is inside the turn);
+    * ``not_mid_sentence`` (with ``mid_sentence``): the recording has A's words and A is not
+      mid-sentence at the switch point: A's last word beginning before it ends a sentence
+      (``.``, ``?`` or ``!``);
+    * ``mid_sentence_unknown`` (with ``mid_sentence``): A's words carry no punctuation at all,
+      so the mid-sentence rule cannot be checked (give punctuated words, as word-timestamped
+      ASR gives them, or turn the rule off: ``cue.require_mid_sentence=false``).
+
+    A recording without A's words is checked by neither A rule (docs/formats.md).
     """
     where = f"cue {item.item_id!r}"
     if item.recording_id != recording.recording_id:
@@ -162,6 +172,18 @@ def check_item(item: CueItem, recording: Recording, lead_s: float = SWITCH_LEAD_
             last = f"A's last word before it ends at {before[-1].end_s} s" if before else "A has not spoken yet"
             raise CueError("outside_a_turn", f"{where}: the cue onset ({onset} s) is not inside A's turn ({last}; "
                                              f"a pause of {turn_pause_s} s or more ends the turn)")
+        if mid_sentence:
+            if not any(w.text.endswith(PUNCTUATION) for w in recording.a_words):
+                raise CueError("mid_sentence_unknown", f"{where}: recording {recording.recording_id!r}'s a_words carry "
+                                                       "no punctuation, so whether A is mid-sentence at the switch "
+                                                       "point cannot be checked; give punctuated words or set "
+                                                       "cue.require_mid_sentence=false")
+            at = [w for w in recording.a_words if w.start_s < switch]
+            if at and at[-1].text.endswith(SENTENCE_END):
+                last = at[-1]
+                raise CueError("not_mid_sentence", f"{where}: A is not mid-sentence at the switch point "
+                                                   f"({switch:.3f} s): its last word before it, {last.text!r} "
+                                                   f"({last.start_s}-{last.end_s} s), ends a sentence")
 
 
 # -- on disk ---------------------------------------------------------------------------------
@@ -317,7 +339,7 @@ def audio_files(manifest_path: str | Path) -> dict[str, Path]:
 
 def ingest(manifest_path: str | Path, sample_rate: int = SAMPLE_RATE, min_rate: int = MIN_SOURCE_RATE,
            lead_s: float = SWITCH_LEAD_S, window_s: float | None = WINDOW_S,
-           turn_pause_s: float = TURN_PAUSE_S, allow_outside: bool = False) -> CueCorpus:
+           turn_pause_s: float = TURN_PAUSE_S, mid_sentence: bool = True, allow_outside: bool = False) -> CueCorpus:
     """Load and validate a cue manifest (docs/formats.md, "Duplex Cue corpus").
 
     Every line is checked; a bad line is reported in ``problems`` (in manifest order) with its
@@ -335,7 +357,7 @@ def ingest(manifest_path: str | Path, sample_rate: int = SAMPLE_RATE, min_rate: 
         manifest_path: the JSONL manifest.
         sample_rate: the rate of the returned audio (Hz; the timeline's 24 kHz by default).
         min_rate: the lowest accepted source rate (Hz).
-        lead_s, window_s, turn_pause_s: as :func:`check_item`.
+        lead_s, window_s, turn_pause_s, mid_sentence: as :func:`check_item`.
 
     Returns:
         :class:`CueCorpus` with audio ``float32[2, n]`` at ``sample_rate``.
@@ -411,7 +433,7 @@ def ingest(manifest_path: str | Path, sample_rate: int = SAMPLE_RATE, min_rate: 
             if item.recording_id not in recordings:
                 raise CueError("unknown_recording", f"cue {iid!r}.recording_id: no recording {item.recording_id!r} "
                                                     f"in the manifest")
-            check_item(item, recordings[item.recording_id], lead_s, window_s, turn_pause_s)
+            check_item(item, recordings[item.recording_id], lead_s, window_s, turn_pause_s, mid_sentence)
         except CueError as e:
             reject(lineno, e.rule, e.message, item_id=iid, recording_id=rid)
             continue

@@ -58,7 +58,7 @@ from harness.audio.tts.espeak import EspeakSettings, EspeakTTS
 from harness.cue.corpus import SAMPLE_RATE, CueCorpus, check_item, write_manifest
 from harness.cue.schema import INTENTS, RESPONSES, SWITCH_LEAD_S, WINDOW_S, CueItem, Recording, Word
 
-GENERATOR = "cue-templates-v1"  # recorded in every item's and recording's meta
+GENERATOR = "cue-templates-v2"  # v2: words keep their punctuation  # recorded in every item's and recording's meta
 ESPEAK_RATE = 22_050  # espeak-ng's native rate: clips are placed at it, each channel resampled once
 COLLAB_KINDS = ("search", "correction", "completion")
 
@@ -359,7 +359,8 @@ class _Timeline:
         for token in text.split():
             clip = self.tts.synthesize(token, self.voice)
             self.clips.append((pos, clip))
-            self.words.append(Word(token.strip(_PUNCT), pos / self.rate, (pos + len(clip)) / self.rate))
+            # the word keeps its punctuation, as a punctuated transcript has it (the mid-sentence rule reads it)
+            self.words.append(Word(token.strip('"'), pos / self.rate, (pos + len(clip)) / self.rate))
             pause = (self.s.sentence_pause_s if _END.search(token) else
                      self.s.comma_pause_s if token[-1] in ",;:" else self.s.word_gap_s)
             pos += len(clip) + round(pause * self.rate)

@@ -25,7 +25,9 @@ from harness.store.layout import RunLayout, settings_hash
 
 MANIFEST = "a JSONL cue manifest of recordings and cue items: docs/formats.md, \"Duplex Cue corpus\""
 
-CORPUS_VERSION = "cue-corpus-v1"  # bump when the generator or ingest changes its output for the same settings
+# bump when the generator or ingest changes its output for the same settings (v2: the paper's 0.5 s turn pause and
+# mid-sentence rule; generated words keep their punctuation)
+CORPUS_VERSION = "cue-corpus-v2"
 # bump when the continuation stage's outputs change for the same settings (v2: a model's output lag is dropped)
 CUE_INFER_VERSION = "cue-infer-v2"
 # bump when transcription / labelling code changes (v2: no cached unscoreable label; v3: "active at the cue onset"
@@ -62,6 +64,7 @@ class CuePlan:
         # the lead and window set each generated recording's padding and the ingest rules
         h_corpus = settings_hash({"n_items": c.n_items, "seed": c.seed, "manifest": _manifest(cfg, inputs),
                                   "switch_lead_s": c.switch_lead_s, "window_s": c.window_s,
+                                  "turn_pause_s": c.turn_pause_s, "require_mid_sentence": c.require_mid_sentence,
                                   "generator": GENERATOR, "rate": cfg.protocol.sample_rate}, CORPUS_VERSION)
         infer, score = {}, {}
         for m in cfg.models:

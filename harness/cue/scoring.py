@@ -15,7 +15,7 @@ whether it is speech at the cue onset, and the window's words with times from an
 
 * :class:`RuleLabeler`, the offline stand-in (:data:`RULE_LABELER`; the rule is in docs/cue.md);
 * :class:`LLMLabeler`, an LLM reviewer (Anthropic or Gemini through the judge's backends,
-  prompt ``prompts/cue_label_v1.txt``) given up to ``review_context_s`` of prior context
+  prompt ``prompts/cue_label_v2.txt``) given up to ``review_context_s`` of prior context
   (both speakers' words with times) and the window; content-hash cached, cost counted.
 
 Eligibility (:func:`exclusion`): A is active at the cue onset in both conditions, and both
@@ -189,21 +189,17 @@ class RuleLabeler:
                                      "no cue word")
 
 
-PROMPT = "cue_label_v1.txt"
+PROMPT = "cue_label_v2.txt"  # v2 (issue 23.7): word start and end times; ADAPTED is uptake, not correctness
 PROMPT_FIELDS = frozenset({"context_s", "context", "cue_onset_s", "cue", "window_start_s", "window_end_s",
                            "window", "speech_s", "after_cue_s"})
 LABELS = tuple(r.upper() for r in RESPONSES)  # what the LLM answers
 
 
 def _lines(entries: Iterable[tuple[str, Word]]) -> str:
-    """``12.34 A: word word`` lines: consecutive words of one speaker joined, stamped with the first's start."""
-    out: list[tuple[str, float, list[str]]] = []
-    for spk, w in sorted(entries, key=lambda e: (e[1].start_s, e[0])):
-        if out and out[-1][0] == spk:
-            out[-1][2].append(w.text)
-        else:
-            out.append((spk, w.start_s, [w.text]))
-    return "\n".join(f"{t:.2f} {spk}: {_data(' '.join(ws))}" for spk, t, ws in out) or "(nothing)"
+    """The packet's word lines, in time order: ``12.34-12.61 A: word``, one per word, with its
+    start and end (seconds on the recording timeline)."""
+    return "\n".join(f"{w.start_s:.2f}-{w.end_s:.2f} {spk}: {_data(w.text)}"
+                     for spk, w in sorted(entries, key=lambda e: (e[1].start_s, e[0]))) or "(nothing)"
 
 
 class LLMLabeler(MeteredCache):
@@ -391,9 +387,11 @@ def analyse_response(condition: str, audio: np.ndarray, origin_s: float, speech:
 
 def cue_view(item: CueItem, recording: Recording, switch_s: float, end_s: float, context_s: float,
              words_of: Callable[[str, float, float], tuple[Word, ...]] | None = None) -> CueView:
-    """The labeller's view of ``item``: both speakers' words in ``[switch_s - context_s, switch_s)``
-    and B's words in the window. Words come from the recording (``a_words``/``b_words``); a
-    recording without them needs ``words_of(speaker, t0, t1)`` (e.g. an ASR of that channel)."""
+    """The labeller's view of ``item``: both speakers' words that begin in
+    ``[switch_s - context_s, switch_s)``, a word still being said at the switch point cut there
+    (its part after the switch point is the response under review), and B's words in the window.
+    Words come from the recording (``a_words``/``b_words``); a recording without them needs
+    ``words_of(speaker, t0, t1)`` (e.g. an ASR of that channel)."""
 
     def words(spk: str, t0: float, t1: float) -> tuple[Word, ...]:
         own = recording.a_words if spk == "A" else recording.b_words
@@ -402,7 +400,8 @@ def cue_view(item: CueItem, recording: Recording, switch_s: float, end_s: float,
         return words_of(spk, t0, t1)
 
     c0 = max(0.0, switch_s - context_s)
-    context = tuple(sorted([("A", w) for w in words("A", c0, switch_s)] + [("B", w) for w in words("B", c0, switch_s)],
+    context = tuple(sorted([(spk, Word(w.text, w.start_s, min(w.end_s, switch_s)))
+                            for spk in ("A", "B") for w in words(spk, c0, switch_s)],
                            key=lambda e: (e[1].start_s, e[0])))
     return CueView(item, switch_s, end_s, context_s, context, words("B", switch_s, end_s))
 

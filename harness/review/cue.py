@@ -15,6 +15,14 @@ is the same for every model, so each item is a candidate once). Under the run's 
 prefix the export writes ``review.html`` (audio embedded: B on the left, the response on the
 right, from ``review_context_s`` before the switch point to the window's end), ``review.csv``
 and, last, ``items.json``; the import writes ``disagreements.csv``, ``results.md``, ``results.json``.
+The cue's intent and the labeller's label sit in a closed box on the page, to open after deciding.
+
+The **intent check** (the paper's 60-cue check of the corpus's intent labels; items of kind
+``cue_intent``): :data:`INTENT_PER_STRATUM` corpus cues per intent, seeded, judged by two
+reviewers as backchannel / collaboration / interruption from the recording alone (both recorded
+channels, no model output, no response label); the import gives their agreement and the corpus's
+intent labels against the final human labels ("judge vs humans", the paper: 49 of 60). Under
+``cue-intent-review/<cue-corpus hash>``: the same files as the response kit.
 """
 
 from __future__ import annotations
@@ -28,7 +36,7 @@ from typing import Any
 import numpy as np
 
 from harness.cue.plan import CuePlan
-from harness.cue.schema import INTENTS, RESPONSES, Recording
+from harness.cue.schema import INTENTS, RESPONSES, CueItem, Recording
 from harness.products.cue import continuation_entries, load_corpus, read_recording, read_rows
 from harness.review.forms import REVIEW_COLUMNS, template_csv
 from harness.review.items import PER_STRATUM, draw, page_order
@@ -47,7 +55,17 @@ INSTRUCTIONS = (
     "cue within its turn: answers it, accepts B's word or correction, says \"oh right\", revises what it was saying) "
     "or <b>yielded</b> (stops and hands the floor to B). <i>transcript_ok</i>: <b>yes</b> when the transcript of A's "
     "side matches what you hear closely enough that the label would not change, else <b>no</b>. The clip starts "
-    "before the cue; the window under review starts at the switch point shown.")
+    "before the cue; the window under review starts at the switch point shown. <b>adapted</b> is about uptake of the "
+    "cue (rephrasing because of it included), not about whether the response is correct. The cue's intent and the "
+    "labeller's label are in the closed box of each item: open it only after deciding.")
+INTENT_PER_STRATUM = 20  # the paper's intent check: 60 cues, here 20 per intent
+INTENT_INSTRUCTIONS = (
+    "Speaker A holds the floor; B contributes a cue. Listen to the clip (B on the <b>left</b> channel, A on the "
+    "<b>right</b>, both as recorded) and label the <b>intent of B's cue</b> (the words shown): <b>backchannel</b> "
+    "(B signals listening: \"mm-hm\", \"right\", \"yeah\"), <b>collaboration</b> (B helps A's turn along: supplies a "
+    "word, a correction, a clarification or a completion) or <b>interruption</b> (B bids for the floor: a question, "
+    "an objection, a change of topic). Leave <i>transcript_ok</i> empty. The corpus's label is in the closed box: "
+    "open it only after deciding.")
 
 
 def review_prefix(plan: CuePlan) -> str:
@@ -129,8 +147,7 @@ def cue_review_page(run_id: str, items: Sequence[Mapping[str, Any]], recordings:
     for row, it in enumerate(items, start=2):
         rec = recordings[it["recording_id"]]
         t0 = max(0.0, it["switch_s"] - context_s)
-        body = _dl([("intent of the cue", _esc(it["intent"])),
-                    ("what was said before the switch point (recording)", _lines(rec, t0, it["switch_s"])),
+        body = _dl([("what was said before the switch point (recording)", _lines(rec, t0, it["switch_s"])),
                     ("B during the window", _lines(Recording(rec.recording_id, rec.sample_rate, rec.n_samples, (),
                                                              rec.b_words), it["switch_s"], it["end_s"])),
                     ("times", f"clip starts at {t0:.2f} s; switch point {it['switch_s']:.2f} s (at "
@@ -138,7 +155,8 @@ def cue_review_page(run_id: str, items: Sequence[Mapping[str, Any]], recordings:
                     ("clip (B left, A's side right)", f'<audio controls preload="none" src="{audio[it["item_id"]]}">'
                                                       "</audio>"),
                     ("A's side in the window, as transcribed", f"<q>{_esc(it['transcript'])}</q>")])
-        body += f"<details><summary>labeller's label (open after deciding)</summary>{_esc(it['judge_label'])}</details>"
+        body += (f"<details><summary>the cue's intent and the labeller's label (open after deciding)</summary>"
+                 f"intent {_esc(it['intent'])}; labeller: {_esc(it['judge_label'])}</details>")
         out.append(f'<section class=item id="{html.escape(it["item_id"])}"><h3>CSV line {row}: '
                    f"<span class=id>{_esc(it['item_id'])}</span></h3>{body}</section>")
     out.append("</main></body></html>")
@@ -208,6 +226,112 @@ def export_cue_review(cfg: RunConfig, store: ObjectStore) -> dict[str, str]:
     return {"page": key["review.html"], "csv": key["review.csv"], "items": key[ITEMS_FILE]}
 
 
+def intent_prefix(plan: CuePlan) -> str:
+    """``<run>/cue-intent-review/<hash of the cue-corpus output>``: an intent kit belongs to one corpus."""
+    return plan.layout.stage("cue-intent-review", plan.corpus.rsplit("/", 1)[1])
+
+
+def sample_intent_items(items: Sequence[CueItem], lead_s: float, window_s: float,
+                        per_stratum: int = INTENT_PER_STRATUM) -> tuple[list[dict[str, Any]], dict[str, Any]]:
+    """The intent check's items: ``per_stratum`` corpus cues per intent (all when fewer), seeded
+    per intent; each carries the corpus's intent as its ``judge_label`` and no model output.
+    Returns ``(items, strata)`` as :func:`sample_cue_items` (``"cue_intent/corpus/<intent>"``)."""
+    out: list[dict[str, Any]] = []
+    strata: dict[str, Any] = {}
+    for intent in INTENTS:
+        pool = sorted((it for it in items if it.intent == intent), key=lambda it: it.item_id)
+        taken = draw(pool, per_stratum, "cue_intent", intent)
+        strata[f"cue_intent/corpus/{intent}"] = {"wanted": per_stratum, "available": len(pool), "taken": len(taken)}
+        for it in taken:
+            switch = it.switch_s(lead_s)
+            out.append({"item_id": f"cue-intent/{it.item_id}", "kind": "cue_intent", "model": "corpus",
+                        "cue_item_id": it.item_id, "recording_id": it.recording_id, "intent": it.intent,
+                        "judge_label": it.intent, "transcript": " ".join(w.text for w in it.cue_words),
+                        "cue_onset_s": it.cue_onset_s, "switch_s": switch, "end_s": switch + window_s})
+    return out, strata
+
+
+def cue_intent_page(run_id: str, items: Sequence[Mapping[str, Any]], recordings: Mapping[str, Recording],
+                    audio: Mapping[str, str], notes: Sequence[str], context_s: float) -> str:
+    """The intent check's page (in page and CSV order): per cue the words before it, B's cue, the
+    clip; the corpus's intent in a closed box. No model output and no response label."""
+    out = ["<!DOCTYPE html>", '<html lang="en"><head><meta charset="utf-8">',
+           '<meta name="viewport" content="width=device-width, initial-scale=1">',
+           f"<title>Duplex Cue intent check: {_esc(run_id)}</title><style>{CSS}</style></head><body><main>",
+           f"<h1>Duplex Cue intent check: run <span class=id>{_esc(run_id)}</span></h1>",
+           "<div class=instr><p>Review every item below and fill in <b>your own copy</b> of <code>review.csv</code> "
+           f"(columns <code>{','.join(REVIEW_COLUMNS)}</code>; one row per item, in this page's order). Fill "
+           "<i>verdict</i> (backchannel / collaboration / interruption) and <i>notes</i> for anything odd; do not "
+           "change <i>item_id</i> or <i>kind</i>. Work independently of the other reviewer.</p>"
+           + "".join(f"<p>{_esc(n)}</p>" for n in notes) + f"</div><p class=instr>{INTENT_INSTRUCTIONS}</p>"]
+    for row, it in enumerate(items, start=2):
+        rec = recordings[it["recording_id"]]
+        t0 = max(0.0, it["switch_s"] - context_s)
+        body = _dl([("what was said before the cue (recording)", _lines(rec, t0, it["cue_onset_s"])),
+                    ("B's cue", f"<q>{_esc(it['transcript'])}</q> (from {it['cue_onset_s']:.2f} s, "
+                                f"{it['cue_onset_s'] - t0:.2f} s into the clip)"),
+                    ("clip (B left, A right, as recorded)", f'<audio controls preload="none" '
+                                                            f'src="{audio[it["item_id"]]}"></audio>')])
+        body += (f"<details><summary>the corpus's intent (open after deciding)</summary>{_esc(it['judge_label'])}"
+                 "</details>")
+        out.append(f'<section class=item id="{html.escape(it["item_id"])}"><h3>CSV line {row}: '
+                   f"<span class=id>{_esc(it['item_id'])}</span></h3>{body}</section>")
+    out.append("</main></body></html>")
+    return "\n".join(out)
+
+
+def export_cue_intent_review(cfg: RunConfig, store: ObjectStore) -> dict[str, str]:
+    """The intent check (module docstring): sample the corpus's cues and write the page, the CSV
+    template and ``items.json`` under :func:`intent_prefix`. Idempotent; returns ``{"page", "csv",
+    "items"}`` keys. Raises :class:`harness.review.kit.ReviewError` when cue-corpus has not
+    completed, or when an earlier export with different items exists (never overwritten)."""
+    from harness.audio.resample import resample
+    from harness.cue.scoring import span
+    from harness.report.conversation import mix_flac
+    from harness.report.cue import stereo_mix
+    from harness.review.kit import ReviewError
+
+    plan = CuePlan.from_config(cfg)
+    lay, sr, c = plan.layout, cfg.protocol.sample_rate, cfg.cue
+    if not store.exists(lay.marker(plan.corpus)):
+        raise ReviewError(f"cue-corpus has not completed at {plan.corpus}: run the cue job first (same overrides)")
+    corpus_items, recordings = load_corpus(store, lay, plan.corpus)
+    items, strata = sample_intent_items(corpus_items, c.switch_lead_s, c.window_s)
+    items = page_order(items)
+    short = [f"{k} {v['taken']}/{v['wanted']}" for k, v in strata.items() if v["taken"] < v["wanted"]]
+    notes = [f"Per intent: {INTENT_PER_STRATUM} of the corpus's cues (the paper checked 60). "
+             + (f"Short strata (all available taken): {', '.join(short)}." if short else "Every stratum was full.")]
+    manifest = {"run_id": cfg.run_id, "reduce": plan.corpus, "sample_rate": REVIEW_SAMPLE_RATE,
+                "sample": {"strata": strata}, "items": items}
+    prefix = intent_prefix(plan)
+    key = {n: lay.file(prefix, n) for n in ("review.html", "review.csv", ITEMS_FILE)}
+    if store.exists(key[ITEMS_FILE]) and get_json(store, key[ITEMS_FILE]) != manifest:
+        raise ReviewError(f"{key[ITEMS_FILE]} holds a different sample; filled CSVs refer to it, so it is not "
+                          "overwritten (move it away to export anew)")
+    audio: dict[str, str] = {}
+    for it in items:
+        x = read_recording(store, lay, plan.corpus, it["recording_id"], sr)
+        t0, t1 = max(0.0, it["switch_s"] - c.review_context_s), it["end_s"]
+        mix = stereo_mix(span(x[1], t0, t1, sr), span(x[0], t0, t1, sr))
+        mix16 = np.stack([resample(mix[:, k], sr, REVIEW_SAMPLE_RATE) for k in range(2)], axis=1)
+        audio[it["item_id"]] = flac_data_uri(mix_flac(mix16, REVIEW_SAMPLE_RATE))
+    page = cue_intent_page(cfg.run_id, items, recordings, audio, notes, c.review_context_s)
+    store.put(key["review.html"], page.encode())
+    store.put(key["review.csv"], template_csv(items).encode())
+    put_json(store, key[ITEMS_FILE], manifest)
+    return {"page": key["review.html"], "csv": key["review.csv"], "items": key[ITEMS_FILE]}
+
+
+def import_cue_intent_reviews(cfg: RunConfig, store: ObjectStore, csvs: Sequence[str | Path],
+                              adjudication: str | Path | None = None) -> dict[str, Any]:
+    """Two reviewers' CSVs of the intent check -> results (as :func:`import_cue_reviews`): their
+    agreement and the corpus's intent labels against the final human labels."""
+    from harness.review.kit import import_kit
+
+    plan = CuePlan.from_config(cfg)
+    return import_kit(store, intent_prefix(plan), cfg.run_id, plan.corpus, csvs, adjudication)
+
+
 def import_cue_reviews(cfg: RunConfig, store: ObjectStore, csvs: Sequence[str | Path],
                        adjudication: str | Path | None = None) -> dict[str, Any]:
     """Two reviewers' CSVs of the cue kit -> results (as :func:`harness.review.kit.import_reviews`):
@@ -218,6 +342,7 @@ def import_cue_reviews(cfg: RunConfig, store: ObjectStore, csvs: Sequence[str | 
     return import_kit(store, review_prefix(plan), cfg.run_id, plan.reduce, csvs, adjudication)
 
 
-__all__ = ["REFERENCE", "cue_review_item", "cue_review_page", "export_cue_review", "import_cue_reviews",
-           "review_prefix", "sample_cue_items"]
+__all__ = ["INTENT_PER_STRATUM", "REFERENCE", "cue_intent_page", "cue_review_item", "cue_review_page",
+           "export_cue_intent_review", "export_cue_review", "import_cue_intent_reviews", "import_cue_reviews",
+           "intent_prefix", "review_prefix", "sample_cue_items", "sample_intent_items"]
 

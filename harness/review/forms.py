@@ -49,7 +49,7 @@ def allowed(kind: str, field: str) -> tuple[str, ...]:
     """The values ``field`` may take for an item of ``kind`` (``()``: must be empty)."""
     if field == "verdict":
         return VERDICTS[kind]
-    return () if kind == "construction" else TRANSCRIPT_OK
+    return () if kind in ("construction", "cue_intent") else TRANSCRIPT_OK
 
 
 def template_csv(items: Sequence[Mapping[str, Any]]) -> str:

@@ -34,7 +34,7 @@ SAMPLE_SEED = 20260902  # the spec's seed (section 6); the sample is a function 
 CONSTRUCTION_PAIRS = 50  # spec section 6: 50 scene pairs (100 conversations)
 PER_STRATUM = 5  # spec section 6: 5 correct + 5 incorrect, 5 acknowledgement + 5 intrusion
 
-KINDS = ("construction", "answer", "window", "cue")
+KINDS = ("construction", "answer", "window", "cue", "cue_intent")
 # the reviewer's ``verdict`` values per kind; the first one is the kind's "pass" (a Duplex Cue
 # item, harness.review.cue, has three and no "pass": its pass rate is the share of "continued")
 VERDICTS: dict[str, tuple[str, ...]] = {
@@ -42,12 +42,13 @@ VERDICTS: dict[str, tuple[str, ...]] = {
     "answer": ("correct", "incorrect"),
     "window": ("backchannel", "intrusion"),
     "cue": ("continued", "adapted", "yielded"),  # harness.cue.schema.RESPONSES
+    "cue_intent": ("backchannel", "collaboration", "interruption"),  # harness.cue.schema.INTENTS (no transcript)
 }
 TRANSCRIPT_OK = ("yes", "no")  # answer and window items; empty for construction items
 # judge label -> the reviewer's verdict value it corresponds to
 JUDGE_TO_VERDICT = {CORRECT: "correct", INCORRECT: "incorrect",
                     BACKCHANNEL: "backchannel", SUBSTANTIVE_INTRUSION: "intrusion",
-                    **{r: r for r in VERDICTS["cue"]}}  # a Duplex Cue labeller's label is the verdict itself
+                    **{r: r for r in (*VERDICTS["cue"], *VERDICTS["cue_intent"])}}  # Duplex Cue: the label itself
 STRATA = {"answer": (CORRECT, INCORRECT), "window": (BACKCHANNEL, SUBSTANTIVE_INTRUSION)}
 
 

@@ -111,7 +111,7 @@ def _judge_and_asr(group: Sequence[Mapping[str, Any]], final: Mapping[str, Mappi
 
 CONSTRUCTION_SHORTFALL = "construction pairs"  # key of the construction sample in ``shortfalls``
 KIND_TITLES = {"construction": "construction checks", "answer": "T answers", "window": "N1-N3 windows",
-               "cue": "Duplex Cue responses"}
+               "cue": "Duplex Cue responses", "cue_intent": "Duplex Cue intents"}
 
 
 def _pct(a: Mapping[str, Any] | None) -> str:

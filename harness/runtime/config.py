@@ -267,6 +267,8 @@ class CueSettings:
     seed: int = 20260913  # generator seed
     manifest: str | None = None  # ingest a corpus (docs/formats.md, "Duplex Cue corpus") instead of generating
     allow_outside_paths: bool = False  # a manifest's audio may lie outside its folder (default: refused)
+    turn_pause_s: float = 0.5  # the paper: pauses under 0.5 s between A's words are inside A's turn (ingest rule)
+    require_mid_sentence: bool = True  # the paper: A is mid-sentence at the switch point (ingest rule)
     switch_lead_s: float = 0.08  # the switch point: this long before the cue's first word, clipped at 0
     context_s: float = 120.0  # at most this much of both channels is fed before the switch point
     window_s: float = 10.0  # the model generates this long after the switch point
@@ -281,7 +283,8 @@ class CueSettings:
 
     def __post_init__(self) -> None:
         require_integer(self, "n_items", "seed", "bootstrap", "shard_size")
-        require_positive(self, "n_items", "context_s", "window_s", "review_context_s", "bootstrap", "shard_size")
+        require_positive(self, "n_items", "context_s", "window_s", "review_context_s", "bootstrap", "shard_size",
+                         "turn_pause_s")
         if self.bootstrap_unit not in ("recording", "item"):
             raise ValueError(f"bootstrap_unit must be recording or item, got {self.bootstrap_unit!r}")
         for name in ("switch_lead_s", "vad_release_s"):

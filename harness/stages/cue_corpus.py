@@ -28,10 +28,12 @@ log = logging.getLogger("duplex_mpe")
 
 def build_corpus(cfg: RunConfig) -> CueCorpus:
     """The run's corpus: ``cue.manifest`` ingested (at ``protocol.sample_rate``, checked with the
-    run's switch lead and window), else generated from ``cue.n_items`` and ``cue.seed``."""
+    run's switch lead, window, turn pause and mid-sentence rule), else generated from
+    ``cue.n_items`` and ``cue.seed`` (whose items meet the default rules by construction)."""
     c = cfg.cue
     if c.manifest:
         return ingest(c.manifest, sample_rate=cfg.protocol.sample_rate, lead_s=c.switch_lead_s, window_s=c.window_s,
+                      turn_pause_s=c.turn_pause_s, mid_sentence=c.require_mid_sentence,
                       allow_outside=c.allow_outside_paths)
     from harness.cue.generate import GeneratorSettings, generate_cue_corpus
 

@@ -37,6 +37,7 @@ from harness.cue.generate import (
     response_quotas,
 )
 from harness.cue.schema import INTENTS, RESPONSES, CueError, CueItem, Recording, Word
+from harness.scoring.asr.text import words as tokens
 
 RATE = 24_000
 
@@ -129,7 +130,7 @@ def talk(rate: int, spans: list[tuple[float, float]], n: int, seed: int) -> np.n
     return x
 
 
-A_WORDS = [{"text": "one", "start_s": 0.5, "end_s": 2.0}, {"text": "two", "start_s": 2.1, "end_s": 6.0}]
+A_WORDS = [{"text": "one,", "start_s": 0.5, "end_s": 2.0}, {"text": "two", "start_s": 2.1, "end_s": 6.0}]
 B_WORDS = [{"text": "right", "start_s": 5.0, "end_s": 5.5}]
 
 
@@ -304,13 +305,38 @@ def test_a_manifest_saved_with_a_byte_order_mark_and_crlf_loads_like_a_clean_one
 
 
 def test_ingest_cue_inside_and_outside_a_turn(good):
+    """Issue 23.5: pauses under 0.5 s between A's words stay inside A's turn (the paper; it was
+    0.8 s): a cue 0.6 s after A's last word is rejected."""
     directory, lines = good  # A's last word on "st" ends at 6.0 s
-    lines[0] = {**lines[0], "b_words": words(("right", 5.0, 5.5), ("so", 6.5, 6.7), ("well", 6.9, 7.2))}
-    inside = cue("in", "st", cue_words=words(("so", 6.5, 6.7)), continuation_start_s=6.5, continuation_end_s=7.0)
-    after = cue("out", "st", cue_words=words(("well", 6.9, 7.2)), continuation_start_s=6.9, continuation_end_s=7.0)
+    lines[0] = {**lines[0], "b_words": words(("right", 5.0, 5.5), ("so", 6.4, 6.55), ("well", 6.6, 7.2))}
+    inside = cue("in", "st", cue_words=words(("so", 6.4, 6.55)), continuation_start_s=6.4, continuation_end_s=7.0)
+    after = cue("out", "st", cue_words=words(("well", 6.6, 7.2)), continuation_start_s=6.6, continuation_end_s=7.0)
     _, _, items, problems = run_ingest(directory, [lines[0], inside, after])
-    assert [i.item_id for i in items] == ["in"]  # a 0.5 s pause is inside A's turn, 0.9 s is not
+    assert [i.item_id for i in items] == ["in"]  # a 0.4 s pause is inside A's turn, 0.6 s is not
     assert [p["rule"] for p in problems] == ["outside_a_turn"] and "ends at 6.0 s" in problems[0]["reason"]
+    assert "a pause of 0.5 s or more ends the turn" in problems[0]["reason"]
+    # cue.turn_pause_s: the rule is a setting
+    path = directory / "manifest.jsonl"
+    assert [i.item_id for i in ingest(path, turn_pause_s=0.8).items] == ["in", "out"]
+
+
+def test_ingest_a_must_be_mid_sentence_at_the_switch_point(good):
+    """Issue 23.5: A's last word before the switch point must not end a sentence; a transcript
+    without punctuation cannot be checked (rejected, with how to turn the rule off)."""
+    directory, lines = good
+    base = {**lines[0], "b_words": words(("right", 5.0, 5.5))}
+    ended = {**base, "a_words": words(("one", 0.5, 2.0), ("two.", 2.1, 6.0))}
+    _, _, items, problems = run_ingest(directory, [ended, lines[2]])
+    assert items == [] and [p["rule"] for p in problems] == ["not_mid_sentence"]
+    assert "its last word before it, 'two.' (2.1-6.0 s), ends a sentence" in problems[0]["reason"]
+    bare = {**base, "a_words": words(("one", 0.5, 2.0), ("two", 2.1, 6.0))}
+    _, _, items, problems = run_ingest(directory, [bare, lines[2]])
+    assert items == [] and [p["rule"] for p in problems] == ["mid_sentence_unknown"]
+    assert "cue.require_mid_sentence=false" in problems[0]["reason"]
+    path = directory / "manifest.jsonl"
+    assert [i.item_id for i in ingest(path, mid_sentence=False).items] == ["st-1"]
+    mid = {**base, "a_words": words(("one.", 0.5, 2.0), ("two", 2.1, 6.0))}  # a sentence ended before: fine
+    assert [i.item_id for i in run_ingest(directory, [mid, lines[2]]).items] == ["st-1"]
 
 
 def test_ingest_duplicate_recording_rejects_every_line_with_it(good):
@@ -371,8 +397,8 @@ def test_generated_scripts_give_each_response(corpus):
             continue
         assert rec.b_words[-1].end_s == cue_end  # B says only its cue
         assert later[-1].end_s - onset >= s.min_continuation_s and item.continuation_end_s == later[-1].end_s
-        said = {w.text.lower() for w in later}
-        cue_content = {w.text.lower() for w in item.cue_words} - {"the", "at", "a", "to"}
+        said = {t for w in later for t in tokens(w.text)}  # words keep their punctuation ("July.")
+        cue_content = {t for w in item.cue_words for t in tokens(w.text)} - {"the", "at", "a", "to"}
         if item.label == "continued":  # no break: A talks over the cue, never with B's words
             assert later[0].start_s - item.meta["a_stop_s"] < 0.2
             if item.intent == "collaboration":

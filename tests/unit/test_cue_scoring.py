@@ -21,6 +21,7 @@ from harness.cue.scoring import (
     active_at,
     analyse_response,
     build_labeler,
+    cue_view,
     exclusion,
     item_row,
     vocabulary,
@@ -139,6 +140,17 @@ def test_the_vocabulary_holds_nothing_of_as_recorded_continuation():
     assert vocabulary(rec, _item(), SWITCH) == ["we hiked up", "the lighthouse", "the lighthouse", *ACK_SENTENCES]
 
 
+def test_the_packets_context_cuts_the_word_that_straddles_the_switch_point():
+    """Issue 23.7: what the labeller is given before the window ends at the switch point: A's word
+    begun before it is cut there (its rest belongs to the response), a later word is not context."""
+    a = (Word("we", 9.0, 9.2), Word("hiked", 9.3, 9.9), Word("upwards", 9.95, 10.3), Word("tower", 12.0, 12.5))
+    rec = Recording("rec-1", 24_000, 24_000 * 22, a, (Word("mm", 9.5, 9.7), *_item().cue_words))
+    view = cue_view(_item(), rec, SWITCH, END, 15.0)
+    assert [(s, w.text, w.start_s, w.end_s) for s, w in view.context] == [
+        ("A", "we", 9.0, 9.2), ("A", "hiked", 9.3, 9.9), ("B", "mm", 9.5, 9.7), ("A", "upwards", 9.95, SWITCH)]
+    assert [w.text for w in view.b_window] == ["the", "lighthouse"]
+
+
 # ----------------------------------------------------------------------------- statistics
 
 
@@ -236,7 +248,10 @@ def test_llm_labeller_caches_and_counts_cost(tmp_path):
     first = lab.label(view, resp)
     assert first.label == "adapted" and first.cost.usd == pytest.approx((1000 * 3 + 5 * 15) / 1e6)
     prompt = fake.messages.calls[0]["messages"][0]["content"]
-    assert "9.00 B: mm" in prompt and "10.90 A: oh right" in prompt and "the lighthouse" in prompt
+    # issue 23.7: word-level start and end times; ADAPTED is uptake (rephrasing included), not correctness
+    assert "8.00-8.20 A: we\n9.00-9.20 B: mm" in prompt and "10.90-11.20 A: oh\n11.20-11.50 A: right" in prompt
+    assert "the lighthouse" in prompt and "rephrases" in prompt
+    assert "not about whether A's response is correct" in prompt
     again = LLMLabeler("anthropic", store, "_cache/cue-label", client=fake, model="claude-sonnet-4-5")
     second = again.label(view, resp)
     assert len(fake.messages.calls) == 1 and second.label == "adapted" and second.cost.usd == 0
@@ -424,6 +439,52 @@ def test_stages_end_to_end(tmp_path, monkeypatch):
     assert res["open_disagreements"] == 1 and kind["judge_agreement"]["n"] == len(items) - 1
     assert kind["judge_agreement"]["percent"] == 100.0
     assert store.exists(res["keys"]["json"])
+
+
+def test_the_intent_check_hides_labels_and_measures_the_corpus_intents(tmp_path):
+    """Issue 23.7: the kit validates the corpus's intent labels, model labels hidden: per intent
+    up to 20 cues (the paper's 60-cue check), two reviewers, the corpus against the final labels."""
+    import csv
+
+    from harness.cue.plan import CuePlan
+    from harness.review.cue import export_cue_intent_review, import_cue_intent_reviews
+    from harness.runtime.config import CueSettings, ModelSettings, RunConfig
+    from harness.store.base import get_json
+    from harness.store.settings import StoreSettings, open_store
+    from tests.fixtures.cue import write_corpus
+
+    cfg = RunConfig(run_id="cue", models=(ModelSettings("replay", "replay"),), cue=CueSettings(bootstrap=100),
+                    store=StoreSettings(root=str(tmp_path)))
+    store, plan = open_store(cfg.store), CuePlan.from_config(cfg)
+    write_corpus(store, plan, _synthetic_corpus(3))
+    keys = export_cue_intent_review(cfg, store)
+    manifest = get_json(store, keys["items"])
+    items = manifest["items"]
+    assert sorted(it["judge_label"] for it in items) == ["backchannel", "collaboration", "interruption"]
+    assert manifest["sample"]["strata"]["cue_intent/corpus/backchannel"] == {"wanted": 20, "available": 1,
+                                                                             "taken": 1}
+    page = store.get(keys["page"]).decode()
+    closed = page.split("<details>")
+    # the corpus's intent only inside the closed box; nothing of a model or a response label
+    assert len(closed) == 4 and all(it["judge_label"] not in c.split("</details>")[-1] for c, it in
+                                    zip(closed[1:], items, strict=True))
+    assert "labeller" not in page.split("</h1>", 1)[1].replace("labelled", "") and "continued" not in page
+    assert export_cue_intent_review(cfg, store) == keys  # idempotent
+
+    def review(path, wrong=0):
+        with open(path, "w", newline="") as fh:
+            w = csv.writer(fh)
+            w.writerow(("item_id", "kind", "verdict", "transcript_ok", "notes"))
+            for k, it in enumerate(items):
+                other = next(i for i in ("backchannel", "collaboration") if i != it["judge_label"])
+                v = other if k < wrong else it["judge_label"]
+                w.writerow((it["item_id"], "cue_intent", v, "", ""))
+        return path
+
+    res = import_cue_intent_reviews(cfg, store, [review(tmp_path / "ann.csv", 1), review(tmp_path / "bob.csv", 1)])
+    kind = res["kinds"]["cue_intent"]
+    assert kind["reviewer_agreement"]["verdict"]["percent"] == 100.0 and res["open_disagreements"] == 0
+    assert kind["judge_agreement"]["n"] == 3 and kind["judge_agreement"]["agree"] == 2  # the corpus vs humans
 
 
 def test_transcriber_caches_and_spreads_untimed_words(tmp_path):
