@@ -13,7 +13,12 @@ start of every stream (docs/models.md).
 Context: the LM attends over its last 3,000 steps (``LM_CONTEXT_STEPS``, 240 s: the ring KV cache of
 the 7B config; a random instance: its ``lm_kwargs["context"]``). A longer stream goes on, attending
 to its last 240 s only, so the start of the spoken preamble drops out of its window
-(``ModelInfo.context_s``; reduce flags such conversations).
+(``ModelInfo.context_s``; reduce flags such conversations). ``context_steps`` sizes the ring to the
+streams instead (moshi's own ``set_attention_context`` on the LM's transformer, before any stream
+opens; issue 24, item 2): the ring's memory and the attention's reads scale with it, and a stream
+shorter than the ring attends exactly as with the full ring (its slots past the stream are masked
+either way: greedy tokens identical, tested), while a longer one attends to its last
+``context_steps`` and is flagged like any overrun (``ModelInfo.context_s``).
 
 Upstream behaviours handled here, once:
 
@@ -143,9 +148,13 @@ class MoshiModel(DuplexModel):
         forced_text: the text stream of a teacher-forced row (``step_forced``): ``"model"`` the
             model's own inner-monologue prediction, ``"pad"`` the text padding token
             (docs/models.md, "Teacher forcing").
+        context_steps: steps of 80 ms the LM's ring KV cache holds and attends over (None: the
+            checkpoint's, 3,000 = 240 s; a random instance: its ``lm_kwargs["context"]``); see the
+            module docstring ("Context").
 
     Raises:
-        ValueError: ``forced_text`` is neither ``"model"`` nor ``"pad"``; from ``load``, a
+        ValueError: ``forced_text`` is neither ``"model"`` nor ``"pad"``; ``context_steps`` is not a
+            positive integer; from ``load``, a
             checkpoint whose agent codebooks have acoustic delays other than 0 and 1 frames
             (teacher forcing relies on Moshi's layout).
     """
@@ -156,9 +165,13 @@ class MoshiModel(DuplexModel):
                  weights_path: str | None = None, temp: float = 0.8, temp_text: float = 0.7, top_k: int = 250,
                  top_k_text: int = 25, use_sampling: bool = True, seed: int = 0, max_batch: int = 64,
                  dtype: str = "bfloat16", tiny: bool = False, lm_kwargs: dict | None = None,
-                 mimi_config: dict | None = None, forced_text: str = "model"):
+                 mimi_config: dict | None = None, forced_text: str = "model", context_steps: int | None = None):
         if forced_text not in FORCED_TEXT:
             raise ValueError(f"moshi forced_text must be one of {FORCED_TEXT}, got {forced_text!r}")
+        if context_steps is not None and (isinstance(context_steps, bool) or not isinstance(context_steps, int)
+                                          or context_steps < 1):
+            raise ValueError(f"moshi context_steps must be a positive integer (steps of 80 ms), got {context_steps!r}")
+        self.context_steps = context_steps
         self.forced_text = forced_text
         self.hf_repo, self.revision, self.weights_path = hf_repo, revision, weights_path
         self.sampling = {"temp": temp, "temp_text": temp_text, "top_k": top_k, "top_k_text": top_k_text,
@@ -166,7 +179,7 @@ class MoshiModel(DuplexModel):
         self.seed, self.dtype, self.tiny = seed, dtype, tiny
         self.lm_kwargs, self.mimi_config = lm_kwargs, mimi_config
         weights = "random:tiny" if self.random else str(self._repo())
-        context = (self.lm_kwargs or TINY_LM).get("context") if self.random else LM_CONTEXT_STEPS
+        context = context_steps or ((self.lm_kwargs or TINY_LM).get("context") if self.random else LM_CONTEXT_STEPS)
         self.info = ModelInfo("moshi", RATE, RATE, FRAME, FRAME, max_batch, frozenset({TEACHER_FORCING}),
                               weights=weights, context_s=None if context is None else context * FRAME / RATE)
         self._rows = 0  # R of the current streaming state (0: none yet)
@@ -204,6 +217,10 @@ class MoshiModel(DuplexModel):
             mimi = loaders.get_mimi(root / MIMI_FILE, device=device)
             lm = loaders.get_moshi_lm(root / MOSHI_FILE, device=device, dtype=dtype)
             self.info = dataclasses.replace(self.info, weights=loaded(repo, root))
+        if self.context_steps is not None:  # the ring's capacity is the context (moshi RingKVCache)
+            from moshi.modules.transformer import set_attention_context
+
+            set_attention_context(lm.transformer, self.context_steps)  # not the depformer's: its own per-step ring
         delays = lm.delays[1:1 + lm.dep_q]  # the agent's codebooks: semantic, then acoustic
         if not set(delays) <= {0, 1}:
             raise ValueError(f"moshi teacher forcing needs acoustic delays of 0 or 1 frame, got {delays}")
