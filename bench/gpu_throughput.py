@@ -13,10 +13,26 @@ size it prints:
 * projected GPU-hours for the benchmark's 4,000 conversations at ``--conversation-s`` each
   (a peer paced in real time needs about 155 for one model).
 
+* engine-only figures (issue 24): the model's ``step`` alone at that batch, every row open
+  (``--engine-steps`` timed steps after ``--warmup-steps``): ms per step and the aggregate and
+  per-stream real-time factors the model alone could reach;
+* end to end (the runner with refills, the drain counted), ms per step split into the model's
+  step, the runner's own work, and the share of row-steps idle (free rows while the queue drains);
+* peak GPU memory and memory per row (peak less the memory held after load, over the rows);
+* with ``--profile``, a ``torch.profiler`` summary of ``--profile-steps`` engine steps: operations
+  (and CUDA kernels) per step, the GPU's busy share of the wall (the union of its kernels' times),
+  and the top operations by time.
+
+``--compile on|off`` switches moshi's ``torch.compile`` (moshi skips it for any non-empty
+``NO_TORCH_COMPILE``, so ``off`` sets it to 1 and ``on`` removes it; default on, off with
+``--smoke``); ``--context STEPS`` sizes the LM's ring KV cache (``MoshiModel(context_steps=...)``,
+issue 24 item 2; default the checkpoint's 3,000).
+
 The last line is one JSON object: ``batch`` (the batch size with the highest aggregate whose
-per-stream factor stays >= 1), its ``aggregate_rtf`` and ``per_stream_rtf``, and every batch
-size's figures under ``runs``. ``--smoke`` uses a tiny model on CPU (the test suite runs it).
-Targets on one H200 (issue 9): aggregate >= 64x with per-stream >= 1x; under 2.5 GPU-hours.
+per-stream factor stays >= 1), its ``aggregate_rtf`` and ``per_stream_rtf``, ``compile``,
+``context``, and every batch size's figures under ``runs``. ``--smoke`` uses a tiny model on CPU
+(the test suite runs it). Targets on one H200 (issue 9): aggregate >= 64x with per-stream >= 1x;
+under 2.5 GPU-hours (issue 24: 250x end to end at per-stream >= 1.5x).
 
 ``--teacher-forcing`` measures instead the cost of Duplex Cue's teacher forcing (spec section 9,
 ``MoshiModel.step_forced``) per batch size:
@@ -54,7 +70,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 from harness.cue.continuation import ContinuationInput, CueStreamContext, run_continuations
 from harness.cue.schema import SWITCH_LEAD_S, WINDOW_S, CueItem, Word
 from harness.protocol.scheduler import ProtocolSettings
-from harness.runtime.runner import ConversationInput, ModelFailure, run_conversations
+from harness.runtime.runner import ConversationInput, ModelFailure, stream_conversations
 from harness.scenes.schema import Label, Scene, Target, Turn
 from harness.vad.silero import VadSettings
 
@@ -100,16 +116,16 @@ def cue_inputs(n: int, context_s: float, window_s: float, seed: int = 0) -> list
     return out
 
 
-def build(smoke: bool, device: str, max_batch: int):
+def build(smoke: bool, device: str, max_batch: int, context: int | None = None):
     from harness.models.moshi import MoshiModel
 
     if smoke:
-        model = MoshiModel(tiny=True, dtype="float32", max_batch=max_batch)
+        model = MoshiModel(tiny=True, dtype="float32", max_batch=max_batch, context_steps=context)
     else:
         from moshi.models import loaders
 
         model = MoshiModel(lm_kwargs=dict(loaders._lm_kwargs), mimi_config=dict(loaders._mimi_config),
-                           dtype="bfloat16", max_batch=max_batch)
+                           dtype="bfloat16", max_batch=max_batch, context_steps=context)
     model.load(device)
     return model
 
@@ -144,21 +160,73 @@ def _peak_gib(device: str) -> float | None:
     return round(torch.cuda.max_memory_allocated() / 2**30, 2) if device == "cuda" else None
 
 
+def _held_gib(device: str) -> float | None:
+    """GPU memory held now (after load: the weights and whatever the model keeps between streams)."""
+    import torch
+
+    return torch.cuda.memory_allocated() / 2**30 if device == "cuda" else None
+
+
 def measure(model, batch: int, turn_s: float, protocol: ProtocolSettings, device: str) -> dict:
+    """End to end: ``2 * batch`` conversations through the runner with refills, the drain counted."""
     convs = conversations(2 * batch, turn_s, seed=batch)  # twice the rows: every row is refilled once
     _start_peak(device)
+    res: list = [None] * len(convs)
+    stats = stream_conversations(model, convs, protocol, VadSettings(), 3600.0, res.__setitem__, rows=batch)
+    split = {"model": round(1000 * stats.model_s / stats.steps, 2),
+             "runner": round(1000 * (stats.wall_s - stats.model_s) / stats.steps, 2),
+             "idle_row_share": round(stats.idle_row_steps / stats.row_steps, 3)}
+    return {"batch": batch, **stream_rates(res, stats.wall_s), "steps": stats.steps, "ms_per_step": split,
+            "peak_memory_gib": _peak_gib(device)}
+
+
+def profile_steps(model, batch: int, steps: int, device: str) -> dict:
+    """``torch.profiler`` over ``steps`` engine steps at ``batch`` rows (after 2 untimed ones): operations
+    and CUDA kernels per step, the GPU's busy share of the wall (union of its kernels' intervals), and the
+    ten operations with the most self time (device time on CUDA, host time on CPU)."""
+    import torch
+    from torch.profiler import ProfilerActivity, profile
+
+    info = model.info
+    rng = np.random.default_rng(batch)
+    heard = speechlike(rng, (steps + 2, batch, info.frame_in))
+    for row in range(batch):
+        model.open(row, CueStreamContext(f"profile-{row}", row, "", None))
+    for k in range(2):
+        model.step(heard[k])
+    acts = [ProfilerActivity.CPU] + ([ProfilerActivity.CUDA] if device == "cuda" else [])
     t0 = time.perf_counter()
-    res = run_conversations(model, convs, protocol, VadSettings(), rows=batch)
-    return {"batch": batch, **stream_rates(res, time.perf_counter() - t0), "peak_memory_gib": _peak_gib(device)}
+    with profile(activities=acts) as prof:
+        for k in range(steps):
+            model.step(heard[2 + k])
+    wall = time.perf_counter() - t0
+    events = prof.events()
+    kernels = [e for e in events if e.device_type == torch.autograd.DeviceType.CUDA]
+    busy_us, end = 0.0, -1.0
+    for e in sorted(kernels, key=lambda e: e.time_range.start):  # union of the kernels' intervals
+        start, stop = e.time_range.start, e.time_range.end
+        busy_us += max(0.0, stop - max(start, end))
+        end = max(end, stop)
+    cuda = device == "cuda"
+    key = "self_device_time_total" if cuda else "self_cpu_time_total"
+    top = sorted(prof.key_averages(), key=lambda a: -getattr(a, key))[:10]
+    return {"steps": steps, "ops_per_step": round(sum(e.device_type == torch.autograd.DeviceType.CPU
+                                                      for e in events) / steps),
+            "kernels_per_step": round(len(kernels) / steps) if cuda else None,
+            "gpu_busy_share": round(busy_us / 1e6 / wall, 3) if cuda else None,
+            "ms_per_step": round(1000 * wall / steps, 2),
+            "top": [{"op": a.key, "ms_per_step": round(getattr(a, key) / 1000 / steps, 3), "calls_per_step":
+                     round(a.count / steps, 1)} for a in top]}
 
 
 FORCING_MODES = ("free", "forced_all", "forced_half")
 
 
-def step_rates(model, batch: int, steps: int, warmup: int) -> dict:
-    """Model steps per second at ``batch`` rows of ``step`` (``free``) and of ``step_forced``
-    with every row (``forced_all``) and the first half of the rows (``forced_half``) forced,
-    each over ``steps`` timed steps after ``warmup`` untimed ones, from freshly opened rows."""
+def step_rates(model, batch: int, steps: int, warmup: int, modes: tuple[str, ...] = FORCING_MODES) -> dict:
+    """Model steps per second at ``batch`` rows of ``step`` (``free``: the engine alone) and of
+    ``step_forced`` with every row (``forced_all``) and the first half of the rows (``forced_half``)
+    forced (those of ``modes``), each over ``steps`` timed steps after ``warmup`` untimed ones, from
+    freshly opened rows."""
     info = model.info
     n = warmup + steps
     rng = np.random.default_rng(batch)
@@ -166,7 +234,8 @@ def step_rates(model, batch: int, steps: int, warmup: int) -> dict:
     forced = speechlike(rng, (batch, n * info.frame_out)).reshape(batch, n, info.frame_out).swapaxes(0, 1)
     masks = {"free": None, "forced_all": np.ones(batch, bool), "forced_half": np.arange(batch) < batch // 2}
     out = {}
-    for mode, mask in masks.items():
+    for mode in modes:
+        mask = masks[mode]
         for row in range(batch):
             model.open(row, CueStreamContext(f"{mode}-{row}", row, "", None))
         for k in range(n):
@@ -242,26 +311,42 @@ def runner_figures(model, batches: list[int], turn_s: float, protocol: ProtocolS
     import torch
 
     runs = []
+    held = _held_gib(device)
     for b in batches:
         try:
+            engine = step_rates(model, b, args.engine_steps, args.warmup_steps, ("free",))["free"]
             r = measure(model, b, turn_s, protocol, device)
-        except ModelFailure as e:
-            if not isinstance(e.__cause__, torch.OutOfMemoryError):
+            if args.profile:
+                r["profile"] = profile_steps(model, b, args.profile_steps, device)
+        except (torch.OutOfMemoryError, ModelFailure) as e:
+            cause = e if isinstance(e, torch.OutOfMemoryError) else e.__cause__
+            if not isinstance(cause, torch.OutOfMemoryError):
                 raise
-            print(f"batch {b:4d}: out of GPU memory ({e.__cause__}); larger batches skipped", flush=True)
+            print(f"batch {b:4d}: out of GPU memory ({cause}); larger batches skipped", flush=True)
             runs.append({"batch": b, "out_of_memory": True})
             break
+        r["engine"] = engine
+        r["memory_per_row_gib"] = None if held is None else round((r["peak_memory_gib"] - held) / b, 3)
         r["projected_gpu_hours"] = round(N_CONVERSATIONS * args.conversation_s / r["aggregate_rtf"] / 3600, 2)
         runs.append(r)
-        print(f"batch {b:4d}: aggregate {r['aggregate_rtf']:8.2f}x real time, per stream {r['per_stream_rtf']:6.2f}x "
-              f"(min {r['per_stream_rtf_min']:.2f}x), model steps {100 * r['step_share']:.0f}% of wall, peak memory "
-              f"{r['peak_memory_gib']} GiB, {r['errors']} errors; 4,000 conversations: "
-              f"{r['projected_gpu_hours']} GPU-hours", flush=True)
+        ms = r["ms_per_step"]
+        print(f"batch {b:4d}: engine alone {engine['ms_per_step']:.1f} ms a step ({engine['aggregate_rtf']:.2f}x "
+              f"aggregate, {engine['per_stream_rtf']:.2f}x a stream); end to end aggregate {r['aggregate_rtf']:8.2f}x "
+              f"real time, per stream {r['per_stream_rtf']:6.2f}x (min {r['per_stream_rtf_min']:.2f}x), a step "
+              f"{ms['model']:.1f} ms model + {ms['runner']:.1f} ms runner, {100 * ms['idle_row_share']:.1f} % of "
+              f"row-steps idle; peak memory {r['peak_memory_gib']} GiB ({r['memory_per_row_gib']} a row), "
+              f"{r['errors']} errors; 4,000 conversations: {r['projected_gpu_hours']} GPU-hours", flush=True)
+        if args.profile:
+            p = r["profile"]
+            print(f"batch {b:4d} profile: {p['ops_per_step']} operations and {p['kernels_per_step']} kernels a step, "
+                  f"GPU busy {p['gpu_busy_share']} of the wall; top: "
+                  + ", ".join(f"{t['op']} {t['ms_per_step']} ms" for t in p["top"][:5]), flush=True)
     measured = [r for r in runs if not r.get("out_of_memory")]
     keeping_pace = [r for r in measured if r["per_stream_rtf"] >= 1.0] or measured
     best = max(keeping_pace, key=lambda r: r["aggregate_rtf"])
     return {"batch": best["batch"], "aggregate_rtf": best["aggregate_rtf"], "per_stream_rtf": best["per_stream_rtf"],
-            "projected_gpu_hours": best["projected_gpu_hours"], "device": device, "smoke": args.smoke, "runs": runs}
+            "projected_gpu_hours": best["projected_gpu_hours"], "device": device, "smoke": args.smoke,
+            "compile": args.compile, "context": args.context, "runs": runs}
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -284,18 +369,31 @@ def main(argv: list[str] | None = None) -> int:
                     help="forced seconds per item in the projection (spec section 9: up to 120 s)")
     ap.add_argument("--projected-window-s", type=float, default=WINDOW_S,
                     help="free seconds per item in the projection (spec section 9: 10 s)")
+    ap.add_argument("--compile", choices=("on", "off"), default=None,
+                    help="moshi's torch.compile (default: on, off with --smoke)")
+    ap.add_argument("--context", type=int, default=None,
+                    help="steps of the LM's ring KV cache (MoshiModel context_steps; default: the checkpoint's)")
+    ap.add_argument("--engine-steps", type=int, default=50, help="timed engine-only steps per batch size")
+    ap.add_argument("--profile", action="store_true", help="a torch.profiler summary of engine steps per batch size")
+    ap.add_argument("--profile-steps", type=int, default=10, help="engine steps --profile records")
     args = ap.parse_args(argv)
-    os.environ.setdefault("NO_TORCH_COMPILE", "1" if args.smoke else "0")
+    args.compile = args.compile or ("off" if args.smoke else "on")
+    if args.compile == "off":  # moshi skips torch.compile for any non-empty NO_TORCH_COMPILE (moshi/utils/compile.py)
+        os.environ["NO_TORCH_COMPILE"] = "1"
+    else:
+        os.environ.pop("NO_TORCH_COMPILE", None)
     import torch
 
     device = args.device or ("cuda" if torch.cuda.is_available() and not args.smoke else "cpu")
     batches = [1, 2] if args.smoke else [int(b) for b in args.batches.split(",")]
     if args.smoke:
         args.steps, args.warmup_steps, args.cue_context_s, args.cue_window_s = 4, 2, 0.8, 0.4
+        args.engine_steps, args.profile_steps = 4, 2
     t0 = time.perf_counter()
-    model = build(args.smoke, device, max(batches))
+    model = build(args.smoke, device, max(batches), args.context)
     print(f"model built on {device} in {time.perf_counter() - t0:.1f} s ({'tiny' if args.smoke else 'full size'}, "
-          f"random weights)", flush=True)
+          f"random weights; torch.compile {args.compile}, context {args.context or 'the checkpoint'}"
+          f"{' steps' if args.context else ''})", flush=True)
     if args.teacher_forcing:
         figures = forcing_figures(model, batches[-1:] if args.smoke else batches, args, device)
     else:

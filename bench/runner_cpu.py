@@ -1,0 +1,110 @@
+"""The runner's own CPU cost per row-step (issue 24, item 5): the streaming runner
+(:func:`harness.runtime.runner.stream_conversations`: scheduler, input rendering and room tone,
+resamplers, online Silero detector, output checks, refills) around a trivial model whose step
+costs nothing, at each of ``--rows``.
+
+Per batch size it prints the runner's microseconds per row-step (its wall time outside the model's
+step calls over rows x steps), milliseconds per step, the idle row-steps, and the share of each
+step the runner would take beside a GPU step of ``--gpu-step-ms`` (default: the issue's fit of
+full-size Moshi on one H200, 28 ms + 0.39 ms a row), as it runs today: in series with the model
+(``runner / (runner + gpu)``). With ``--profile`` it also prints the top functions by own time
+(cProfile) at the largest batch. Synthetic conversations of :func:`bench.gpu_throughput.conversations`
+(five turns of speech-like noise around ``--turn-s``), twice as many as rows (every row refilled).
+The last line is one JSON object.
+
+    .venv/bin/python bench/runner_cpu.py --rows 64,128,256
+"""
+
+from __future__ import annotations
+
+import argparse
+import cProfile
+import json
+import pstats
+import sys
+import time
+from pathlib import Path
+
+import numpy as np
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+
+from bench.gpu_throughput import conversations
+from harness.models.base import DuplexModel, ModelInfo, StreamContext
+from harness.protocol.scheduler import ProtocolSettings
+from harness.runtime.runner import stream_conversations
+from harness.vad.silero import VadSettings
+
+SR, FRAME = 24_000, 1_920
+
+
+class Free(DuplexModel):
+    """A 24 kHz model of 80 ms frames whose step costs nothing: silence (the detector still runs)."""
+
+    def __init__(self, rows: int):
+        self.info = ModelInfo("free", SR, SR, FRAME, FRAME, rows, frozenset())
+        self._out: np.ndarray | None = None
+
+    def load(self, device: str) -> None:
+        pass
+
+    def open(self, row: int, stream: StreamContext) -> None:
+        pass
+
+    def step(self, frames: np.ndarray) -> np.ndarray:
+        if self._out is None or self._out.shape[0] != frames.shape[0]:
+            self._out = np.zeros((frames.shape[0], FRAME), np.float32)
+        return self._out
+
+
+def gpu_step_ms(rows: int) -> float:
+    """The issue's fit of full-size Moshi's step on one H200 (bf16, CUDA graphs): 28 ms + 0.39 ms a row."""
+    return 28.0 + 0.39 * rows
+
+
+def measure(rows: int, turn_s: float, gpu_ms: float | None) -> dict:
+    convs = conversations(2 * rows, turn_s, seed=rows)
+    done = []
+    stats = stream_conversations(Free(rows), convs, ProtocolSettings(), VadSettings(), 3600.0,
+                                 lambda i, r: done.append(r.status), rows=rows)
+    runner_s = stats.wall_s - stats.model_s
+    ms_step = 1000 * runner_s / stats.steps
+    gpu = gpu_ms if gpu_ms is not None else gpu_step_ms(rows)
+    return {"rows": rows, "steps": stats.steps, "conversations": len(done), "errors": done.count("error"),
+            "us_per_row_step": round(1e6 * runner_s / stats.row_steps, 1), "ms_per_step": round(ms_step, 2),
+            "idle_row_steps": round(stats.idle_row_steps / stats.row_steps, 3), "gpu_step_ms": round(gpu, 1),
+            "serial_share": round(ms_step / (ms_step + gpu), 3)}
+
+
+def main(argv: list[str] | None = None) -> int:
+    ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    ap.add_argument("--rows", default="64,128,256", help="batch sizes (comma-separated)")
+    ap.add_argument("--turn-s", type=float, default=4.0, help="mean human turn length in seconds")
+    ap.add_argument("--gpu-step-ms", type=float, default=None, help="a GPU step's time (default: the issue's fit)")
+    ap.add_argument("--profile", action="store_true", help="cProfile the largest batch: top functions by own time")
+    args = ap.parse_args(argv)
+    import torch
+
+    torch.set_num_threads(1)  # an infer actor's default (infer.torch_threads)
+    runs = []
+    sizes = [int(r) for r in args.rows.split(",")]
+    for rows in sizes:
+        t0 = time.perf_counter()
+        r = measure(rows, args.turn_s, args.gpu_step_ms)
+        runs.append(r)
+        print(f"{rows:4d} rows: {r['us_per_row_step']:6.1f} us a row-step, {r['ms_per_step']:6.2f} ms a step "
+              f"({r['steps']} steps, {100 * r['idle_row_steps']:.1f} % of row-steps idle); beside a "
+              f"{r['gpu_step_ms']:.1f} ms GPU step in series: {100 * r['serial_share']:.1f} % of the step "
+              f"[{time.perf_counter() - t0:.0f} s]", flush=True)
+    if args.profile:
+        prof = cProfile.Profile()
+        prof.enable()
+        measure(sizes[-1], args.turn_s, args.gpu_step_ms)
+        prof.disable()
+        pstats.Stats(prof).sort_stats("tottime").print_stats(25)
+    print(json.dumps({"runs": runs}))
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
