@@ -6,7 +6,8 @@ recording from ``start`` (about ``max(0, switch - context_s)``, see below) to
 ``end = switch + window_s``. Each step of one native model frame the runner feeds the row B's
 channel (resampled to the model's input rate, as
 :func:`harness.runtime.runner.run_conversations` feeds the human input) and, while the step
-lies before the switch point, forces the row's output to A's channel (resampled to the model's
+lies before the switch point, forces the row's output to A's channel (A converted to the
+forcing voice where the recording has that third channel; resampled to the model's
 output rate) through :meth:`~harness.models.base.DuplexModel.step_forced`; from the switch
 point on the row generates freely (``mask`` False) while B's recording keeps playing on its
 own timeline. The model's output is resampled to the timeline, quantised to the stored 16-bit
@@ -73,7 +74,9 @@ class ContinuationInput:
 
     Attributes:
         item: the cue item.
-        audio: its recording, ``float32[2, n]`` at the timeline rate (row 0 = A, row 1 = B).
+        audio: its recording, ``float32[c, n]`` at the timeline rate: row 0 = A (the reference),
+            row 1 = B (what the model hears) and, when ``c == 3``, row 2 = A converted to the
+            forcing voice (forced instead of row 0; ``Recording.forced_a``).
         seed: the per-item seed (``RunConfig.conversation_seed(item_id)``).
     """
 
@@ -229,8 +232,9 @@ def run_continuations(model: DuplexModel, inputs: Sequence[ContinuationInput], s
                      "forced_steps": span.forced}
             audio = np.asarray(inp.audio)
             why = None
-            if audio.ndim != 2 or audio.shape[0] != 2 or audio.dtype != np.float32:
-                why = f"recording audio must be float32[2, n] (A, B), got {audio.dtype}{list(audio.shape)}"
+            if audio.ndim != 2 or audio.shape[0] not in (2, 3) or audio.dtype != np.float32:
+                why = (f"recording audio must be float32[2, n] (A, B) or float32[3, n] (A, B, A forced), got "
+                       f"{audio.dtype}{list(audio.shape)}")
             elif audio.shape[1] < span.end:
                 why = (f"the recording ends at {audio.shape[1] / sr:.3f} s, before the continuation window's end "
                        f"({span.end / sr:.3f} s = switch {item.switch_s(lead_s):.3f} s + window {window_s:g} s)")
@@ -266,7 +270,7 @@ def run_continuations(model: DuplexModel, inputs: Sequence[ContinuationInput], s
                 x[b] = _window(st.inp.audio[1], at, frame)  # B's recording plays on its own timeline
                 if st.t // frame < st.span.forced:
                     mask[b] = True
-                    forced[b] = _window(st.inp.audio[0], at, frame)
+                    forced[b] = _window(st.inp.audio[2 if len(st.inp.audio) == 3 else 0], at, frame)
             where = f"step {clock // frame} at {clock / sr:.2f} s of the run"
             t0 = time.perf_counter()
             y = rb.call("step_forced", where, model.step_forced, rs_in.push(x), rs_forced.push(forced), mask,

@@ -47,6 +47,7 @@ PUNCTUATION = (*SENTENCE_END, ",", ";", ":")  # a transcript with any of these o
 TIME_TOL_S = 1e-6  # float slack when comparing times with the audio's length
 CHANNELS = ("A", "B")  # row order of a recording's audio
 AUDIO_FIELDS = ("audio", "audio_a", "audio_b")  # a recording line's audio paths: one stereo file, or A's and B's
+FORCED_FIELD = "audio_a_forced"  # optional: A's track converted to the forcing voice (mono; forced, not the reference)
 
 
 class CueCorpus(NamedTuple):
@@ -54,8 +55,9 @@ class CueCorpus(NamedTuple):
 
     Attributes:
         recordings: in manifest (or generation) order.
-        audio: ``{recording_id: float32[2, n_samples]}``, row 0 = A, row 1 = B, at each
-            recording's ``sample_rate``.
+        audio: ``{recording_id: float32[c, n_samples]}``, row 0 = A, row 1 = B and, for a
+            recording with ``forced_a``, row 2 = A converted to the forcing voice
+            (``c = Recording.channels``), at each recording's ``sample_rate``.
         items: the cue items, each referring to one of ``recordings``.
         problems: what ingest rejected: ``{"line", "recording_id" and/or "item_id", "rule",
             "reason"}`` per rejected line (``[]`` for a generated corpus).
@@ -188,17 +190,19 @@ def check_item(item: CueItem, recording: Recording, lead_s: float = SWITCH_LEAD_
 
 # -- on disk ---------------------------------------------------------------------------------
 def encode_recording(audio: np.ndarray, sample_rate: int) -> bytes:
-    """``float32[2, n]`` (row 0 = A, row 1 = B) -> a 16-bit stereo FLAC (channel 0 = A), the
-    stored form of a recording's audio (files and store objects). Samples are rounded to the
+    """``float32[c, n]`` (row 0 = A, row 1 = B, optional row 2 = A converted for forcing) -> a
+    16-bit FLAC of ``c`` channels (channel 0 = A), the stored form of a recording's audio (files
+    and store objects; a manifest's ``audio`` file is the stereo ``c = 2`` form). Samples are rounded to the
     16-bit grid of :mod:`harness.audio.io` (``PCM_SCALE``; its ``encode`` is mono-only), so
     :func:`decode_recording` returns :func:`harness.audio.io.quantize` of the input exactly.
 
     Raises:
-        harness.audio.io.AudioError: the audio is not ``[2, n]`` floats or is not finite.
+        harness.audio.io.AudioError: the audio is not ``[2, n]`` or ``[3, n]`` floats or is not finite.
     """
     x = np.asarray(audio)
-    if x.ndim != 2 or x.shape[0] != len(CHANNELS) or not np.issubdtype(x.dtype, np.floating):
-        raise AudioError(f"a recording's audio must be float [2, n] (A, B), got {x.dtype} {x.shape}")
+    if x.ndim != 2 or x.shape[0] not in (2, 3) or not np.issubdtype(x.dtype, np.floating):
+        raise AudioError(f"a recording's audio must be float [2, n] (A, B) or [3, n] (A, B, A forced), "
+                         f"got {x.dtype} {x.shape}")
     if not np.all(np.isfinite(x)):
         raise AudioError("a recording's audio contains NaN or Inf samples")
     buf = io.BytesIO()
@@ -208,25 +212,27 @@ def encode_recording(audio: np.ndarray, sample_rate: int) -> bytes:
 
 
 def decode_recording(data: bytes, sample_rate: int) -> np.ndarray:
-    """Invert :func:`encode_recording`: stereo FLAC/WAV bytes -> ``float32[2, n]``.
+    """Invert :func:`encode_recording`: FLAC/WAV bytes -> ``float32[c, n]``, ``c`` 2 or 3.
 
     Raises:
-        harness.audio.io.AudioError: undecodable data, not two channels, or a rate other than
-            ``sample_rate`` Hz.
+        harness.audio.io.AudioError: undecodable data, not two or three channels, or a rate other
+            than ``sample_rate`` Hz.
     """
     x, rate = _read_audio(io.BytesIO(data))
-    if x.shape[0] != len(CHANNELS) or rate != sample_rate:
-        raise AudioError(f"expected 2 channels (A, B) at {sample_rate} Hz, got {x.shape[0]} at {rate} Hz")
+    if x.shape[0] not in (2, 3) or rate != sample_rate:
+        raise AudioError(f"expected 2 channels (A, B) or 3 (A, B, A forced) at {sample_rate} Hz, got "
+                         f"{x.shape[0]} at {rate} Hz")
     return x
 
 
 def write_manifest(corpus: CueCorpus, directory: str | Path) -> Path:
     """Write ``corpus`` as a directory :func:`ingest` reads: ``audio/<id>.flac``
-    (:func:`encode_recording`: 16-bit stereo FLAC, channel 0 = A) and ``manifest.jsonl`` (each
-    recording's line, then its cues' lines). Returns the manifest's path.
+    (:func:`encode_recording`: 16-bit stereo FLAC, channel 0 = A; a recording with ``forced_a``
+    also ``audio/<id>.a_forced.flac``, mono, named by ``audio_a_forced``) and ``manifest.jsonl``
+    (each recording's line, then its cues' lines). Returns the manifest's path.
 
     Raises:
-        harness.audio.io.AudioError: an audio array that is not ``float32[2, n_samples]``.
+        harness.audio.io.AudioError: an audio array that is not ``float32[channels, n_samples]``.
     """
     directory = Path(directory)
     (directory / "audio").mkdir(parents=True, exist_ok=True)
@@ -236,11 +242,20 @@ def write_manifest(corpus: CueCorpus, directory: str | Path) -> Path:
     lines: list[dict[str, Any]] = []
     for rec in corpus.recordings:
         x = np.asarray(corpus.audio[rec.recording_id])
-        if x.shape != (2, rec.n_samples):
-            raise AudioError(f"recording {rec.recording_id!r}: audio must be [2, {rec.n_samples}], got {x.shape}")
+        if x.shape != (rec.channels, rec.n_samples):
+            raise AudioError(f"recording {rec.recording_id!r}: audio must be [{rec.channels}, {rec.n_samples}], "
+                             f"got {x.shape}")
         rel = f"audio/{rec.recording_id}.flac"
-        (directory / rel).write_bytes(encode_recording(x, rec.sample_rate))
-        lines.append({"kind": "recording", **rec.to_dict(), "audio": rel})
+        (directory / rel).write_bytes(encode_recording(x[:2], rec.sample_rate))
+        line = {"kind": "recording", **rec.to_dict(), "audio": rel}
+        del line["forced_a"]  # a manifest says it by naming the file
+        if rec.forced_a:
+            forced = f"audio/{rec.recording_id}.a_forced.flac"
+            with (directory / forced).open("wb") as fh:
+                sf.write(fh, np.round(np.clip(x[2], -1.0, 1.0) * PCM_SCALE).astype(np.int16), rec.sample_rate,
+                         format="FLAC", subtype="PCM_16")
+            line[FORCED_FIELD] = forced
+        lines.append(line)
         lines += [{"kind": "cue", **i.to_dict()} for i in by_rec.get(rec.recording_id, [])]
     path = directory / "manifest.jsonl"
     with path.open("w") as fh:
@@ -260,9 +275,12 @@ def _read_audio(src: Path | io.BytesIO) -> tuple[np.ndarray, int]:
 
 def _load_recording(d: dict[str, Any], base: Path, sample_rate: int, min_rate: int,
                     allow_outside: bool = False) -> tuple[Recording, np.ndarray]:
-    """One recording line -> (Recording at ``sample_rate``, float32[2, n]); raise :class:`CueError`
+    """One recording line -> (Recording at ``sample_rate``, float32[channels, n]); raise :class:`CueError`
     with the rule and a message naming the field and file. Audio paths resolve inside ``base``
     (the manifest's folder) unless ``allow_outside``."""
+    if "forced_a" in d:
+        raise CueError("bad_value", f"recording {d.get('recording_id')!r}.forced_a: a manifest names the converted "
+                                    f"file instead ({FORCED_FIELD!r})")
     rec = Recording.from_dict({"sample_rate": 1, "n_samples": 0, **d})  # fields and words; rate/length below
     where = f"recording {rec.recording_id!r}"
     layouts = [k for k in AUDIO_FIELDS if k in d]
@@ -270,7 +288,8 @@ def _load_recording(d: dict[str, Any], base: Path, sample_rate: int, min_rate: i
         raise CueError("audio_layout", f"{where}: give either 'audio' (one stereo file: channel 0 = A, 1 = B) or "
                                         f"both 'audio_a' and 'audio_b' (two mono files), got {layouts or 'neither'}")
     files: list[tuple[str, Path]] = []
-    for key in layouts:
+    # A converted to the forcing voice, when given: a third row, forced instead of A (never the reference)
+    for key in [*layouts, *([FORCED_FIELD] if FORCED_FIELD in d else [])]:
         if not isinstance(d[key], str) or not d[key]:
             raise CueError("bad_value", f"{where}.{key}: expected a file path, got {json_repr(d[key])}")
         path = base / d[key]
@@ -286,8 +305,8 @@ def _load_recording(d: dict[str, Any], base: Path, sample_rate: int, min_rate: i
             decoded.append((key, path, *_read_audio(path)))
         except AudioError as e:
             raise CueError("decode", f"{where}.{key}: file {str(path)!r}: {e}") from None
-    want = 2 if layouts == ["audio"] else 1
     for key, path, x, _ in decoded:
+        want = 2 if key == "audio" else 1
         if x.shape[0] != want:
             raise CueError("channels", f"{where}.{key}: file {str(path)!r} has {x.shape[0]} channel(s); "
                                         f"'{key}' must be {'stereo (A, B)' if want == 2 else 'mono'}")
@@ -295,7 +314,7 @@ def _load_recording(d: dict[str, Any], base: Path, sample_rate: int, min_rate: i
     lengths = {x.shape[1] for _, _, x, _ in decoded}
     if len(rates) > 1 or len(lengths) > 1:
         desc = ", ".join(f"{key} {x.shape[1]} samples at {rate} Hz" for key, _, x, rate in decoded)
-        raise CueError("mismatch", f"{where}: the two mono files differ ({desc}); they must share rate and length")
+        raise CueError("mismatch", f"{where}: its audio files differ ({desc}); they must share rate and length")
     rate, n = rates.pop(), lengths.pop()
     for key in ("sample_rate", "n_samples"):  # optional declarations (write_manifest writes them)
         if key in d and d[key] != {"sample_rate": rate, "n_samples": n}[key]:
@@ -307,13 +326,14 @@ def _load_recording(d: dict[str, Any], base: Path, sample_rate: int, min_rate: i
     if problem := resample_problem(rate, sample_rate):
         raise CueError("sample_rate", f"{where}: {files[0][1]} is at {rate} Hz: {problem}")
     audio = np.concatenate([x for _, _, x, _ in decoded], axis=0)
-    for i, ch in enumerate(CHANNELS):
+    sources = [path for _, path, x, _ in decoded for _ in range(x.shape[0])]  # the file of each row
+    for i, ch in enumerate((*CHANNELS, "A converted for forcing")[:audio.shape[0]]):
         if not np.any(audio[i]):
-            raise CueError("silent_channel", f"{where}: channel {ch} ({files[min(i, len(files) - 1)][1]}) "
-                                              f"is digital silence")
+            raise CueError("silent_channel", f"{where}: channel {ch} ({sources[i]}) is digital silence")
     audio = resample(audio, rate, sample_rate) if rate != sample_rate else audio
-    meta = {**rec.meta, "source": {"files": [d[k] for k in layouts], "sample_rate": rate}}
-    rec = Recording(rec.recording_id, sample_rate, audio.shape[1], rec.a_words, rec.b_words, meta)
+    meta = {**rec.meta, "source": {"files": [d[k] for k, _ in files], "sample_rate": rate}}
+    rec = Recording(rec.recording_id, sample_rate, audio.shape[1], rec.a_words, rec.b_words, meta,
+                    FORCED_FIELD in d)
     check_words(rec.a_words, rec.duration_s, f"{where}.a_words")
     check_words(rec.b_words, rec.duration_s, f"{where}.b_words")
     return rec, audio
@@ -333,7 +353,8 @@ def audio_files(manifest_path: str | Path) -> dict[str, Path]:
         except json.JSONDecodeError:
             continue
         if isinstance(d, dict) and d.get("kind") == "recording":
-            out.update({d[k]: path.parent / d[k] for k in AUDIO_FIELDS if isinstance(d.get(k), str) and d[k]})
+            out.update({d[k]: path.parent / d[k] for k in (*AUDIO_FIELDS, FORCED_FIELD)
+                        if isinstance(d.get(k), str) and d[k]})
     return out
 
 

@@ -105,6 +105,10 @@ class Recording:
         n_samples: length of each channel in samples.
         a_words, b_words: word times of each speaker (optional for imported corpora; the
             generator always fills them).
+        forced_a: the recording carries a third channel, A's track converted to the voice the
+            model is forced with (the paper converts A to one stock voice before forcing it);
+            it is what Duplex Cue forces, while A's original channel stays the reference
+            (docs/formats.md, "audio_a_forced"). False: A's original channel is both.
         meta: free-form provenance (source files and rate of an imported recording, the
             generator's settings).
     """
@@ -115,28 +119,35 @@ class Recording:
     a_words: tuple[Word, ...] = ()
     b_words: tuple[Word, ...] = ()
     meta: dict = field(default_factory=dict, compare=False, hash=False)
+    forced_a: bool = False
 
     @property
     def duration_s(self) -> float:
         return self.n_samples / self.sample_rate
 
+    @property
+    def channels(self) -> int:
+        """Rows of its audio: A, B, and A converted for forcing when :attr:`forced_a`."""
+        return 3 if self.forced_a else 2
+
     def to_dict(self) -> dict[str, Any]:
         """JSON-ready dict; :meth:`from_dict` inverts it exactly (``meta`` included)."""
         return {"recording_id": self.recording_id, "sample_rate": self.sample_rate, "n_samples": self.n_samples,
                 "a_words": [w.to_dict() for w in self.a_words], "b_words": [w.to_dict() for w in self.b_words],
-                "meta": self.meta}
+                "meta": self.meta, "forced_a": self.forced_a}
 
     @classmethod
     def from_dict(cls, d: Any) -> Recording:
         """Parse :meth:`to_dict`'s form; raise :class:`CueError` naming the field on a missing
-        field or a wrong type (``a_words``, ``b_words`` and ``meta`` are optional)."""
+        field or a wrong type (``a_words``, ``b_words``, ``meta`` and ``forced_a`` are optional)."""
         rid = _id(d, "recording_id", "recording")
         where = f"recording {rid!r}"
         rate, n = _get(d, "sample_rate", int, where), _get(d, "n_samples", int, where)
         if rate <= 0 or n < 0:
             raise CueError("bad_value", f"{where}: sample_rate must be > 0 and n_samples >= 0, got {rate}, {n}")
         return cls(rid, rate, n, words_from(d.get("a_words", []), f"{where}.a_words"),
-                   words_from(d.get("b_words", []), f"{where}.b_words"), dict(_get(d, "meta", dict, where, {})))
+                   words_from(d.get("b_words", []), f"{where}.b_words"), dict(_get(d, "meta", dict, where, {})),
+                   _get(d, "forced_a", bool, where, False))
 
 
 @dataclass(frozen=True)

@@ -88,6 +88,11 @@ def cue_sections(metrics: Mapping[str, Any], examples: Mapping[str, Mapping[str,
         intro.append(Paragraph(
             f"Scoring cost: {total['asr_calls']} ASR calls; labeller {total['label_misses']} paid calls, "
             f"{total['label_hits']} cached, ${total['usd']:.4f} spent (${total['usd_saved']:.4f} saved by the cache)."))
+    voices = {m: e["voice_prompt"] for m, e in metrics["models"].items() if e.get("voice_prompt")}
+    if voices:
+        given = "; ".join(f"{m} `{v}`" for m, v in voices.items())
+        intro.append(Paragraph(f"Voice prompt given to cue streams: {given}"
+                               " (a choice: `model.<name>.params.voice_prompt`; docs/cue.md, \"Forced voice\")."))
     if labeler == RULE_LABELER:
         intro.append(Paragraph("The labels come from the offline **rule stand-in**, not from the paper's reviewer: "
                                "read them as a pipeline check (docs/cue.md, \"The rule labeller\")."))

@@ -13,6 +13,7 @@ import numpy as np
 from harness.cue.plan import CUE_REDUCE_VERSION, CuePlan
 from harness.cue.stats import model_metrics
 from harness.metrics.stats import BOOTSTRAP_SEED
+from harness.models.registry import build_model
 from harness.products.cue import continuation_entries, load_corpus, read_recording, read_rows
 from harness.report.conversation import mix_flac
 from harness.report.cue import PAPER_ANCHOR, cue_report, example_items, item_page, stereo_mix
@@ -26,8 +27,9 @@ log = logging.getLogger("duplex_mpe")
 def cue_metrics(cfg: RunConfig, rows_by_model: dict[str, list[dict[str, Any]]],
                 markers: dict[str, dict[str, Any]]) -> dict[str, Any]:
     """``cue_metrics.json``: per applicable model :func:`harness.cue.stats.model_metrics` plus its
-    score marker (counts, cost); the models not applicable with their reason; the settings and
-    the paper anchor."""
+    score marker (counts, cost) and the voice prompt its streams were given (``ModelInfo.voice_prompt``
+    of the model as configured; constructing it loads no weights); the models not applicable with
+    their reason; the settings and the paper anchor."""
     c = cfg.cue
     labeler = next((r["labeler"] for rows in rows_by_model.values() for r in rows), None)
     if labeler is None:
@@ -40,7 +42,9 @@ def cue_metrics(cfg: RunConfig, rows_by_model: dict[str, list[dict[str, Any]]],
         if mk.get("applicable") is False:
             na[name] = mk.get("reason", "")
             continue
-        models[name] = {"applicable": True, "score": mk,
+        ms = next(m for m in cfg.models if m.name == name)
+        voice = build_model(ms.target, ms.params).info.voice_prompt
+        models[name] = {"applicable": True, "score": mk, "voice_prompt": voice,
                         **model_metrics(rows_by_model[name], c.bootstrap, BOOTSTRAP_SEED, cfg.metrics.min_n,
                                         c.bootstrap_unit)}
     return {"labeler": labeler, "transcriber": c.transcriber, "window_s": c.window_s, "switch_lead_s": c.switch_lead_s,

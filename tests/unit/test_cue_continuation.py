@@ -155,6 +155,26 @@ def test_a_models_output_lag_is_taken_out_of_the_window():
         _run(bad, inputs)
 
 
+def test_a_converted_a_channel_is_forced_and_the_reference_stays_the_original():
+    """Issue 23.4: a recording with A converted to the forcing voice (its third row) is forced with
+    that row; A's original channel stays the reference (replay's window is the original)."""
+    inp = _input("a", 2.58, 0)
+    rng = np.random.default_rng(9)
+    converted = quantize((rng.standard_normal(inp.audio.shape[1]) * 0.1).astype(np.float32))
+    three = ContinuationInput(inp.item, np.concatenate([inp.audio, converted[None]]), inp.seed)
+    model = Probe()
+    r = _run(model, [three])[0]
+    span = item_span(inp.item, SR, F, LEAD, CONTEXT, WINDOW)
+    for k, heard, forced, mask in model.log["a"]:
+        at = span.start + k * F
+        np.testing.assert_array_equal(heard, inp.audio[1, at:at + F])
+        if mask:
+            np.testing.assert_array_equal(forced, converted[at:at + F])
+    np.testing.assert_array_equal(r.output[:span.forced * F], converted[span.start:span.switch])
+    out = _run(_baseline("replay"), [three])[0].output
+    np.testing.assert_array_equal(out[span.forced * F:], inp.audio[0, span.switch:span.end])  # the reference: A's own
+
+
 class Echo16k(DuplexModel):
     """At 16 kHz: says the forced audio on forced steps and half of what it hears on free ones (row-local)."""
 

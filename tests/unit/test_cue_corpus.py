@@ -304,6 +304,30 @@ def test_a_manifest_saved_with_a_byte_order_mark_and_crlf_loads_like_a_clean_one
     assert saved.problems == [] and saved.recordings == clean.recordings and saved.items == clean.items
 
 
+def test_ingest_an_optional_converted_a_channel(good):
+    """Issue 23.4: ``audio_a_forced`` (A converted to the forcing voice, mono) becomes the
+    recording's third row, forced instead of A; A's original stays row 0 (the reference); the
+    written form and the stored FLAC carry it."""
+    directory, lines = good
+    x = two_channels(RATE)
+    converted = 0.5 * x[0]
+    lines[1] = {**lines[1], "audio_a_forced": write(directory / "a_conv.flac", converted, RATE)}
+    recs, audio, items, problems = run_ingest(directory, lines)
+    assert problems == [] and [r.forced_a for r in recs] == [False, True] and recs[1].channels == 3
+    mo = audio["mo"]
+    assert mo.shape == (3, round(DUR_S * RATE)) and np.allclose(mo[2], converted, atol=1e-4)
+    assert np.abs(mo[0]).max() > 0.1  # row 0 is A's original, not the converted track
+    assert recs[1].meta["source"]["files"] == ["a.flac", "b.flac", "a_conv.flac"]
+    back = ingest(write_manifest(CueCorpus(recs, audio, items, []), directory / "written"))
+    assert back.problems == [] and back.recordings == recs
+    np.testing.assert_array_equal(back.audio["mo"][2], mo[2])  # (row 0's -32768 samples clip to -32767)
+    assert decode_recording(encode_recording(mo, RATE), RATE).shape == (3, mo.shape[1])
+    assert Recording.from_dict(recs[1].to_dict()) == recs[1]
+    short = write(directory / "short.flac", converted[:-10], RATE)
+    _, _, _, problems = run_ingest(directory, [{**lines[1], "audio_a_forced": short}])
+    assert [p["rule"] for p in problems] == ["mismatch"] and "audio_a_forced" in problems[0]["reason"]
+
+
 def test_ingest_cue_inside_and_outside_a_turn(good):
     """Issue 23.5: pauses under 0.5 s between A's words stay inside A's turn (the paper; it was
     0.8 s): a cue 0.6 s after A's last word is rejected."""

@@ -389,6 +389,12 @@ def test_stages_end_to_end(tmp_path, monkeypatch):
     assert metrics["models"]["flaky"]["funnel"]["excluded"]["error"] == 1
     assert metrics["models"]["flaky"]["intents"]["all"]["model"]["n"] == 2  # the error row is no response
     assert metrics["models"]["replay"]["intents"]["all"]["table"] == [[3, 0, 0], [0, 0, 0], [0, 0, 0]]
+    assert metrics["models"]["replay"]["voice_prompt"] is None  # a baseline has none; PersonaPlex: NATF2.pt
+    from harness.report.cue import cue_report
+
+    voiced = {**metrics, "models": {**metrics["models"], "flaky": {**metrics["models"]["flaky"],
+                                                                   "voice_prompt": "NATF2.pt"}}}
+    assert "Voice prompt given to cue streams: flaky `NATF2.pt`" in cue_report(voiced, "cue")[0]
     assert metrics["models"]["yield_now"]["funnel"]["excluded"]["model_inactive_at_onset"] == 3
     md = store.get(plan.layout.file(plan.reduce, "cue_report.md")).decode()
     html = store.get(plan.layout.file(plan.reduce, "cue_report.html")).decode()
