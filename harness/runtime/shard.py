@@ -341,7 +341,7 @@ class InferWorker(ShardWorker):
     def process(self, scene_ids: list[str], attempt: ShardAttempt) -> tuple[dict[str, tuple[str, str]], float]:
         """Stream the shard, longest script first (:func:`longest_first`), each conversation's input
         read as a row frees up and its objects written under the attempt's prefix as soon as it ends
-        (on :data:`WRITERS` threads, at most one row's worth of results waiting), so the worker's memory
+        (on :data:`WRITERS` threads, at most twice as many results waiting), so the worker's memory
         is bounded by its rows and clip cache, not its shard (issue 24, item 7). The runner's
         :class:`~harness.runtime.runner.RunStats` go into the marker (``runner``)."""
         scenes, timeline = self._inputs()
@@ -365,7 +365,7 @@ class InferWorker(ShardWorker):
             if r.output is not None:
                 audio_s += len(r.output) / sr
             pending.append(writers.submit(write, r))
-            while pending and (pending[0].done() or len(pending) > rows):
+            while pending and (pending[0].done() or len(pending) > 2 * WRITERS):
                 pending.popleft().result()  # a failed write fails the attempt
 
         with ThreadPoolExecutor(WRITERS, thread_name_prefix="infer-write") as writers:
