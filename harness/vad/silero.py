@@ -43,9 +43,11 @@ from harness.vad.sweep import sweep_points
 SILERO_RATE = 16_000
 SILERO_WINDOW = 512  # samples at 16 kHz (32 ms)
 # The most a window's speech probability moves with the batch, the chunking, the worker threads,
-# the CPU's instruction set or the device (measured: at most 9.2e-7 over 10 min of speech under
-# four kernel caps, tests/unit/test_vad_batched.py; docs/vad.md). Promised, and tested, no more.
-PROB_TOLERANCE = 1e-5
+# the CPU's instruction set or the device (measured: at most 9.2e-7 online in 80 ms pushes against
+# offline over 10 min of speech under four kernel caps, tests/unit/test_vad_batched.py; up to 2.3e-5
+# when the same audio is pushed in odd chunks (1001, 7777, 333 samples) under AVX2 or SSE4.1 caps,
+# tests/unit/test_silero_real.py; docs/vad.md). Promised, and tested, no more.
+PROB_TOLERANCE = 1e-4
 
 
 @dataclass(frozen=True)
