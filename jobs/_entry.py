@@ -148,14 +148,16 @@ def setup(cfg: DictConfig) -> tuple[RunConfig, ObjectStore]:
         fail(f"store error: {e}")
 
 
-def check_ready(run: RunConfig, store: ObjectStore, stages: Sequence[str]) -> RunConfig:
+def check_ready(run: RunConfig, store: ObjectStore, stages: Sequence[str], *, project_cost: bool = True) -> RunConfig:
     """Exit with :data:`CONFIG_ERROR` and every problem the preflight finds for ``stages``
     (credentials, SDKs, the store, resources, model stacks, files the settings name:
     :mod:`harness.runtime.preflight`); else return ``run`` with those files' digests pinned
     (:attr:`RunConfig.inputs`, read now, once): the driver and every Ray worker then build the same
     plan from the config alone, and a worker never needs the files (a cluster's workers do not
     have the head's manifest) nor sees an edit made while the run goes on. A job that runs the
-    reference, infer or score logs the run's projected cost first (:func:`log_projection`)."""
+    reference, infer or score logs the run's projected cost first (:func:`log_projection`), unless
+    ``project_cost`` is false (the Duplex Cue job: it preflights infer's models, but the projection is
+    of the Duplex-MPE conversations, which it never runs)."""
     from harness.cue.plan import CuePlan
     from harness.runtime.plan import RunPlan
     from harness.runtime.preflight import PreflightError, preflight
@@ -167,7 +169,7 @@ def check_ready(run: RunConfig, store: ObjectStore, stages: Sequence[str]) -> Ru
     unpinned = dataclasses.replace(run, inputs={})  # run.json's digests are the first invocation's
     pinned = dataclasses.replace(run, inputs={**RunPlan.from_config(unpinned).inputs,
                                               **CuePlan.from_config(unpinned).inputs})
-    if {"reference", "infer", "score"} & set(stages):
+    if project_cost and {"reference", "infer", "score"} & set(stages):
         log_projection(pinned, store)
     return pinned
 

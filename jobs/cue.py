@@ -52,7 +52,7 @@ def cue_status(cfg: RunConfig, store: ObjectStore) -> str:
 def main(cfg: DictConfig) -> None:
     run, store = setup(cfg)
     # the store, each model's stack and resources; the cue manifest, labeller and transcriber
-    run = check_ready(run, store, ["infer", *CUE_STAGES])
+    run = check_ready(run, store, ["infer", *CUE_STAGES], project_cost=False)
     key = run_until_stopped(run_cue, run, store, status=cue_status,
                             resume=f"run the same command again (python -m jobs.cue run_id={run.run_id} ...)")
     where = f"{run.store.root}/{key}" if run.store.kind == "local" else f"{store.describe()} {key}"

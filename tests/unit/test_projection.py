@@ -236,6 +236,19 @@ def test_over_budget_is_said_at_the_start_not_refused(tmp_path, caplog):
     assert record.levelno == logging.INFO and "OVER" not in record.getMessage()
 
 
+def test_the_job_start_projects_duplex_mpe_runs_only(tmp_path, caplog):
+    """check_ready logs the projection for a job that runs infer; the Duplex Cue job (which preflights
+    infer's models but never runs the Duplex-MPE conversations) asks for none."""
+    from jobs._entry import check_ready
+
+    cfg, store, _, _ = _with_audio(tmp_path, {"m": {"target": "silent", "estimate": ESTIMATE}})
+    for project_cost, logged in ((True, 1), (False, 0)):
+        caplog.clear()
+        with caplog.at_level(logging.INFO, logger="duplex_mpe"):
+            check_ready(cfg, store, ["infer"], project_cost=project_cost)
+        assert len([r for r in caplog.records if "projected cost" in r.getMessage()]) == logged
+
+
 def test_the_estimate_is_validated_and_enters_no_hash(tmp_path):
     bare = tiny_config(tmp_path, "h", {"m": {"target": "silent"}})
     with_figure = tiny_config(tmp_path, "h", {"m": {"target": "silent", "estimate": ESTIMATE}})
