@@ -44,11 +44,17 @@ SCENES  ?= conf/scenes/paper.yaml
 corpus: setup  ## generate + validate the paper-scale corpus, write corpus_stats.json (N_PAIRS=..., MANIFEST=...)
 	$(PY) -m harness.scenes.corpus --n-pairs $(N_PAIRS) --scenes $(SCENES) $(if $(MANIFEST),--manifest $(MANIFEST))
 
-test: setup  ## run the test suite (tests/unit, contract, e2e, gpu) and print its 25 slowest steps
-	$(PY) -m pytest -q -p no:cacheprovider --durations=25
+# TEST_WORKERS pytest-xdist processes (0: this one process), each running whole test files, in
+# the order collected (so a module's fixtures, a Ray or a browser, start once; the long e2e files first).
+# Not --dist loadgroup: pytest-xdist 3.8 sets its groups on a node id pytest 9 no longer reads.
+TEST_WORKERS ?= 2
+PYTEST := $(PY) -m pytest -q -p no:cacheprovider -n $(TEST_WORKERS) --dist loadfile --no-loadscope-reorder
 
-test-fast: setup  ## the in-process tests only: tests/unit and tests/contract, without slow ones
-	$(PY) -m pytest -q -p no:cacheprovider -m "not slow" tests/unit tests/contract
+test: setup  ## run the test suite (tests/unit, contract, e2e, gpu) and print its 25 slowest steps (TEST_WORKERS=2)
+	$(PYTEST) --durations=25
+
+test-fast: setup  ## the in-process tests only: tests/unit and tests/contract, without slow ones (TEST_WORKERS=2)
+	$(PYTEST) -m "not slow" tests/unit tests/contract
 
 lint: setup  ## ruff
 	.venv/bin/ruff check .

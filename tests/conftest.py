@@ -42,8 +42,10 @@ def tts() -> EspeakTTS:
 @pytest.fixture(scope="session")
 def completed_run(tmp_path_factory) -> CompletedRun:
     """One run of every stage on the tiny scenes (three baselines, two faulty models), built once
-    per session on first use (about a minute). Its checks only read it, or write under prefixes
-    of their own (a new stage version, the review kit) and assert that nothing else changed."""
+    per session on first use (about a minute; under ``make test``, once per pytest-xdist worker
+    that runs one of its checks, in that worker's own folder). Its checks only read it, or write
+    under prefixes of their own (a new stage version, the review kit) and assert that nothing else
+    changed, so no other process may write to it: one store per worker, never shared."""
     from tests.fixtures.runs import complete_run
 
     return complete_run(tmp_path_factory.mktemp("completed"))
