@@ -1,11 +1,12 @@
 """The job entry points as real processes (Hydra entry points, tests/fixtures/jobs.py): every job's
 help, exit statuses, identifiers that look like numbers, jobs on an existing run (the session's
 shared run), the preflight's exit 2 before anything runs (a missing key, a misspelt parameter,
-missing weights, a stage job's own stages), sweeps. What the entry points decide in-process:
+missing weights, a stage job's own stages), sweeps, an edited scene manifest. What the entry points decide in-process:
 tests/unit/test_jobs.py; the preflight's checks: tests/unit/test_preflight.py."""
 
 from __future__ import annotations
 
+import json
 import os
 import time
 
@@ -14,9 +15,10 @@ import pytest
 from harness.runtime.config import RunConfig
 from harness.runtime.plan import RunPlan
 from harness.store.base import PROBE_KEY
+from harness.store.content import input_digest
 from tests.fixtures.jobs import REPO, job, jobs_at_once
 from tests.fixtures.keys import ANTHROPIC_KEY_MISSING, KEYS
-from tests.fixtures.runs import BASELINES, FAULTY, objects, written
+from tests.fixtures.runs import BASELINES, FAULTY, objects, one_pair_manifest, written
 
 HELPED = ("pipeline", "scenes", "synth", "infer", "vad", "score", "reduce", "status", "cue")  # on the run's config
 
@@ -24,7 +26,7 @@ HELPED = ("pipeline", "scenes", "synth", "infer", "vad", "score", "reduce", "sta
 @pytest.fixture(scope="module")
 def helps() -> dict:
     """``python -m jobs.<job> --help`` of every job and of the review kit, the processes started together."""
-    return jobs_at_once({name: (name, "--help") for name in (*HELPED, "review")}, timeout=120)
+    return jobs_at_once({name: (name, "--help") for name in (*HELPED, "review")}, timeout=600)
 
 
 @pytest.mark.parametrize("name", HELPED)
@@ -215,3 +217,24 @@ def test_without_weights_the_pipeline_exits_2_in_seconds_naming_what_to_fetch(tm
     assert any("Qwen/Qwen2-7B-Instruct@f2826a00ceef68f0f2b946d945ecc0477ce4450c" in ln and
                "`make weights MODEL=freeze_omni`" in ln for ln in freeze)
     assert sorted(p.name for p in (tmp_path / "x").iterdir()) == ["logs"]  # no run.json, no scenes
+
+
+def test_the_same_command_after_a_manifest_edit_writes_the_new_scenes(tmp_path):
+    """An edited scene manifest is a new scene set, not "complete, skipped": the job reads the
+    file once and pins its digest in run.json (the digests themselves: tests/unit/test_content_hash.py)."""
+    m = one_pair_manifest(tmp_path / "scenes.jsonl")
+    runs = tmp_path / "runs"
+    where = (f"store.root={runs}", "run_id=edit", "model=[silent]", f"scenes.manifest={m}")
+    first = job("scenes", *where)
+    assert first.returncode == 0 and "scenes: written at" in first.stdout, first.stdout[-2000:] + first.stderr
+    pinned = json.loads((runs / "edit" / "run.json").read_text())["config"]["inputs"]
+    assert pinned == {"scenes.manifest": input_digest("scenes.manifest", m, "")}  # read once, by the job
+    again = job("scenes", *where)
+    assert again.returncode == 0 and "scenes: complete at" in again.stdout, again.stdout[-2000:] + again.stderr
+    m.write_text(m.read_text().replace("thirty dollars", "eighty dollars"))
+    edited = job("scenes", *where)
+    assert edited.returncode == 0, edited.stdout[-2000:] + edited.stderr
+    assert "scenes: written at" in edited.stdout and "skipped" not in edited.stdout
+    golds = {p.parent.name: {json.loads(line)["gold_answer"] for line in p.read_text().splitlines()}
+             for p in (runs / "edit" / "scenes").glob("*/scenes.jsonl")}
+    assert sorted(golds.values(), key=sorted) == [{"eighty dollars"}, {"thirty dollars"}]

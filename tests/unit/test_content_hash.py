@@ -8,8 +8,6 @@ import dataclasses
 import json
 import os
 import shutil
-import subprocess
-import sys
 import time
 from pathlib import Path
 
@@ -22,14 +20,12 @@ from harness.cue.plan import CuePlan
 from harness.runtime.config import RunConfig
 from harness.runtime.plan import RunPlan
 from harness.runtime.preflight import problems
-from harness.scenes.generator import generate_pairs
-from harness.scenes.schema import write_manifest
 from harness.scoring.judge.llm import PROMPTS_DIR
 from harness.store import content
 from harness.store.base import LocalStore
 from harness.store.content import InputFileError, input_digest, listed_digest
+from tests.fixtures.runs import one_pair_manifest
 
-REPO = Path(__file__).resolve().parents[2]
 SCENES_HINT = "(a JSONL scene manifest, one scene per line)"
 
 
@@ -47,13 +43,6 @@ def _prefixes(plan: RunPlan | CuePlan) -> dict[str, str]:
         elif k not in ("layout", "inputs"):
             out.update({f"{k}.{m}": p for m, p in v.items()})
     return out
-
-
-def _scene_manifest(path: Path) -> Path:
-    with path.open("w", encoding="utf-8") as fh:
-        write_manifest(generate_pairs(1, 3, 0.0, 0.0), fh)
-    assert "thirty dollars" in path.read_text()  # the pair's gold answer (and the turn that states it)
-    return path
 
 
 # -- the digest ------------------------------------------------------------------------------------
@@ -99,7 +88,7 @@ def test_a_file_a_setting_names_that_cannot_be_read_is_named_with_the_setting(tm
 
 # -- Duplex-MPE: the scene manifest -----------------------------------------------------------------
 def test_a_scene_manifest_edited_in_place_changes_scenes_and_every_later_prefix(tmp_path):
-    m = _scene_manifest(tmp_path / "scenes.jsonl")
+    m = one_pair_manifest(tmp_path / "scenes.jsonl")
     cfg = _config(tmp_path, scenes={"manifest": str(m)})
     before = _prefixes(RunPlan.from_config(cfg))
     os.utime(m)  # touched: the same content, the same run
@@ -114,10 +103,10 @@ def test_a_scene_manifest_edited_in_place_changes_scenes_and_every_later_prefix(
 
 
 def test_the_generated_default_keeps_its_prefixes(tmp_path):
-    # Content hashing (8716152) left both unchanged; the 32 s preamble (64f8d08) is new synth
-    # content and moved synth from 958fbc96ca. Change these only with a change to what is made.
+    # Content hashing (8716152) left both unchanged; the 32 s preamble (64f8d08) moved synth from 958fbc96ca;
+    # issue 22's generator (templates-v3) moved scenes from 35b8ee65c1. Change these only with a change to what is made.
     plan = RunPlan.from_config(RunConfig.from_dict({"model": {"silent": {"target": "silent"}}}))
-    assert (plan.scenes, plan.synth) == ("demo/scenes/35b8ee65c1", "demo/synth/2b6d18628a")
+    assert (plan.scenes, plan.synth) == ("demo/scenes/f8e0356613", "demo/synth/0d940016f5")
 
 
 def test_a_missing_scene_manifest_stops_the_plan_and_the_preflight_names_it(tmp_path):
@@ -209,7 +198,7 @@ def test_a_missing_cue_manifest_or_labeller_prompt_is_named(tmp_path):
 
 # -- pinned by the job: every process builds the driver's plan without the files ----------------------
 def test_a_plan_pinned_by_its_inputs_needs_no_file_and_ignores_later_edits(tmp_path):
-    manifest = _scene_manifest(tmp_path / "scenes.jsonl")
+    manifest = one_pair_manifest(tmp_path / "scenes.jsonl")
     cues = _cue_manifest(tmp_path / "corpus")
     cfg = _config(tmp_path, scenes={"manifest": str(manifest)}, cue={"manifest": str(cues)},
                   judge={"kind": "anthropic", "params": {"model": "claude-sonnet-4-5"}})
@@ -221,32 +210,7 @@ def test_a_plan_pinned_by_its_inputs_needs_no_file_and_ignores_later_edits(tmp_p
     manifest.unlink()  # a Ray worker on another node: the head's files are not there
     shutil.rmtree(tmp_path / "corpus")
     assert RunPlan.from_config(pinned) == plan and CuePlan.from_config(pinned) == cue
-    _scene_manifest(manifest).write_text(manifest.read_text().replace("thirty", "eighty"))  # edited meanwhile
+    one_pair_manifest(manifest).write_text(manifest.read_text().replace("thirty", "eighty"))  # edited meanwhile
     assert RunPlan.from_config(pinned) == plan  # the run goes on with what it started from
     assert RunPlan.from_config(cfg).scenes != plan.scenes  # the next job reads the file again
     assert RunConfig.from_dict(pinned.to_dict()) == pinned  # run.json keeps the digests
-
-
-# -- the real job: an edited manifest is a new scene set, not "complete, skipped" ----------------------
-def test_the_same_command_after_a_manifest_edit_writes_the_new_scenes(tmp_path):
-    m = _scene_manifest(tmp_path / "scenes.jsonl")
-    runs = tmp_path / "runs"
-
-    def scenes_job() -> subprocess.CompletedProcess:
-        return subprocess.run([sys.executable, "-m", "jobs.scenes", f"store.root={runs}", "run_id=edit",
-                               "model=[silent]", f"scenes.manifest={m}"], cwd=REPO, capture_output=True, text=True,
-                              timeout=300, env={**os.environ, "RAY_AUTH_MODE": "disabled"})
-
-    first = scenes_job()
-    assert first.returncode == 0 and "scenes: written at" in first.stdout, first.stdout[-2000:] + first.stderr
-    pinned = json.loads((runs / "edit" / "run.json").read_text())["config"]["inputs"]
-    assert pinned == {"scenes.manifest": input_digest("scenes.manifest", m, "")}  # read once, by the job
-    again = scenes_job()
-    assert again.returncode == 0 and "scenes: complete at" in again.stdout, again.stdout[-2000:] + again.stderr
-    m.write_text(m.read_text().replace("thirty dollars", "eighty dollars"))
-    edited = scenes_job()
-    assert edited.returncode == 0, edited.stdout[-2000:] + edited.stderr
-    assert "scenes: written at" in edited.stdout and "skipped" not in edited.stdout
-    golds = {p.parent.name: {json.loads(line)["gold_answer"] for line in p.read_text().splitlines()}
-             for p in (runs / "edit" / "scenes").glob("*/scenes.jsonl")}
-    assert sorted(golds.values(), key=sorted) == [{"eighty dollars"}, {"thirty dollars"}]
