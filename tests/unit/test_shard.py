@@ -18,7 +18,7 @@ from harness.runtime.config import RunConfig
 from harness.runtime.driver import write_objects
 from harness.runtime.plan import RunPlan
 from harness.runtime.runner import ModelFailure, ModelStalled
-from harness.runtime.shard import InferWorker, ModelLoadStalled
+from harness.runtime.shard import InferWorker, ModelLoadStalled, longest_first
 from harness.scoring.flow import ConversationScorer
 from harness.stages import run_stage
 from harness.stages.score import ConversationScoring
@@ -110,9 +110,10 @@ def test_a_row_error_in_a_shard_blames_only_its_conversation(tmp_path):
     summary = InferWorker(cfg, cfg.models[0], store).run("shard-00000", ids)
     assert (summary.ok, summary.error, summary.committed) == (1, 1, True)
     conv = read_ledger(store, plan.layout, plan.infer["tone"], "tone").markers["shard-00000"]["conversations"]
-    assert conv[ids[0]]["status"] == "ok" and set(conv[ids[0]]["objects"]) == {"json", "flac", "probs.npy"}
-    assert conv[ids[1]]["status"] == "error" and set(conv[ids[1]]["objects"]) == {"json"}
-    assert conv[ids[1]]["reason"] == "model tone step 4 at 0.32 s of stream: decoder failed on stream 1"
+    row0, row1 = longest_first(ids, Timeline.read(store, plan.layout, plan.synth))  # the shard's queue order
+    assert conv[row0]["status"] == "ok" and set(conv[row0]["objects"]) == {"json", "flac", "probs.npy"}
+    assert conv[row1]["status"] == "error" and set(conv[row1]["objects"]) == {"json"}
+    assert conv[row1]["reason"] == "model tone step 4 at 0.32 s of stream: decoder failed on stream 1"
 
 
 def test_room_tone_changes_the_infer_stage_and_is_recorded_in_run_json(tmp_path):

@@ -1,0 +1,43 @@
+#!/usr/bin/env bash
+# Issue 24's GPU checks in one short run (about 6-7 minutes on one H200; twice fits in 15 minutes of
+# device time). Full-size Moshi with random weights (no download), bf16, CUDA graphs on. Every
+# step's JSON lands in $OUT (default ./gpu24-out); paste the figures into docs/models.md
+# ("Throughput") with this command.
+#
+#   OUT=/tmp/gpu24 bash bench/gpu_issue24.sh            # all steps
+#   OUT=/tmp/gpu24 bash bench/gpu_issue24.sh attention  # one step: attention|profile|context|compile
+set -uo pipefail
+cd "$(dirname "$0")/.."
+OUT=${OUT:-gpu24-out}
+mkdir -p "$OUT"
+PY=${PY:-.venv/bin/python}
+STEPS=${*:-attention profile context compile}
+nvidia-smi --query-gpu=name,memory.total,driver_version --format=csv > "$OUT/gpu.csv" 2>&1
+
+run() {  # name, seconds, command...: its output to $OUT/<name>.log, its last line (JSON) to $OUT/<name>.json
+    local name=$1 limit=$2
+    shift 2
+    echo "== $name: $*"
+    timeout "$limit" "$@" > "$OUT/$name.log" 2>&1
+    echo "   exit $? after ${SECONDS}s"
+    tail -n 1 "$OUT/$name.log" > "$OUT/$name.json"
+    grep -v '^{' "$OUT/$name.log" | tail -n 12
+}
+
+for step in $STEPS; do
+    case $step in
+    attention)  # one attention layer, 64 rows x 32 heads x 3,000 slots x 128, bf16: masked dense vs length-aware
+        run attention 120 "$PY" bench/attention_layer.py --rows 64 --iters 50 ;;
+    profile)  # where a step's time goes at 1 and 64 rows, compile off (today's production path)
+        run profile 240 "$PY" bench/gpu_throughput.py --batches 1,64 --compile off --profile --turn-s 2 \
+            --engine-steps 30 ;;
+    context)  # the ring sized to the streams (1,000 steps = 80 s; the bench's streams are shorter: exact)
+        run context 300 "$PY" bench/gpu_throughput.py --batches 64,128,176 --compile off --context 1000 \
+            --turn-s 2 --engine-steps 30 ;;
+    compile)  # torch.compile on (the first steps compile: minutes) against the profile step's compile off
+        run compile 300 "$PY" bench/gpu_throughput.py --batches 64 --compile on --context 1000 --turn-s 2 \
+            --engine-steps 30 ;;
+    *) echo "unknown step $step (attention|profile|context|compile)"; exit 2 ;;
+    esac
+done
+echo "figures in $OUT"
