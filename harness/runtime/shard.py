@@ -385,7 +385,7 @@ class InferWorker(ShardWorker):
         log.info("%s: %d conversations in %.1f s, %d rows x %d steps, %.1f %% of row-steps idle, model steps %.0f %% "
                  "of wall", self.msettings.name, len(order), stats.wall_s, stats.rows, stats.steps, 100 * idle,
                  100 * stats.model_s / max(1e-9, stats.wall_s))
-        return statuses, audio_s
+        return {sid: statuses[sid] for sid in scene_ids}, audio_s  # the marker in the shard's order, not the finish's
 
 
 WRITERS = 4  # threads writing a shard's outputs (a store's latency, e.g. S3's, off the model's loop)

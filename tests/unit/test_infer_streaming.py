@@ -145,6 +145,7 @@ def test_a_shard_runs_longest_script_first_and_writes_each_conversation_as_it_en
     assert worker.progress == 0  # between attempts
     marker = get_json(store, plan.layout.marker(plan.layout.shard(plan.infer["rec"], "shard-00000")))
     assert (summary.ok, marker["ok"]) == (len(ids), len(ids))
+    assert list(marker["conversations"]) == ids  # the shard's order, whatever order they ran and ended in
     assert marker["runner"]["rows"] == 1 and marker["runner"]["idle_row_steps"] >= 0
     assert marker["runner"]["row_steps"] == marker["runner"]["steps"] and marker["peak_rss_mib"] > 0
     assert set(read_entries(store, plan.layout, plan.infer["rec"], "rec")) == set(ids)
