@@ -27,7 +27,6 @@ from __future__ import annotations
 
 import hashlib
 import io
-import logging
 import os
 import resource
 import time
@@ -59,8 +58,6 @@ from harness.runtime.runner import (
 from harness.scenes.schema import Scene
 from harness.store.base import ObjectStore, get_json, json_bytes, put_json
 from harness.store.layout import RunLayout
-
-log = logging.getLogger("duplex_mpe")
 
 
 def new_attempt_id() -> str:
@@ -381,10 +378,6 @@ class InferWorker(ShardWorker):
                 for f in pending:
                     f.cancel()
         attempt.details["runner"] = stats.to_dict()
-        idle = stats.idle_row_steps / max(1, stats.row_steps)
-        log.info("%s: %d conversations in %.1f s, %d rows x %d steps, %.1f %% of row-steps idle, model steps %.0f %% "
-                 "of wall", self.msettings.name, len(order), stats.wall_s, stats.rows, stats.steps, 100 * idle,
-                 100 * stats.model_s / max(1e-9, stats.wall_s))
         return {sid: statuses[sid] for sid in scene_ids}, audio_s  # the marker in the shard's order, not the finish's
 
 
