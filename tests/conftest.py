@@ -8,7 +8,10 @@ which the read-only end-to-end checks share (tests/fixtures/runs.py)."""
 
 from __future__ import annotations
 
+import getpass
+import os
 import shutil
+import tempfile
 from pathlib import Path
 from typing import TYPE_CHECKING
 
@@ -22,6 +25,15 @@ if TYPE_CHECKING:
     from tests.fixtures.runs import CompletedRun
 
 TESTS = Path(__file__).resolve().parent
+
+# A run under kernel caps (ONEDNN_MAX_CPU_ISA / ATEN_CPU_CAPABILITY, docs/vad.md) keeps its own
+# torch.compile cache: an AVX2-capped process that loaded the kernels an uncapped run had compiled
+# into the shared inductor cache crashed (segfault in the tiny Moshi's compiled RMSNorm, torch
+# 2.9.1); with a cache of its own it passes. Set here, so job processes and Ray workers inherit it.
+_CAPS = [os.environ.get(k, "") for k in ("ONEDNN_MAX_CPU_ISA", "ATEN_CPU_CAPABILITY")]
+if any(_CAPS) and "TORCHINDUCTOR_CACHE_DIR" not in os.environ:
+    os.environ["TORCHINDUCTOR_CACHE_DIR"] = os.path.join(
+        tempfile.gettempdir(), f"torchinductor_{getpass.getuser()}_" + "_".join(c.lower() or "any" for c in _CAPS))
 KIND_MARKS = {"e2e": pytest.mark.slow, "gpu": pytest.mark.gpu}
 
 
