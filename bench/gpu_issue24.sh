@@ -6,11 +6,21 @@
 #
 #   OUT=/tmp/gpu24 bash bench/gpu_issue24.sh            # all steps
 #   OUT=/tmp/gpu24 bash bench/gpu_issue24.sh attention  # one step: attention|profile|context|compile
+#
+# On this workplace's H200 machine (python3 holds torch 2.11, nothing can be fetched there) the
+# packages its image lacks travel as wheels (/work/.library/device/README.md): here, once,
+#   echo /.whl/ >> .git/info/exclude
+#   python3 -m pip download --no-deps --only-binary=:all: --python-version 3.12 --implementation cp \
+#     --platform manylinux_2_28_x86_64 --platform manylinux_2_17_x86_64 --platform manylinux2014_x86_64 \
+#     -d .whl moshi==0.2.13 silero-vad==6.2.3 soundfile==0.14.0 cffi==2.1.1 pycparser==3.12  # our venv's versions
+# and the run (carry [".whl"], timeout_s 560) starts with
+#   python3 -m pip install -q --no-index --no-deps --no-compile --target /tmp/site .whl/*.whl &&
+#   export PYTHONPATH=/tmp/site && OUT=$OUT bash bench/gpu_issue24.sh
 set -uo pipefail
 cd "$(dirname "$0")/.."
 OUT=${OUT:-gpu24-out}
 mkdir -p "$OUT"
-PY=${PY:-.venv/bin/python}
+if [ -x .venv/bin/python ]; then PY=${PY:-.venv/bin/python}; else PY=${PY:-python3}; fi
 STEPS=${*:-attention profile context compile}
 nvidia-smi --query-gpu=name,memory.total,driver_version --format=csv > "$OUT/gpu.csv" 2>&1
 
