@@ -52,12 +52,16 @@ def tts() -> EspeakTTS:
 
 
 @pytest.fixture(scope="session")
-def completed_run(tmp_path_factory) -> CompletedRun:
+def completed_run(tmp_path_factory, worker_id) -> CompletedRun:
     """One run of every stage on the tiny scenes (three baselines, two faulty models), built once
-    per session on first use (about a minute; under ``make test``, once per pytest-xdist worker
-    that runs one of its checks, in that worker's own folder). Its checks only read it, or write
-    under prefixes of their own (a new stage version, the review kit) and assert that nothing else
-    changed, so no other process may write to it: one store per worker, never shared."""
-    from tests.fixtures.runs import complete_run
+    per session on first use (about a minute); under pytest-xdist (``make test``) once for all
+    workers, each of which then checks a copy of its own (tests/fixtures/runs.py). Its checks only
+    read it, or write under prefixes of their own (a new stage version, the review kit) and assert
+    that nothing else changed."""
+    from tests.fixtures.runs import complete_run, shared_complete_run
 
-    return complete_run(tmp_path_factory.mktemp("completed"))
+    mine = tmp_path_factory.mktemp("completed")
+    if worker_id == "master":  # one process (the parent of its folder is shared by every session)
+        return complete_run(mine)
+    # the workers' folders are popen-gw<n> of this session's own folder
+    return shared_complete_run(tmp_path_factory.getbasetemp().parent / "completed-run", mine)
