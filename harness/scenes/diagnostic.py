@@ -40,12 +40,8 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from harness.scenes.schema import ASSISTANT_NAME, CONDITIONS, Label, Scene, Target
+from harness.scenes.schema import ASSISTANT_NAME, CONDITIONS, DESIGNATOR, Label, Scene, Target
 
-# role nouns and device words by which a turn may single out the assistant without its name
-DESIGNATOR = re.compile(
-    r"\b(assistants?|machines?|devices?|speakers?|dashboard|tablets?|computers?|robots?|gadgets?|bots?|AI)\b"
-    r"|\bisn't a (person|human)\b|\bnot a (person|human)\b|\b(us|we) (humans|people)\b", re.IGNORECASE)
 TURN_GAP_S = 0.5  # the scheduler's silence between turns (spec section 4; ProtocolSettings.turn_gap_s, tested equal)
 PAPER_T_ONSET = {"min_s": 14.50, "max_s": 263.97, "tertile_edges_s": [40.224, 54.656]}
 TOKEN = re.compile(r"[a-z0-9']+|[^\sa-z0-9']")

@@ -5,16 +5,25 @@ No language model and no network: every scene is assembled from the vocabularies
 give the same corpus.
 
 A scene draws its five attributes (setting, activity, relationship, device context,
-register), gives its speakers first names, states a fact early on (the *support* turn, which
-contains the gold answer verbatim) and later asks Aria for that fact (the T turn). Silence
-turns are N1 (mention Aria, ask nothing), N2 (to a person by name, to the room, or to another
-assistant when the device context has one) and N3 (self-talk, including words to an object:
-"Come on, jar, open up" is not device-directed). Some pairs get one or two N4 events
-(N4_Q then N4_R) after T.
+register), gives its speakers first names, states a fact before T (the *support* turn, which
+contains the gold answer verbatim, never the turn right before T) and later asks Aria for that fact
+(the T turn). Silence turns are N1 (mention Aria, ask nothing), N2 (to a person, to the room, or to
+another assistant when the device context has one) and N3 (self-talk, including words to an object:
+"Come on, jar, open up" is not device-directed). Some pairs get one or two N4 events (N4_Q then
+N4_R) after T.
+
+Conversation. Most pairs of adjacent N2 slots become a question to a person (or to the room) and
+that person's answer, which states another fact of the setting; a question to a person usually
+says no name (the one who answers is the addressee); the turn after a question starts as a reply.
+N3 turns often wonder aloud. The setting, activity, relationship and register shape the lines
+(the register picks the openers of every question of the scene); values fit what they measure,
+device contexts fit the setting. An N4 question asks for a fact a person said earlier or a
+general-knowledge one.
 
 Two profiles (``profile=``):
 
-* ``compact`` (the demo and the tests): 7-13 turns of one sentence each. A late-middle T
+* ``compact`` (the demo and the tests): 7-13 turns of one sentence each (a question may give its
+  reason first). A late-middle T
   leaves room for one N4 event only.
 * ``paper`` (``conf/scenes/paper.yaml``): the paper's accounting. Per corpus, exact quotas
   scaled from the paper's 2,000 pairs: the silence windows (20,360 = 3,041 N1 + 14,052 N2 +
@@ -29,20 +38,27 @@ Both profiles: the 3-party / 4-party split and the N4 scenes are exact quotas
 (``round(share * n_pairs)`` pairs) placed at random; T position buckets (thirds of the scene by
 turn index: :func:`t_bucket`) cycle over pairs, which gives 667 / 667 / 666 for 2,000 pairs.
 
-Implicit addressing. The explicit T names Aria; the implicit T replaces the name by a cue that
-only the assistant fits: its role ("question for our assistant:"), the device it is ("you,
-the speaker on the counter"), the contrast with the people ("since you're the only one here
-who isn't a person"), or the job an earlier N1 turn gave it by name ("Aria keeps track of the
-ferry for us" ... "you're the assistant that's keeping track of the ferry"). A cue that fits
-any human ("You were listening.") is never used. In the *relay* pairs (the paper's 42) the
-previous turn tells the asker "ask Aria about the ferry" and the T itself is bare ("Okay then,
-when is the ferry?"): there the T alone cannot carry the cue, so the previous turn is
-rewritten in the implicit version ("ask the assistant about the ferry"); it refers to the
-assistant without asking it anything, so it is N1 in both versions.
+No surface tells (issue 22). Every question turn, T or not, is made of the same pools
+(:func:`_question`): an opener, reason clauses, a question frame of the fact kinds, a closer and,
+in the paper profile, tail sentences. The explicit T says "Aria" where a question to a person may
+say the person's name; the implicit T says no name and may give one more reason.
+
+Implicit addressing. What makes the implicit T a request to the assistant is the conversation
+before it (the same in both versions), one of (``implicit_cue``): *keeper*, an N1 turn gave Aria
+the job of keeping track of the topic by name; *holder*, the fact itself came from Aria (the
+support turn is an N1 turn reporting what Aria said); *unknown*, an N1 turn says Aria follows the
+conversation and, right before T, a person says they do not know (often answering the asker's
+question to them). In the *relay* pairs (the paper's 42) the previous turn tells the asker "ask
+Aria about the ferry"; the implicit version rewrites it without the name ("ask the speaker about
+the ferry", as people say it), N1 in both versions. The N4-edited pairs (the paper's 339 with other
+differences, less the 42 rewrites) ask their N4 questions in the implicit version as a follow-up
+without the name ("while you're at it, ...") and drop the name from a "never mind".
 """
 
 from __future__ import annotations
 
+import dataclasses
+import itertools
 import random
 import re
 from collections.abc import Iterable
@@ -51,7 +67,9 @@ from functools import cache
 from typing import Any
 
 from harness.scenes import vocab as V
+from harness.scenes.diagnostic import PAPER_T_ONSET, TURN_GAP_S
 from harness.scenes.schema import (
+    ASSISTANT_NAME,
     CONDITIONS,
     SPEAKERS,
     Label,
@@ -61,7 +79,7 @@ from harness.scenes.schema import (
     Turn,
     validate_pair,
 )
-from harness.scenes.stats import corpus_stats
+from harness.scenes.stats import CHARS_PER_S, corpus_stats
 
 T_POSITIONS: tuple[str, ...] = ("early-middle", "middle", "late-middle")
 MIN_TURNS, MAX_TURNS = 7, 13  # the compact profile
@@ -71,13 +89,19 @@ PAPER_PAIRS = 2000
 PAPER_SILENCE = {"N1": 3041, "N2": 14052, "N3": 3267}  # explicit; implicit 3,039 / 14,054 / 3,267
 PAPER_N4_SCENES, PAPER_N4_EVENTS = 968, 1911
 PAPER_REWRITES = 42
+PAPER_N4_EDITS = 339 - 42  # pairs with other differences than T after the N4 edits, less the rewrites
 PAPER_T_CHARS = {"explicit": 111.6, "implicit": 123.3}
 PAPER_SPEECH_S = 105.55 * 3600 / 4000  # human speech per conversation (95.0 s; 99.8 s with the 0.4 s gaps)
-CHARS_PER_S = (111.6 + 123.3) / (8.18 + 8.58)  # the paper's speaking rate from its T figures (14.0 chars/s)
 
-CUE_FAMILIES: tuple[str, ...] = ("role", "device", "contrast", "keeper")
-CUE_WEIGHTS: tuple[float, ...] = (0.3, 0.25, 0.2, 0.25)
-DISTRACTOR_P = 0.5  # chance that one N2 slot states a second, unasked fact
+CUE_FAMILIES: tuple[str, ...] = ("keeper", "holder", "unknown")
+CUE_WEIGHTS: tuple[float, ...] = (0.3, 0.3, 0.4)
+CUE_BEFORE = {"relay": 2, "keeper": 2, "holder": 2, "unknown": 3}  # turns T needs before it
+ASK_P = 0.8  # chance that two adjacent N2 slots become a question to a person and that person's answer
+VOCATIVE_P = 0.15  # chance that a question to a person names them (else the one who answers is addressed)
+SELF_QUESTION_P = 0.6  # chance that an N3 turn wonders aloud in the words of a question
+GENERIC_QUESTION_P = 0.35  # share of the setting's question lines to people kept (fact questions are asked instead)
+N4_SCENE_P = 0.7  # chance that an N4 question asks for a fact said earlier (else general knowledge)
+ROOM_ASK_P = 0.3  # chance that a question answered by the next speaker was put to everyone
 
 
 @dataclass(frozen=True)
@@ -143,61 +167,70 @@ def _join(*parts: str) -> str:
 @dataclass(frozen=True)
 class _Fact:
     kind: str
-    statement: str  # may start with "{name}, "
-    question: str  # lower-case start, ends with "?"; may name the {teller}
+    statement: str  # what the teller says (lower-case start, ends with "."); contains the value
+    plain: str  # the same fact as a plain clause a report can carry ("the ferry is on Tuesday at nine")
+    frames: tuple[str, ...]  # questions asking for it: lower-case start, end with "?"
     topic: str
     gold: str
 
 
-def _fact(rng: random.Random, setting: V.Setting, avoid: str = "") -> _Fact:
+def _fact(rng: random.Random, setting: V.Setting, avoid: str = "", avoid_topic: str = "") -> _Fact:
+    """A fact of ``setting`` (kind other than ``avoid``, topic other than ``avoid_topic``): what is
+    said, how it is asked for, the value (the gold answer when T asks for it)."""
     kinds = [k for k in ("time", "place", "count", "price", "person", "duration", "code", "room") if k != avoid]
-    kind = rng.choice(kinds)
-    if kind == "time":
-        thing, gold = rng.choice(setting.events), f"{rng.choice(V.DAYS)} {rng.choice(V.TIMES)}"
-        st = rng.choice(("{thing} got moved to {x}.", "{thing} is on {x} now, they just confirmed it.",
-                         "heads up, {thing} is {x} this week.", "they told me {thing} is {x}."))
-        q = rng.choice(("when is {thing} now?", "what day and time is {thing}?", "when did {teller} say {thing} is?"))
-        topic = thing
-    elif kind == "place":
-        thing, gold = rng.choice(setting.items), rng.choice(V.PLACES)
-        st = rng.choice(("{thing} is {x}, by the way.", "I put {thing} {x}.", "if anyone needs {thing}, it's {x}."))
-        q = rng.choice(("where is {thing}?", "where did {teller} put {thing}?", "where can I find {thing}?"))
-        topic = thing
-    elif kind == "count":
-        thing, what = rng.choice(setting.events), rng.choice(V.COUNTABLES)
-        gold = f"{rng.choice(V.COUNTS)} {what}"
-        st = rng.choice(("we need {x} for {thing}.", "for {thing} we have to bring {x}.",
-                         "count on {x} for {thing}, no more."))
-        q = rng.choice((f"how many {what} do we need for {{thing}}?", f"how many {what} did {{teller}} say?"))
-        topic = thing
-    elif kind == "price":
-        thing, gold = rng.choice(V.PRICED), rng.choice(V.PRICES)
-        st = rng.choice(("{thing} cost {x} in the end.", "I paid {x} for {thing}.", "{thing} came to {x}."))
-        q = rng.choice(("how much did {thing} cost?", "what did {teller} pay for {thing}?"))
-        topic = thing
-    elif kind == "person":
-        thing, gold = rng.choice(V.PEOPLE_ROLES), rng.choice(V.FULL_NAMES)
-        st = rng.choice(("{thing} is called {x}.", "{thing}'s name is {x}, remember that.",
-                         "oh, and {thing} is {x}, I met them yesterday."))
-        q = rng.choice(("what's the name of {thing}?", "who is {thing} again?",
-                        "what did {teller} say {thing} is called?"))
-        topic = thing
-    elif kind == "duration":
-        thing, gold = rng.choice(V.PROCESSES), rng.choice(V.DURATIONS)
-        st = rng.choice(("it takes {x} for {thing}.", "plan on {x} for {thing}.", "they said {x} for {thing}."))
-        q = rng.choice(("how long does it take for {thing}?", "how long did {teller} say for {thing}?"))
-        topic = thing
-    elif kind == "code":
-        thing, gold = rng.choice(V.CODED), rng.choice(V.CODES)
-        st = rng.choice(("{thing} is {x}.", "write this down, {thing} is {x}.", "{thing} changed, it's {x} now."))
-        q = rng.choice(("what is {thing}?", "what did {teller} say {thing} is?"))
-        topic = thing
-    else:  # room
-        thing, gold = rng.choice(V.ROOMED), rng.choice(V.ROOMS)
-        st = rng.choice(("{thing} is {x}.", "they moved {thing}, it's {x} now.", "{thing} will be {x} this time."))
-        q = rng.choice(("where is {thing}?", "where did {teller} say {thing} is?"))
-        topic = thing
-    return _Fact(kind, st.format(thing=thing, x=gold), q.replace("{thing}", thing), topic, gold)
+    while True:
+        kind = rng.choice(kinds)
+        if kind == "time":
+            thing, gold = rng.choice(setting.events), f"{rng.choice(V.DAYS)} {rng.choice(V.TIMES)}"
+            st = ("{thing} got moved to {x}.", "{thing} is on {x} now, they just confirmed it.",
+                  "heads up, {thing} is {x} this week.", "they told me {thing} is {x}.")
+            plain = "{thing} is on {x}"
+            q = ("when is {thing} now?", "what day and time is {thing}?", "what time is {thing} again?",
+                 "when was {thing} moved to?")
+        elif kind == "place":
+            thing, gold = rng.choice(setting.items), rng.choice(V.PLACES)
+            st = ("{thing} is {x}, by the way.", "I put {thing} {x}.", "if anyone needs {thing}, it's {x}.")
+            plain = "{thing} is {x}"
+            q = ("where is {thing}?", "where can I find {thing}?",
+                 "where did {thing} end up?")
+        elif kind == "count":
+            thing, what = rng.choice(setting.events), rng.choice(V.COUNTABLES)
+            gold = f"{rng.choice(V.COUNTS)} {what}"
+            st = ("we need {x} for {thing}.", "for {thing} we have to bring {x}.", "count on {x} for {thing}, no more.")
+            plain = "we need {x} for {thing}"
+            q = (f"how many {what} do we need for {{thing}}?", f"how many {what} was it for {{thing}}?")
+        elif kind == "price":
+            thing = rng.choice(sorted(V.PRICED_PRICES))
+            gold = rng.choice(V.PRICED_PRICES[thing])
+            st = ("{thing} cost {x} in the end.", "I paid {x} for {thing}.", "{thing} came to {x}.")
+            plain = "{thing} cost {x}"
+            q = ("how much did {thing} cost?", "what did {thing} come to?")
+        elif kind == "person":
+            thing, gold = rng.choice(V.PEOPLE_ROLES), rng.choice(V.FULL_NAMES)
+            st = ("{thing} is called {x}.", "{thing}'s name is {x}, remember that.",
+                  "oh, and {thing} is {x}, I met them yesterday.")
+            plain = "{thing} is called {x}"
+            q = ("what's the name of {thing}?", "who is {thing} again?", )
+        elif kind == "duration":
+            thing = rng.choice(sorted(V.PROCESS_DURATIONS))
+            gold = rng.choice(V.PROCESS_DURATIONS[thing])
+            st = ("it takes {x} for {thing}.", "plan on {x} for {thing}.", "they said {x} for {thing}.")
+            plain = "it takes {x} for {thing}"
+            q = ("how long does it take for {thing}?", "how long was it for {thing}?")
+        elif kind == "code":
+            thing, gold = rng.choice(V.CODED), rng.choice(V.CODES)
+            st = ("{thing} is {x}.", "write this down, {thing} is {x}.", "{thing} changed, it's {x} now.")
+            plain = "{thing} is {x}"
+            q = ("what is {thing}?", "what was {thing} again?")
+        else:  # room
+            thing, gold = rng.choice(V.ROOMED), rng.choice(V.ROOMS)
+            st = ("{thing} is {x}.", "they moved {thing}, it's {x} now.", "{thing} will be {x} this time.")
+            plain = "{thing} is {x}"
+            q = ("where is {thing}?", "where is {thing} this time?")
+        if thing != avoid_topic:
+            break
+    return _Fact(kind, rng.choice(st).format(thing=thing, x=gold), plain.format(thing=thing, x=gold),
+                 tuple(x.replace("{thing}", thing) for x in q), thing, gold)
 
 
 # -- steering: keep running means on the paper's targets ---------------------------------------
@@ -208,12 +241,12 @@ class _Steer:
     def __init__(self, target: float):
         self.target, self.total, self.count = target, 0.0, 0
 
-    def pick(self, rng: random.Random, candidates: list[Any]) -> Any:
-        """One of two random ``candidates`` (strings, or tuples whose first item is the text)."""
-        a, b = rng.choice(candidates), rng.choice(candidates)
+    def pick(self, rng: random.Random, candidates: list[Any], k: int = 2) -> Any:
+        """The best of ``k`` random ``candidates`` (strings, or tuples whose first item is the text)."""
         def size(c):
             return (len(c[0] if isinstance(c, tuple) else c))
-        best = min((a, b), key=lambda c: abs((self.total + size(c)) / (self.count + 1) - self.target))
+        best = min((rng.choice(candidates) for _ in range(k)),
+                   key=lambda c: abs((self.total + size(c)) / (self.count + 1) - self.target))
         self.add(size(best))
         return best
 
@@ -231,14 +264,16 @@ class _Plan:
     n4: int
     relay: bool
     cue: str  # implicit cue family ("relay" for relay pairs)
+    n4_edit: bool = False  # the implicit version's N4 turns follow up without the name (the paper's N4 edits)
+    onset_s: float = 0.0  # paper profile: the seconds from the first turn to T this pair aims at
     n: int = 0
     t: int = 0
     n1: int = 1
     n3: int = 1
 
     @property
-    def before(self) -> int:  # turns T needs before it: the fact (+ keeper or relay turn)
-        return 2 if self.relay or self.cue == "keeper" else 1
+    def before(self) -> int:  # turns T needs before it: the fact and the cue turns (never T as turn 2)
+        return CUE_BEFORE[self.cue]
 
 
 def _plan_corpus(rng: random.Random, n_pairs: int, four_party_share: float, n4_share: float,
@@ -249,11 +284,13 @@ def _plan_corpus(rng: random.Random, n_pairs: int, four_party_share: float, n4_s
     single = set(with_n4[: 2 * len(with_n4) - n_events])  # random order: the first ones get one event
     n4_of = {i: 1 if i in single else 2 for i in with_n4}
     relays = set(rng.sample(range(n_pairs), min(n_pairs, round(PAPER_REWRITES * n_pairs / PAPER_PAIRS))))
+    edits = set(rng.sample(sorted(set(with_n4) - relays),
+                           min(len(set(with_n4) - relays), round(PAPER_N4_EDITS * n_pairs / PAPER_PAIRS))))
     plans = []
     for i in range(n_pairs):
         relay = i in relays
         cue = "relay" if relay else rng.choices(CUE_FAMILIES, CUE_WEIGHTS)[0]
-        p = _Plan(T_POSITIONS[i % 3], 4 if i in four_party else 3, n4_of.get(i, 0), relay, cue)
+        p = _Plan(T_POSITIONS[i % 3], 4 if i in four_party else 3, n4_of.get(i, 0), relay, cue, i in edits)
         if not _feasible(profile, p.bucket, p.n4, p.before):
             p.n4 = 1  # compact: a late-middle T leaves room for one event only
         plans.append(p)
@@ -277,13 +314,19 @@ def _plan_corpus(rng: random.Random, n_pairs: int, four_party_share: float, n4_s
             diff -= step
     for p in plans:
         p.t = rng.choice(_t_options(p.n, p.bucket, p.n4, p.before))
+    if profile.tails and plans:  # T onsets as the paper's, the later ones to the pairs with more turns before T
+        targets = sorted(_paper_onset((k + rng.random()) / n_pairs) for k in range(n_pairs))
+        targets[0], targets[-1] = PAPER_T_ONSET["min_s"], max(targets[-1], PAPER_T_ONSET["max_s"])
+        for k, target in zip(sorted(range(n_pairs), key=lambda k: plans[k].t + 3 * rng.random()), targets,
+                             strict=True):
+            plans[k].onset_s = target
 
     # silence labels: one N1 and one N3 per scene, extras placed over the free slots at random
     silence = sum(p.n - 1 - 2 * p.n4 for p in plans)
     share = sum(PAPER_SILENCE.values())
     extra_n1 = round(silence * PAPER_SILENCE["N1"] / share) - n_pairs
     extra_n3 = round(silence * PAPER_SILENCE["N3"] / share) - n_pairs
-    slots = [k for k, p in enumerate(plans) for _ in range(p.n - 1 - 2 * p.n4 - 3)]
+    slots = [k for k, p in enumerate(plans) for _ in range(p.n - 1 - 2 * p.n4 - 3 - (p.cue == "unknown"))]
     rng.shuffle(slots)
     for k in slots[:max(0, extra_n1)]:
         plans[k].n1 += 1
@@ -292,48 +335,33 @@ def _plan_corpus(rng: random.Random, n_pairs: int, four_party_share: float, n4_s
     return plans
 
 
+ONSET_QUANTILES = ((0.0, 14.50), (1 / 3, 40.224), (2 / 3, 54.656), (0.97, 100.0), (0.999, 200.0), (1.0, 263.97))
+
+
+def _paper_onset(u: float) -> float:
+    """The T onset (s) at quantile ``u`` of a distribution with the paper's range and tertile edges
+    (spec section 6), linear between :data:`ONSET_QUANTILES`."""
+    for (u0, a), (u1, b) in itertools.pairwise(ONSET_QUANTILES):
+        if u <= u1:
+            return a + (b - a) * (u - u0) / (u1 - u0)
+    return ONSET_QUANTILES[-1][1]
+
+
 def _make_pair(rng: random.Random, pair_id: str, p: _Plan, profile: Profile,
                steer: dict[str, _Steer]) -> tuple[Scene, Scene]:
     setting = rng.choice(V.SETTINGS)
     activity = rng.choice(sorted(setting.activities))
     relationship = rng.choice(sorted(V.RELATIONSHIP_LINES))
-    device_key = rng.choice(sorted(V.DEVICES)) if rng.random() < 0.6 else "none"
+    device_key = rng.choice(_devices_for(setting.name)) if rng.random() < 0.6 else "none"
     register = rng.choice(V.REGISTERS)
     speakers = SPEAKERS[: p.n_speakers]
     names = dict(zip(speakers, rng.sample(V.NAMES, p.n_speakers), strict=True))
-    n, t = p.n, p.t
-
-    # -- layout --------------------------------------------------------------------------------
-    kinds = ["o"] * n
-    kinds[t] = "T"
-    after = ["E"] * p.n4 + ["o"] * (n - 1 - t - 1 - 2 * p.n4)
-    rng.shuffle(after)
-    seq = ["o"] + [k for a in after for k in (("N4_Q", "N4_R") if a == "E" else ("o",))]
-    kinds[t + 1:] = seq
-    if p.relay:
-        kinds[t - 1] = "relay"
-        kinds[rng.randrange(t - 1)] = "fact"
-    elif p.cue == "keeper":
-        f = rng.randrange(t - 1)
-        kinds[f] = "fact"
-        kinds[rng.randrange(f + 1, t)] = "keeper"
-    else:
-        kinds[rng.randrange(t)] = "fact"
-    free = [i for i, k in enumerate(kinds) if k == "o"]
-    rng.shuffle(free)
-    n1_left = p.n1 - (1 if p.relay or p.cue == "keeper" else 0)
-    for _ in range(n1_left):
-        kinds[free.pop()] = "N1"
-    for _ in range(p.n3):
-        kinds[free.pop()] = "N3"
-    if free and rng.random() < DISTRACTOR_P:
-        kinds[free.pop()] = "distractor"
-    for i in free:
-        kinds[i] = "N2"
+    n = p.n
+    kinds = _layout(rng, p)
 
     # -- speakers: nobody speaks twice in a row, except an N4 asker who says never mind ----
     teller, asker = rng.sample(speakers, 2)
-    fixed = {"fact": teller, "T": asker}
+    fixed = {"fact": teller, "holder": teller, "T": asker, "ask_t": asker}
     if p.relay:
         fixed["relay"] = rng.choice([s for s in speakers if s not in (teller, asker)])
     self_resolve = {i: rng.random() < 0.5 for i, k in enumerate(kinds) if k == "N4_R"}
@@ -353,11 +381,10 @@ def _make_pair(rng: random.Random, pair_id: str, p: _Plan, profile: Profile,
 
     # -- texts -----------------------------------------------------------------------------------
     fact = _fact(rng, setting)
-    distractor = _fact(rng, setting, avoid=fact.kind)
     device_desc, device_lines = V.DEVICES[device_key]
-    device_name = device_desc.split(" called ")[-1] if " called " in device_desc else None
     pools: dict[str, list[str]] = {
-        "person": list(setting.to_person + V.RELATIONSHIP_LINES[relationship] + V.N2_PERSON),
+        "person": [x for x in setting.to_person + V.RELATIONSHIP_LINES[relationship] + V.N2_PERSON
+                   if "?" not in x or rng.random() < GENERIC_QUESTION_P],
         "room": [setting.activities[activity], *setting.to_room, *V.N2_ROOM],
         "device": list(device_lines),
         "N1": list(V.N1_LINES),
@@ -366,30 +393,74 @@ def _make_pair(rng: random.Random, pair_id: str, p: _Plan, profile: Profile,
     for pool in pools.values():
         rng.shuffle(pool)
     n4_items = rng.sample(V.N4_EVENTS, p.n4)
+    openers = V.OPENERS[register]
 
     def addressee(i: int) -> str:
         nxt = who[i + 1] if i + 1 < n else who[i]
         return nxt if nxt != who[i] else rng.choice([s for s in speakers if s != who[i]])
 
-    def tail(core: str, kind: str) -> str:
+    def other(i: int, *not_these: str) -> str:
+        return names[rng.choice([s for s in speakers if s not in (who[i], *not_these)] or [who[i]])]
+
+    def fill_in(template: str, i: int) -> str:
+        """The scene's {event}, {item}, {activity} and another person ({other}) in a line."""
+        for key, value in (("{event}", lambda: rng.choice(setting.events)),
+                           ("{item}", lambda: rng.choice(setting.items)),
+                           ("{activity}", lambda: activity), ("{other}", lambda: other(i, addressee(i)))):
+            if key in template:
+                template = template.replace(key, value())
+        return template
+
+    def tail(core: str, kind: str, i: int) -> str:
         """Paper profile: add zero, one or two tail sentences, steering the mean turn length."""
         if not profile.tails:
             return core
-        pool = V.TAILS[kind]
-        one = [f"{core} {x}" for x in rng.sample(pool, min(3, len(pool)))]
-        two = [f"{c} {rng.choice([y for y in pool if y not in c])}" for c in one]
-        return steer["turn"].pick(rng, [core, *one, *two])
+        fill = {"event": rng.choice(setting.events), "item": rng.choice(setting.items), "activity": activity}
+        pool = [x.format(**fill, other=other(i, addressee(i)))
+                for x in rng.sample(V.TAILS[kind], min(5, len(V.TAILS[kind])))]
+        one = [f"{core} {_cap(x)}" for x in pool[:3]]
+        two = [f"{c} {_cap(rng.choice([y for y in pool if y not in c]))}" for c in one]
+        if i < p.t and p.onset_s:  # before T: the length that keeps this pair on its T onset
+            spent = sum(len(x.text) / CHARS_PER_S + TURN_GAP_S for x in turns)
+            want = ((p.onset_s - spent) / (p.t - i) - TURN_GAP_S) * CHARS_PER_S
+            longer = [*one, *two]
+            for _ in range(2):  # up to four tails where the pair needs a long talk before T
+                longer += [f"{c} {_cap(rng.choice(rest))}" for c in longer[-3:]
+                           if (rest := [y for y in pool if y not in c])]
+            best = min([core, *longer], key=lambda c: abs(len(c) - want))
+            steer["turn"].add(len(best))
+            return best
+        return steer["turn"].pick(rng, [core, *one, *two], k=4 if p.onset_s else 2)  # after T: back to the mean
 
     def say(template: str, i: int, kind: str, target: Target) -> tuple[str, Target]:
+        template = fill_in(template, i)
+        question = "?" in template and kind in ("person", "room")
         if "{name}" in template:
-            template, target = template.format(name=names[addressee(i)]), Target.HUMAN
-        return tail(template, kind), target
+            if question and rng.random() > VOCATIVE_P:  # addressed by who answers, not by name
+                template, target = _cap(template.replace("{name}, ", "")), Target.HUMAN
+            else:
+                template, target = template.format(name=names[addressee(i)]), Target.HUMAN
+        if kind in ("person", "room") and i > 0 and kinds[i - 1] in ("N2", "ask") and "?" in turns[-1].text \
+                and turns[-1].target is Target.HUMAN:
+            template = f"{rng.choice(V.REPLIES)} {_decap(template)}"  # the person asked answers first
+        elif question and rng.random() < 0.6:  # the opener and closer any question of the scene may have
+            template = f"{rng.choice(openers)}, {_decap(template)}{rng.choice(V.CLOSERS)}"
+        return tail(template, "ask" if question else kind, i), target
 
-    teller_name = names[teller]
-    q = fact.question.format(teller=teller_name)
-    context = rng.choice(V.T_CONTEXTS).format(teller=teller_name)
-    explicit_t, implicit_t = _t_texts(rng, p, q, context, setting, register, fact, device_name, steer)
+    def ask(f: _Fact, name: str | None, said: bool, closer: bool = True) -> str:
+        """A question about ``f`` from the pools T is made of, the reasons drawn as T's are;
+        ``said``: the teller has said the fact (a reason may name them)."""
+        why = _reasons(rng, rng.choice(REASON_COUNTS), names[teller] if said else None)
+        return _question(rng.choice(openers), name, why, rng.choice(f.frames), rng.choice(V.CLOSERS) if closer else "",
+                         rng.random() < 0.7)
+
+    fill = {"event": rng.choice(setting.events), "item": rng.choice(setting.items), "activity": activity}
+    t_tails = [x.format(**fill, other=names[rng.choice([s for s in speakers if s not in (asker, teller)])])
+               for x in V.TAILS["ask"]] if profile.tails else []
+    explicit_t, implicit_t = _t_texts(rng, p, fact, openers, names[teller], t_tails, steer)
     relay_pair = rng.choice(V.RELAYS)
+    side: _Fact | None = None
+    said: list[_Fact] = []  # facts other than T's said so far (an N4 question may ask for one)
 
     turns: list[Turn] = []
     implicit_turns: list[Turn] = []
@@ -403,18 +474,46 @@ def _make_pair(rng: random.Random, pair_id: str, p: _Plan, profile: Profile,
             turn = Turn(who[i], _cap(rel_e), Label.N1, Target.HUMAN)
             alt = _cap(rel_i)
         elif kind == "keeper":
-            text = _cap(rng.choice(V.KEEPER_LINES).format(topic=fact.topic))
+            text = tail(_cap(rng.choice(V.KEEPER_LINES).format(topic=fact.topic)), "aria", i)
             turn = Turn(who[i], text, Label.N1, Target.GROUP)
-        elif kind in ("fact", "distractor"):
-            f = fact if kind == "fact" else distractor
-            st = f"{{name}}, {f.statement}" if rng.random() < 0.5 else _cap(f.statement)
-            text, target = say(st, i, "fact", Target.GROUP)
-            turn = Turn(who[i], text, Label.N2, target)
+        elif kind == "holder":
+            text = tail(_cap(rng.choice(V.HOLDER_LINES).format(statement=fact.plain + ".")), "aria", i)
+            turn = Turn(who[i], text, Label.N1, Target.GROUP)
+        elif kind == "present":
+            turn = Turn(who[i], tail(fill_in(rng.choice(V.PRESENT_LINES), i), "aria", i), Label.N1, Target.GROUP)
+        elif kind == "dunno":
+            text = tail(rng.choice(V.DONT_KNOW).format(asker=names[asker], topic=fact.topic), "self", i)
+            turn = Turn(who[i], text, Label.N2, Target.HUMAN)
+        elif kind in ("ask_t", "ask"):
+            if kind == "ask":
+                side = _fact(rng, setting, avoid=fact.kind, avoid_topic=fact.topic)
+                said.append(side)
+            room = kind == "ask" and rng.random() < ROOM_ASK_P  # to everyone; whoever knows answers
+            name = (rng.choice(V.ROOM_CALLS) if room else names[addressee(i)]) if rng.random() < VOCATIVE_P else None
+            text = tail(ask(fact if kind == "ask_t" else side, name, kind == "ask_t"), "ask", i)
+            turn = Turn(who[i], text, Label.N2, Target.GROUP if room else Target.HUMAN)
+        elif kind in ("fact", "answer"):
+            f = fact if kind == "fact" else side
+            answering = i > 0 and kinds[i - 1] in ("ask", "ask_fact")
+            if answering:
+                st, target = f"{rng.choice(V.REPLIES)} {_decap(f.statement)}", Target.HUMAN
+            elif rng.random() < 0.5:
+                st, target = f"{names[addressee(i)]}, {f.statement}", Target.HUMAN
+            else:
+                st, target = _cap(f.statement), Target.GROUP
+            turn = Turn(who[i], tail(st, "fact", i), Label.N2, target)
+        elif kind == "ask_fact":  # a person asks the teller for the fact, who answers next
+            name = names[addressee(i)] if rng.random() < VOCATIVE_P else None
+            turn = Turn(who[i], tail(ask(fact, name, False), "ask", i), Label.N2, Target.HUMAN)
         elif kind == "N1":
             text, target = say(pools["N1"].pop(), i, "aria", Target.GROUP)
             turn = Turn(who[i], text, Label.N1, target)
         elif kind == "N3":
-            text, _ = say(pools["N3"].pop(), i, "self", Target.NONE)
+            if rng.random() < SELF_QUESTION_P:  # wondering aloud, in the words a question to someone uses
+                text = tail(ask(_fact(rng, setting, avoid=fact.kind, avoid_topic=fact.topic), None, False, False),
+                            "ask", i)
+            else:
+                text, _ = say(pools["N3"].pop(), i, "self", Target.NONE)
             turn = Turn(who[i], text, Label.N3, Target.NONE)
         elif kind == "N2":
             weights = {"person": 0.62, "room": 0.2, "device": 0.18}
@@ -424,16 +523,33 @@ def _make_pair(rng: random.Random, pair_id: str, p: _Plan, profile: Profile,
             turn = Turn(who[i], text, Label.N2, target)
         elif kind == "N4_Q":
             q_text, answer, reply = n4_items.pop()
-            turn = Turn(who[i], rng.choice(V.N4_Q_FORMS).format(q=q_text), Label.N4_Q, Target.ARIA, answer=answer)
+            if said and rng.random() < N4_SCENE_P:  # about something a person said earlier, not trivia
+                f = said.pop(rng.randrange(len(said)))
+                q_text, answer = rng.choice(f.frames), f"As far as I heard earlier, {f.plain}."
+                reply = f"{{asker}}, {_decap(f.statement)}"
+            opener, closer, first = rng.choice(openers), rng.choice(V.CLOSERS), rng.random() < 0.7
+            why = _reasons(rng, rng.choice(REASON_COUNTS), None)
+            core = _question(opener, ASSISTANT_NAME, why, q_text, closer, first)
+            text = tail(core, "ask", i)
+            turn = Turn(who[i], text, Label.N4_Q, Target.ARIA, answer=answer)
+            if p.n4_edit:  # a follow-up to the one who just answered, without the name
+                follow = [*why, rng.choice(V.FOLLOW_UPS)]
+                alt = _question(opener, None, follow, q_text, closer, first) + text[len(core):]
         else:  # N4_R
             if self_resolve[i]:
-                turn = Turn(who[i], rng.choice(V.N4_NEVER_MIND), Label.N4_R, Target.ARIA)
+                head = f"{rng.choice(('Oh', 'Actually', 'Wait', 'No', 'Sorry', 'Hmm'))}, {rng.choice(V.N4_NEVER_MIND)},"
+                why = f"{rng.choice(V.N4_NEVER_MIND_WHY)}."
+                text = tail(f"{head} {ASSISTANT_NAME}, {why}", "self", i)
+                turn = Turn(who[i], text, Label.N4_R, Target.ARIA)
+                if p.n4_edit:
+                    alt = f"{head} {why}" + text[len(f"{head} {ASSISTANT_NAME}, {why}"):]
             else:
                 turn = Turn(who[i], reply.format(asker=names[who[i - 1]]), Label.N4_R, Target.HUMAN)
-        if kind in ("N4_Q", "N4_R", "keeper", "relay"):
+                steer["turn"].add(len(turn.text))
+        if kind == "relay":
             steer["turn"].add(len(turn.text))
         turns.append(turn)
-        implicit_turns.append(turn if alt is None else Turn(turn.speaker, alt, turn.label, turn.target))
+        implicit_turns.append(turn if alt is None else dataclasses.replace(turn, text=alt))
 
     attributes = {
         "setting": setting.name,
@@ -451,31 +567,115 @@ def _make_pair(rng: random.Random, pair_id: str, p: _Plan, profile: Profile,
     return explicit, implicit
 
 
-def _t_texts(rng: random.Random, p: _Plan, q: str, context: str, setting: V.Setting, register: str, fact: _Fact,
-             device_name: str | None, steer: dict[str, _Steer]) -> tuple[str, str]:
-    """The explicit and implicit T texts: the same context and question; the explicit one names
-    Aria (at the start or the end), the implicit one carries the pair's cue instead."""
-    opener = rng.choice(V.OPENERS[register])
+_PROPER = frozenset({"I", ASSISTANT_NAME, *V.NAMES})
+
+
+def _decap(text: str) -> str:
+    """``text`` to follow a comma: its first letter lower-cased, unless it is a name or "I"."""
+    first = re.match(r"[A-Za-z']*", text).group(0)
+    return text if first in _PROPER or first.startswith("I'") else text[:1].lower() + text[1:]
+
+
+def _devices_for(setting: str) -> list[str]:
+    """Device contexts that fit ``setting``: home devices at home, the navigation app on the road."""
+    return [k for k in sorted(V.DEVICES) if k != "none"
+            and (k not in V.HOME_DEVICES or setting in V.HOME_SETTINGS)
+            and (k not in V.TRAVEL_DEVICES or setting in V.TRAVEL_SETTINGS)]
+
+
+def _layout(rng: random.Random, p: _Plan) -> list[str]:
+    """The kind of every turn: T, the N4 events after it, the fact and the cue turns before it
+    (module docstring), N1 / N3 as planned, N2 for the rest; some N2 pairs become a question to a
+    person and that person's answer."""
+    n, t = p.n, p.t
+    kinds = ["o"] * n
+    kinds[t] = "T"
+    after = ["E"] * p.n4 + ["o"] * (n - 1 - t - 1 - 2 * p.n4)
+    rng.shuffle(after)
+    kinds[t + 1:] = ["o"] + [k for a in after for k in (("N4_Q", "N4_R") if a == "E" else ("o",))]
+
+    def put(kind: str, lo: int, hi: int) -> int:
+        free = [i for i in range(lo, hi) if kinds[i] == "o"]
+        i = rng.choice(free)
+        kinds[i] = kind
+        return i
+
     if p.relay:
-        cues = [r.split("{q}")[0].strip() for r in V.RELAY_T]
-    else:
-        cues = []
-        for cue in V.CUES[p.cue]:
-            cue = cue.format(spot=setting.spot, topic=fact.topic)
-            if device_name and p.cue != "keeper":  # another assistant is present: set Aria apart from it
-                cue = f"{rng.choice(V.NOT_OTHER).format(device=device_name)} {cue}"
-            cues.append(cue)
-    candidates = []  # (explicit, implicit): the same context, question and closer; name vs cue
+        kinds[t - 1] = "relay"
+        put("fact", 0, t - 1)
+    elif p.cue == "keeper":
+        f = put("fact", 0, t - 1)
+        put("keeper", f + 1, t)
+    elif p.cue == "holder":
+        put("holder", 0, t - 1)
+    else:  # unknown
+        kinds[t - 1] = "dunno"
+        put("present", 0, t - 1)
+        put("fact", 0, t - 1)
+    free = [i for i, k in enumerate(kinds) if k == "o"]
+    rng.shuffle(free)
+    for _ in range(p.n1 - 1):  # every cue uses one N1 turn (the relay turn, keeper, holder, present)
+        kinds[free.pop()] = "N1"
+    for _ in range(p.n3):
+        kinds[free.pop()] = "N3"
+    for i in free:
+        kinds[i] = "N2"
+    if p.cue == "unknown" and kinds[t - 2] == "N2" and rng.random() < 0.6:
+        kinds[t - 2] = "ask_t"  # the asker asks a person first, who does not know either
+    for i in range(n - 1):  # questions to a person, answered by that person
+        if kinds[i] == "N2" and kinds[i + 1] == "N2" and rng.random() < ASK_P:
+            kinds[i], kinds[i + 1] = "ask", "answer"
+        elif kinds[i] == "N2" and kinds[i + 1] == "fact" and rng.random() < ASK_P:
+            kinds[i] = "ask_fact"
+    return kinds
+
+
+_TRAILING = ("because", "so ", "since", "before")  # reasons said after the question, not before it
+
+
+REASON_COUNTS = (0, 1, 1, 2)  # reason clauses of a question turn, T or not (drawn from these)
+EXTRA_REASON_P = 0.6  # chance that the implicit T gives one more reason (where the explicit one says the name)
+
+
+def _reasons(rng: random.Random, k: int, teller: str | None, have: list[str] | None = None) -> list[str]:
+    """``have`` plus ``k`` more distinct reason clauses, at most one of them said after the question;
+    ``teller``: who said the fact asked for (``None``: nobody has, no clause names one)."""
+    out = list(have or [])
+    for _ in range(k):
+        trailing = any(r.startswith(_TRAILING) for r in out)
+        pool = [x for x in (r.format(teller=teller) for r in V.ASK_REASONS if teller or "{teller}" not in r)
+                if x not in out and not (trailing and x.startswith(_TRAILING))]
+        out.append(rng.choice(pool))
+    return out
+
+
+def _question(opener: str, name: str | None, reasons: list[str], question: str, closer: str,
+              name_first: bool) -> str:
+    """One question turn from the shared pools: ``"Okay, Maya, I lost track. When is the ferry?
+    Thanks."``; the name (a person's, or the assistant's) first or last, or none."""
+    lead = [f"{r}." for r in reasons if not r.startswith(_TRAILING)]
+    trail = "".join(f", {r}" for r in reasons if r.startswith(_TRAILING))  # "..., since I missed it?"
+    body = [*lead, f"{question[:-1]}{trail}" + (f", {name}?" if name is not None and not name_first else "?")]
+    head = f"{opener}, {name}," if name is not None and name_first else f"{opener},"
+    return _join(head, *body) + closer
+
+
+def _t_texts(rng: random.Random, p: _Plan, fact: _Fact, openers: tuple[str, ...], teller: str,
+             tails: list[str], steer: dict[str, _Steer]) -> tuple[str, str]:
+    """The explicit and implicit T texts, from the pools every question turn uses: the same opener,
+    reasons, question, closer and (paper profile, ``tails``) tail sentences; the explicit one names
+    Aria (first or last), the implicit one names no one and may give one more reason (the paper's
+    implicit T are 11.7 characters longer)."""
+    candidates = []
     for _ in range(12):
-        ctx = rng.choice((context, ""))
-        closer = rng.choice(V.T_CLOSERS)
-        if rng.random() < 0.7:
-            explicit = _join(f"{opener},", rng.choice(V.EXPLICIT_ADDR), ctx, q) + closer
-        else:
-            explicit = _join(f"{opener},", ctx, q[:-1] + ", Aria?") + closer
-        cue = rng.choice(cues)
-        implicit = (_join(cue, ctx, q) if p.relay else _join(f"{opener},", cue, ctx, q)) + closer
-        candidates.append((explicit, implicit))
+        opener, closer = rng.choice(openers), rng.choice(V.CLOSERS)
+        q = rng.choice(fact.frames)
+        why = _reasons(rng, rng.choice(REASON_COUNTS), teller)
+        more = _reasons(rng, 1, teller, why) if rng.random() < EXTRA_REASON_P else why
+        first = rng.random() < 0.7
+        after = "".join(f" {_cap(x)}" for x in rng.sample(tails, min(len(tails), rng.choice((0, 1, 1, 2)))))
+        candidates.append((_question(opener, ASSISTANT_NAME, why, q, closer, first) + after,
+                           _question(opener, None, more, q, closer, first) + after))
     se, si = steer["explicit"], steer["implicit"]
 
     def cost(c: tuple[str, str]) -> float:
@@ -546,5 +746,5 @@ def distinct_share(texts: Iterable[str]) -> float:
     return len(set(items)) / len(items) if items else 0.0
 
 
-__all__ = ["CHARS_PER_S", "PROFILES", "T_POSITIONS", "SceneError", "check_profile", "check_share",
+__all__ = ["PROFILES", "T_POSITIONS", "SceneError", "check_profile", "check_share",
            "corpus_stats", "distinct_share", "generate_pairs", "t_bucket"]

@@ -30,8 +30,9 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from harness.scenes.generator import CHARS_PER_S, PAPER_SPEECH_S, generate_pairs
+from harness.scenes.generator import PAPER_SPEECH_S, generate_pairs
 from harness.scenes.schema import CONDITIONS, Label, Scene, SceneError, Turn, validate_pair
+from harness.scenes.stats import CHARS_PER_S
 from harness.scoring.cache import ContentCache
 from harness.scoring.judge import Cost
 from harness.scoring.judge.llm import load_prompt, prompt_path

@@ -236,12 +236,69 @@ class Scene:
 
 
 _ASSISTANT_WORD = re.compile(rf"\b{ASSISTANT_NAME}\b", re.IGNORECASE)
-# words by which an implicit T singles out the assistant without its name (docs/formats.md)
-ASSISTANT_CUE = re.compile(r"\b(assistant|machine|device|speaker|dashboard)s?\b|\bisn't a person\b"
-                           r"|\bnot a (person|human)\b", re.IGNORECASE)
+# role nouns and device words by which people may single out the assistant without its name
+DESIGNATOR = re.compile(
+    r"\b(?<!coffee )(?<!vending )(?<!washing )(assistants?|machines?|devices?|speakers?|dashboard|tablets?|"
+    r"computers?|robots?|gadgets?|bots?|AI)\b"
+    r"|\bisn't a (person|human)\b|\bnot a (person|human)\b|\b(us|we) (humans|people)\b", re.IGNORECASE)
 # second-person memory cues that fit any human in the room as well as the assistant
 GENERIC_CUE = re.compile(r"\byou (were|was) (listening|there|here)\b|\byou heard\b|\byou (remember|recall)\b"
                          r"|\byou keep track\b", re.IGNORECASE)
+# a person saying the people present do not know (the turn before an implicit T may)
+DONT_KNOW = re.compile(r"\b(no idea|no clue|not a clue|don't know|don't remember|have no idea|forgotten|"
+                       r"wasn't listening|wasn't paying attention|missed that|don't ask me|don't look at me)\b",
+                       re.IGNORECASE)
+_CONTENT = re.compile(r"[a-z][a-z'-]{2,}")
+_FUNCTION_WORDS = frozenset((
+    "about", "actually", "again", "also", "and", "any", "are", "been", "before", "being", "but", "can", "could",
+    "day", "did", "does", "doing", "don't", "done", "down", "each", "earlier", "else", "even", "every", "for",
+    "from", "get", "got", "had", "has", "have", "having", "her", "here", "him", "his", "honestly", "how", "its",
+    "just", "know", "let", "like", "made", "make", "many", "may", "maybe", "more", "most", "much", "must", "need",
+    "new", "not", "now", "okay", "old", "one", "only", "other", "our", "out", "over", "please", "really", "right",
+    "said", "same", "say", "see", "she", "should", "since", "some", "sorry", "still", "such", "sure", "than",
+    "thank", "thanks", "that", "that's", "the", "their", "them", "then", "there", "these", "they", "thing",
+    "think", "this", "those", "today", "told", "tonight", "too", "use", "very", "want", "wanted", "wants", "was",
+    "way", "were", "what", "what's", "when", "where", "which", "while", "who", "why", "will", "with", "would",
+    "you", "you're", "your", "yours",
+))
+
+
+def _content_words(text: str) -> set[str]:
+    return {w for w in _CONTENT.findall(text.lower()) if w not in _FUNCTION_WORDS}
+
+
+def names_assistant_or_designates(text: str) -> bool:
+    """True when ``text`` names the assistant or refers to it by a role noun or device word
+    (:data:`DESIGNATOR`)."""
+    return names_assistant(text) or bool(DESIGNATOR.search(text))
+
+
+def context_singles_out_assistant(implicit: Scene, rewritten_previous: bool = False) -> str | None:
+    """How the conversation makes the implicit T a request to the assistant (spec section 2: the
+    name is replaced by contextual cues), or ``None`` when nothing does. In order:
+
+    * ``"designator"``: T, or the turn before it where the pair rewrote it, refers to the
+      assistant by role or device ("ask the speaker about the ferry");
+    * ``"job"``: an earlier turn refers to the assistant (name or designator) and shares a
+      content word with T: the assistant was given the job, or said the fact ("Aria keeps track
+      of the ferry for us" ... "when is the ferry now?");
+    * ``"unknown"``: the turn right before T, by someone else, says the people do not know
+      (:data:`DONT_KNOW`) and an earlier turn refers to the assistant.
+    """
+    t = implicit.t_index
+    text = implicit.turns[t].text
+    if DESIGNATOR.search(text) or (rewritten_previous and names_assistant_or_designates(implicit.turns[t - 1].text)):
+        return "designator"
+    mentions = [k for k, turn in enumerate(implicit.turns[:t]) if names_assistant_or_designates(turn.text)]
+    if not mentions:
+        return None
+    asked = _content_words(text)
+    if any(asked & _content_words(implicit.turns[k].text) for k in mentions):
+        return "job"
+    prev = implicit.turns[t - 1]
+    if prev.speaker != implicit.turns[t].speaker and DONT_KNOW.search(prev.text) and mentions[0] < t - 1:
+        return "unknown"
+    return None
 
 
 def names_assistant(text: str) -> bool:
@@ -264,9 +321,11 @@ def validate_pair(explicit: Scene, implicit: Scene, strict: bool = False) -> Non
     Raises :class:`SceneError` when the pair ids or gold answers differ, the conditions are
     wrong, the explicit T does not name Aria (whole word), the implicit T does, the implicit T
     addresses a present human by name (needs ``speaker_names``), or its only addressing cue is a
-    generic one that fits any human ("You were listening."). With ``strict`` (generated and
-    LLM-written scenes) the implicit T, or its rewritten previous turn, must also carry an
-    assistant cue (:data:`ASSISTANT_CUE`).
+    generic one that fits any human ("You were listening.") and nothing in the conversation
+    singles out the assistant. With ``strict`` (generated and LLM-written scenes) the conversation
+    must single out the assistant as the addressee (:func:`context_singles_out_assistant`: a role or
+    device word in T or its rewritten previous turn, an earlier mention of the assistant tied to
+    what T asks, or the people having just said they do not know), rule ``implicit_no_context``.
     """
     sid = explicit.pair_id
     if explicit.pair_id != implicit.pair_id:
@@ -285,15 +344,16 @@ def validate_pair(explicit: Scene, implicit: Scene, strict: bool = False) -> Non
         if addresses_by_name(text, name):
             raise SceneError(implicit.scene_id, i_t, "implicit_addresses_human",
                              f"implicit T addresses {name!r} (speaker {spk}), a person in the room")
-    cue = bool(ASSISTANT_CUE.search(text))
-    if not cue and i_t > 0 and i_t == e_t and implicit.turns[i_t - 1] != explicit.turns[e_t - 1]:
-        cue = bool(ASSISTANT_CUE.search(implicit.turns[i_t - 1].text))  # the rewritten previous turn carries it
-    if not cue and GENERIC_CUE.search(text):
+    rewritten = i_t > 0 and i_t == e_t and implicit.turns[i_t - 1] != explicit.turns[e_t - 1]
+    cue = context_singles_out_assistant(implicit, rewritten)
+    if cue is None and GENERIC_CUE.search(text):
         raise SceneError(implicit.scene_id, i_t, "implicit_generic_cue",
                          "implicit T relies on a cue that fits any human in the room (e.g. 'you heard it')")
-    if strict and not cue:
-        raise SceneError(implicit.scene_id, i_t, "implicit_no_cue",
-                         "implicit T (or its rewritten previous turn) has no cue singling out the assistant")
+    if strict and cue is None:
+        raise SceneError(implicit.scene_id, i_t, "implicit_no_context",
+                         "nothing in the implicit T or the conversation before it singles out the assistant (a "
+                         "role or device word, an earlier mention of the assistant tied to what T asks, or the "
+                         "people having just said they do not know)")
 
 
 def validate_scenes(items: Iterable[Scene | SceneError], strict: bool = False

@@ -4,12 +4,14 @@ Plain data: settings with their activities and lines, device contexts, relations
 registers, fact frames (question types whose answers an earlier turn states), implicit
 addressing cues, N1 / N2 / N3 lines and N4 events. Placeholders: ``{name}`` (the person
 addressed), ``{teller}`` (who stated the fact), ``{topic}``, ``{spot}`` (where the assistant's
-device stands), ``{asker}`` (who asked an N4 question), ``{device}`` (another assistant's name).
+device stands), ``{asker}`` (who asked an N4 question or T), ``{statement}`` (a fact as a clause),
+``{event}`` / ``{item}`` / ``{activity}`` / ``{other}`` (the setting's, the scene's, another person).
 
 Rules the lines keep (checked by tests/unit/test_scenes.py):
 
-* only N1 lines, T turns, N4 turns and the keeper / relay turns name Aria; no other line
-  contains the word "Aria" or "assistant";
+* only N1 lines (the keeper, holder, present and relay turns are N1), T turns and N4 turns refer
+  to Aria; no other line names it or refers to it by a role noun or device word
+  (:data:`harness.scenes.schema.DESIGNATOR`);
 * lines to an object (a jar, a printer) are self-talk (N3), not device-directed: N2 to a
   device means another assistant (``DEVICES``);
 * human names are distinct from Aria and from the device names.
@@ -348,9 +350,15 @@ DEVICES: dict[str, tuple[str, tuple[str, ...]]] = {
         "Lumen, dim the lights a bit.", "Lumen, turn on the lamp.", "Lumen, make it brighter in here.")),
     "pip": ("a translation earpiece called Pip", (
         "Pip, translate that last sentence.", "Pip, switch to Spanish.", "Pip, repeat that more slowly.")),
-    "rex": ("a car voice system called Rex", (
+    "rex": ("a navigation app called Rex", (
         "Rex, find the nearest gas station.", "Rex, call home.", "Rex, how long until we arrive?")),
 }
+# devices that belong to a home, and where the others fit (a device context fits its setting)
+HOME_DEVICES = frozenset({"milo", "sola", "lumen", "orbit", "tilly"})
+HOME_SETTINGS = frozenset({"kitchen at home", "living room on game night", "backyard barbecue", "apartment moving day",
+                           "book club at a friend's house"})
+TRAVEL_DEVICES = frozenset({"rex"})
+TRAVEL_SETTINGS = frozenset({"car on a road trip", "campsite by the lake", "hotel lobby on vacation", "airport gate"})
 
 RELATIONSHIP_LINES: dict[str, tuple[str, ...]] = {
     "family": ("{name}, did you call Grandma back?", "{name}, you promised to clean your room this weekend."),
@@ -369,90 +377,108 @@ RELATIONSHIP_LINES: dict[str, tuple[str, ...]] = {
 
 REGISTERS: tuple[str, ...] = ("casual", "formal", "hurried", "playful", "tired", "polite", "excited",
                               "blunt", "gentle", "distracted", "sarcastic", "curious")
-# register -> T openers; "{A}" is where the explicit version says the name and the implicit
-# one its cue's address (see generator._t_texts)
+# Every question turn of a scene (T, questions to people and to the room, self-questions, N4_Q) is
+# built from the same pools (generator._ask): an opener of the speaker's register, zero or more
+# reason clauses, the question, a closer. The explicit T says the name where a question to a
+# person says theirs; the implicit T says no name at all: what makes it a request to the assistant
+# is the conversation before it (the cue turns below), never its own words.
 OPENERS: dict[str, tuple[str, ...]] = {
-    "casual": ("Hey", "Okay", "So"), "formal": ("Excuse me", "Pardon me", "If I may"),
-    "hurried": ("Quick", "Real quick", "Quickly now"), "playful": ("Okay, pop quiz", "Here's one", "Riddle time"),
-    "tired": ("Ugh, okay", "Sorry, long day", "Hmm, okay"), "polite": ("Sorry to bother you", "If you don't mind",
-                                                                         "Could I ask something"),
-    "excited": ("Oh, oh", "Wait, wait", "Oh, right"), "blunt": ("Right", "Okay, look", "Fine"),
-    "gentle": ("Hey there", "Sorry", "Um, hi"), "distracted": ("Hmm, wait", "Oh, um", "Sorry, where was I"),
-    "sarcastic": ("Well, great", "Oh, wonderful", "Fantastic"), "curious": ("I wonder", "Hmm, so", "Out of interest"),
+    "casual": ("Hey", "Okay", "So", "Okay so", "Hey, so"),
+    "formal": ("Excuse me", "Pardon me", "If I may ask", "One moment"),
+    "hurried": ("Quick", "Real quick", "Quickly", "Quick one"),
+    "playful": ("Okay, pop quiz", "Here's one", "Right, riddle me this", "Okay, okay"),
+    "tired": ("Ugh, okay", "Sorry, long day", "Hmm, okay", "Okay, sorry"),
+    "polite": ("Sorry to bother you", "If you don't mind", "Sorry", "Just quickly"),
+    "excited": ("Oh, oh", "Wait, wait", "Oh, right", "Ooh, wait"),
+    "blunt": ("Right", "Okay, look", "Fine", "Right then"),
+    "gentle": ("Hey there", "Sorry", "Um, hi", "Um, sorry"),
+    "distracted": ("Hmm, wait", "Oh, um", "Sorry, where was I", "Wait, what was it"),
+    "sarcastic": ("Well, great", "Oh, wonderful", "Fantastic", "Brilliant"),
+    "curious": ("I wonder", "Hmm, so", "Out of interest", "Just curious"),
 }
-
-# shared T context: said before the question in both versions ({teller} stated the fact)
-T_CONTEXTS: tuple[str, ...] = (
-    "{teller} told us earlier, but none of us wrote it down.",
-    "we were all talking at once and I lost track.",
-    "I know {teller} mentioned it a few minutes ago.",
-    "my memory is terrible today.",
-    "we keep arguing about this one.",
-    "I was only half listening before.",
-    "{teller} already said it once and I don't want to ask again.",
-    "I need it for my notes.",
-    "I want to put it in the calendar right now.",
-    "there was so much going on a minute ago.",
-    "I'd rather not guess and get it wrong.",
-    "we all seem to remember it differently.",
-    "it slipped my mind already.",
-    "I should have written it down.",
-    "this is the one thing I needed to remember today.",
-    "I was distracted by everything else.",
+# reason clauses said before a question; any question turn may carry them ({teller}: someone who said it)
+ASK_REASONS: tuple[str, ...] = (
+    "{teller} told us earlier, but none of us wrote it down",
+    "we were all talking at once and I lost track",
+    "I know {teller} mentioned it a few minutes ago",
+    "my memory is terrible today",
+    "we keep arguing about this one",
+    "I was only half listening before",
+    "{teller} already said it once and I don't want to ask again",
+    "I need it for my notes",
+    "I want to put it in the calendar right now",
+    "there was so much going on a minute ago",
+    "I'd rather not guess and get it wrong",
+    "we all seem to remember it differently",
+    "it slipped my mind already",
+    "I should have written it down",
+    "I was distracted by everything else",
+    "before I forget again",
+    "since it came up earlier",
+    "so we can plan the rest of the day",
+    "because I'm about to text the others",
+    "so nobody gets it wrong later",
+    "since I wasn't paying attention",
+    "because I honestly have no idea",
 )
-T_CLOSERS: tuple[str, ...] = ("", "", "", " Thanks.", " Thank you.", " Just the short version.",
-                              " Please.", " I'd really appreciate it.", " We need to know before we go on.",
-                              " Sorry to interrupt everything.")
-
-# Implicit cues. Each singles out the assistant without its name:
-#   role: turns to it by role ("assistant"); device: it is the device at {spot};
-#   contrast: the only one in the room who is not a person; keeper: it was the one asked to
-#   keep track (an earlier N1 turn gave it that job, by name).
-CUES: dict[str, tuple[str, ...]] = {
-    "role": (
-        "question for our assistant:", "this one is for the assistant:", "assistant, help us out here:",
-        "I'm asking the assistant, not you guys:", "let's ask our room assistant, then:",
-        "over to the assistant:", "assistant, you're up:", "calling on the assistant for this one:",
-        "assistant:", "my assistant, one for you:", "you, the assistant, please:",
-    ),
-    "device": (
-        "you, {spot}, yes, you:", "I'm talking to {spot} now:", "hey, {spot}, one for you:",
-        "question for {spot}:", "this is for {spot}, you heard all of that:", "you there, {spot}:",
-    ),
-    "contrast": (
-        "since you're the only one here who isn't a person:", "the assistant, since none of us people remember:",
-        "none of us humans can remember, so over to the machine:",
-        "the people here are useless, so you, the assistant, tell us:",
-    ),
-    "keeper": (
-        "you were the one we asked to keep track of {topic}, you on {spot}, so:",
-        "you're the assistant that's keeping track of {topic}, so:",
-        "you, the assistant we put in charge of {topic}:", "assistant, you're on {topic} duty:",
-        "since the assistant keeps track of {topic}:",
-    ),
-}
-# other assistants present: a cue may set Aria apart from them
-NOT_OTHER: tuple[str, ...] = ("not you, {device},", "no, not {device},")
-# N1 keeper turns (name Aria, ask nothing): give it the job the keeper cue refers to
+CLOSERS: tuple[str, ...] = ("",) * 6 + (" Thanks.", " Thank you.", " Just the short version.", " Please.",
+                            " I'd really appreciate it.", " We need to know before we go on.",
+                            " Sorry to interrupt.", " Any idea?", " Do you know?")
+# cue turns before T, the same in both versions (so a pair still differs only at T):
+#   keeper: an N1 turn gives Aria the job of keeping track of {topic}, by name;
+#   holder: the fact itself came from Aria, an N1 turn reports it ({statement}: what it said);
+#   unknown: an N1 turn says Aria follows the conversation, and right before T a person says they
+#     do not know (often answering the asker's question to them);
+#   relay: the turn before T tells the asker to ask Aria (implicit: rewritten without the name).
 KEEPER_LINES: tuple[str, ...] = (
     "Good thing Aria is here, Aria keeps track of {topic} for us.",
     "Don't bother writing {topic} down, Aria is keeping track of all of it.",
     "Aria is the one in charge of remembering {topic}, not me.",
     "We put Aria on {topic} duty, so that one's covered.",
+    "I asked Aria this morning to keep an ear on {topic} for us.",
+    "Aria is noting everything about {topic} today, so relax.",
+    "We agreed Aria would remember {topic}, since none of us ever do.",
 )
-# relay turns: the previous turn tells the asker to ask, naming Aria (explicit) or by role
-# (implicit rewrite): (explicit, implicit)
+HOLDER_LINES: tuple[str, ...] = (
+    "Aria told us earlier that {statement}",
+    "According to Aria, {statement}",
+    "Aria looked it up this morning, {statement}",
+    "Aria just read out the message, {statement}",
+    "Aria found the email, {statement}",
+)
+PRESENT_LINES: tuple[str, ...] = (
+    "Aria has been listening to all of this {activity} talk, by the way.",
+    "Aria hears everything we say about {event}, you know.",
+    "With Aria listening in, at least {event} won't get forgotten.",
+    "Aria is listening in, as always, so nothing gets lost.",
+    "Good thing Aria is on, it catches everything we say in here.",
+    "Aria has been following all of this, by the way.",
+    "I love that Aria hears every word in this room.",
+    "Aria remembers everything we say, which is a bit scary.",
+    "Honestly, Aria follows our conversations better than we do.",
+)
+DONT_KNOW: tuple[str, ...] = (
+    "No idea, {asker}, I wasn't listening either.", "Don't ask me, I have no clue about {topic}.",
+    "I've forgotten already, sorry, {asker}.", "Sorry, {asker}, I missed that part completely.",
+    "No clue, I was busy with something else.", "Honestly, {asker}, I don't remember {topic} at all.",
+    "Not a clue, sorry, I wasn't paying attention.", "I really don't know, {asker}, I thought you heard it.",
+)
+# relay turns before T: (explicit, implicit rewrite); the implicit one refers to the assistant as
+# people do without its name
 RELAYS: tuple[tuple[str, str], ...] = (
     ("{asker}, you set up Aria, so ask Aria about {topic}.",
-     "{asker}, you set up the assistant, so ask the assistant about {topic}."),
+     "{asker}, you set up the speaker, so ask it about {topic}."),
     ("Don't look at me, {asker}, ask Aria about {topic}, it was listening.",
-     "Don't look at me, {asker}, ask the assistant about {topic}, it was listening."),
+     "Don't look at me, {asker}, ask the speaker about {topic}, it was listening."),
     ("{asker}, I have no idea, Aria heard everything about {topic}.",
      "{asker}, I have no idea, the assistant heard everything about {topic}."),
 )
-RELAY_T: tuple[str, ...] = ("Okay then, {q}", "Alright, I'll ask: {q}", "Fine, {q}", "Right, so, {q}")
 
 N1_LINES: tuple[str, ...] = (
+    "Aria helped us with {event} last time.", "I think Aria knows more about {activity} than I do.",
+    "{other} set Aria up for {event}, didn't they.", "Aria reminded me about {event} this morning.",
+    "Honestly, Aria is the only reason {event} didn't go wrong last time.",
+    "Without Aria I'd have lost {item} twice already.", "I keep telling {other} that Aria is great for {activity}.",
     "Aria was really useful yesterday.", "I'm glad we set up Aria last month.",
     "Aria reminded me about the bills last week.", "{name}, Aria helped me plan the whole weekend.",
     "Let's not bother Aria with this one.", "Aria always knows the best recipes.",
@@ -488,9 +514,13 @@ N3_GENERIC: tuple[str, ...] = (
     "Hmm, what was I going to say?", "Note to self, buy batteries.", "Ugh, I'm so sleepy.",
     "Where did I put my glasses?", "Come on, phone, load already.", "Hmm, that's strange.",
 )
-# paper profile: turns are longer; a tail follows the line's core (kind -> tails)
+# paper profile: turns are longer; a tail follows the line's core (kind -> tails). Slots: {event}
+# and {item} (the setting's), {activity} (the scene's), {other} (another person in the scene)
 TAILS: dict[str, tuple[str, ...]] = {
     "person": (
+        "We still have {event} to think about after this.", "{other} said you'd know, anyway.",
+        "I'd rather sort it out before {event}.", "Then we can get back to {activity}.",
+        "{other} is waiting on it too, so no pressure.", "It's for {event}, if you're wondering.",
         "I'd do it myself, but my hands are full right now.", "We have to get this done before the others get back.",
         "It would really help me out this time.", "No rush, but sometime in the next few minutes would be great.",
         "You're better at this than I am anyway.", "I asked earlier, but I think you missed it.",
@@ -503,6 +533,9 @@ TAILS: dict[str, tuple[str, ...]] = {
         "Last time we did it the other way and it was a mess.", "Just this once, and then I'll stop asking.",
     ),
     "room": (
+        "We still have {event} coming up, remember.", "{other} has been asking about it all day.",
+        "After that we can get back to {activity}.", "Let's keep {event} in mind while we're at it.",
+        "I promised {other} we'd be done soon.",
         "We've been at this for a while and I'd like to wrap up.", "Let's not make the same mistake as last time.",
         "I think we're almost there, honestly.", "Otherwise we'll never get out of here on time.",
         "I know it's a lot, but bear with me.", "We can take a break once this part is done.",
@@ -511,25 +544,42 @@ TAILS: dict[str, tuple[str, ...]] = {
         "I really don't want to be the only one worrying about this again.",
     ),
     "self": (
+        "And then there's {event} on top of everything.", "I still have to find {item}.",
+        "I hope {other} didn't notice.", "Focus, it's just {activity}.",
         "Or maybe not, I never remember these things.", "I always mix this up, every single time.",
-        "Why do I always do this to myself?", "Okay, deep breath, it'll be fine.",
+        "I always do this to myself.", "Okay, deep breath, it'll be fine.",
         "I should really write these things down somewhere.", "This is harder than it looks, honestly.",
         "Maybe I'm just overthinking it again.", "I'll figure it out in a minute.",
         "I swear I had it all figured out five minutes ago.", "Every single time I think I've got it, I lose it again.",
     ),
     "aria": (
+        "It even helped us with {event} last time.", "{other} thought it was a gimmick at first.",
+        "We use it for {activity} all the time now.",
         "It's funny how fast we got used to it.", "I didn't think I'd like it this much.",
         "Anyway, that's a story for another time.", "My whole family was surprised by that.",
         "I still can't believe how well that worked.", "It's become part of the furniture, really.",
         "Honestly, I was against it at first, but I've completely changed my mind.",
         "My parents still don't really understand how any of it works.",
     ),
+    "ask": (  # after any question (T, to a person, to the room, wondering aloud): the same tails
+        "I should have written it down somewhere.", "It's been bugging me for a while.", "We'll need it later anyway.",
+        "It keeps slipping my mind.", "I thought I knew it a minute ago.", "It matters for {event}.",
+        "It's for {event}, if you're wondering.", "Then we can get back to {activity}.",
+        "{other} was wondering too.", "I'd rather not get it wrong again.", "It came up earlier and I lost it.",
+        "There's so much going on today.", "Otherwise I'll just guess, and that never ends well.",
+        "My head is all over the place with {activity}.", "I'm trying to sort out {event} as well.",
+        "It's the one thing I keep forgetting.", "We said we'd sort it out before {event}.",
+        "I know it was mentioned at some point.", "Sorry, my brain is full today.",
+        "I'd look it up, but my hands are full.",
+    ),
     "device": ("And keep it down, please.", "Thanks, that's all for now.", "Right away, if you can.",
                "We'll need it in a minute."),
-    "fact": ("Just so everyone knows.", "I only found out this morning.", "Don't forget it this time.",
-             "They called me about it earlier.", "It changed again, apparently.", "I checked it twice.",
+    "fact": ("It matters for {event}, so keep it in mind.", "{other} already knows, I told them before.",
+             "I'll remind everyone again before {event}.", "Just so everyone knows.", "I only found out this morning.",
+             "Don't forget it this time.",
+             "They called me about it earlier.", "I checked it twice.",
              "I wanted to mention it before everyone gets busy again.", "I got the message about it an hour ago.",
-             "It's the final answer, they won't change it again.", "Make a note of it somewhere, please."),
+             "They confirmed it in writing this time.", "Make a note of it somewhere, please."),
 }
 
 # Human first names: distinct, easy to synthesise, none close to Aria or to a device name
@@ -552,18 +602,37 @@ PLACES = ("in the top drawer", "under the blue flower pot", "behind the bread bo
 COUNTS = ("twelve", "fourteen", "eight", "twenty", "six", "nine", "fifteen", "thirty", "seven", "eleven", "forty")
 COUNTABLES = ("chairs", "plates", "tickets", "bottles of water", "name tags", "sandwiches", "blankets",
               "cups", "folders", "batteries")
-PRICES = ("forty two dollars", "eighteen fifty", "ninety dollars", "twelve dollars", "one hundred and five dollars",
-          "sixty five dollars", "thirty dollars", "seven fifty", "two hundred dollars", "fifty five dollars")
-PRICED = ("the new tent", "the concert tickets", "the birthday present", "the train tickets", "the repair",
-          "the flowers", "the rental", "the gift card", "the new headphones", "the cleaning service")
+# a purchase and prices that fit it
+PRICED_PRICES: dict[str, tuple[str, ...]] = {
+    "the new tent": ("ninety dollars", "two hundred dollars", "one hundred and five dollars"),
+    "the concert tickets": ("sixty five dollars", "ninety dollars", "fifty five dollars"),
+    "the birthday present": ("thirty dollars", "forty two dollars", "eighteen fifty"),
+    "the train tickets": ("forty two dollars", "fifty five dollars", "thirty dollars"),
+    "the repair": ("two hundred dollars", "ninety dollars", "one hundred and five dollars"),
+    "the flowers": ("twelve dollars", "eighteen fifty", "thirty dollars"),
+    "the rental": ("sixty five dollars", "two hundred dollars", "ninety dollars"),
+    "the gift card": ("thirty dollars", "fifty five dollars", "twelve dollars"),
+    "the new headphones": ("sixty five dollars", "ninety dollars", "forty two dollars"),
+    "the cleaning service": ("ninety dollars", "sixty five dollars", "one hundred and five dollars"),
+    "the parking": ("seven fifty", "twelve dollars", "eighteen fifty"),
+}
 PEOPLE_ROLES = ("the new manager", "the electrician", "the tour guide", "the new neighbor", "the coach",
                 "the substitute teacher", "the landlord", "the photographer", "the caterer", "the driver")
 FULL_NAMES = ("Laura Chen", "Peter Novak", "Diana Ruiz", "Walter Brooks", "Anita Shah", "Martin Kowalski",
               "Helen Park", "George Addo", "Irene Costa", "Frank Dubois", "Nadia Karimi", "Victor Lind")
-DURATIONS = ("forty minutes", "two hours", "twenty five minutes", "three days", "an hour and a half",
-             "ten minutes", "four hours", "two weeks", "fifty minutes", "half an hour")
-PROCESSES = ("the drive to the venue", "the paint to dry", "the repair", "the delivery", "the walk to the station",
-             "the oven to heat up", "the bus ride", "the ferry crossing", "the battery to charge", "the check in")
+# a process and durations that fit it (a value is always drawn for what it measures)
+PROCESS_DURATIONS: dict[str, tuple[str, ...]] = {
+    "the drive to the venue": ("forty minutes", "an hour and a half", "twenty five minutes", "two hours"),
+    "the paint to dry": ("two hours", "four hours", "half an hour", "a whole day"),
+    "the repair": ("three days", "two weeks", "two hours", "an hour and a half"),
+    "the delivery": ("three days", "two hours", "forty minutes", "two weeks"),
+    "the walk to the station": ("ten minutes", "twenty five minutes", "half an hour", "fifteen minutes"),
+    "the oven to heat up": ("ten minutes", "fifteen minutes", "twenty minutes"),
+    "the bus ride": ("forty minutes", "fifty minutes", "an hour and a half", "twenty five minutes"),
+    "the ferry crossing": ("fifty minutes", "two hours", "half an hour"),
+    "the battery to charge": ("two hours", "forty minutes", "an hour and a half", "four hours"),
+    "the check in": ("ten minutes", "half an hour", "twenty minutes"),
+}
 CODES = ("four one seven nine", "two two eight five", "nine zero three one", "six six one four",
          "five three nine two", "one eight eight seven", "seven four two six", "three one five eight")
 CODED = ("the gate code", "the door code", "the locker combination", "the booking number",
@@ -572,12 +641,6 @@ ROOMS = ("in room twenty", "in room one fourteen", "on the fourth floor", "on le
          "at gate twelve", "at table sixteen", "in row eight", "in room three b", "on the second floor")
 ROOMED = ("the meeting", "our table", "the party", "the lecture", "the workshop", "the dinner",
           "the rehearsal", "the reception")
-
-EXPLICIT_ADDR: tuple[str, ...] = (
-    "Aria,", "Aria, one for you.", "Aria, can you help us out here?", "Aria, quick one.", "Aria, you'll know this.",
-    "Aria, settle this for us, please.", "Aria, I have a question for you.", "Aria, you were listening the whole time.",
-    "Aria, you heard everything we said just now.", "Aria, you keep track of these things for us.",
-    "Aria, I'm hoping you caught that earlier.", "Aria, can I ask you something about that?")
 
 # (question, answer of 10-16 words, a human's reply that may name the {asker})
 N4_EVENTS: tuple[tuple[str, str, str], ...] = (
@@ -696,11 +759,18 @@ N4_EVENTS: tuple[tuple[str, str, str], ...] = (
      "Plants take in carbon dioxide from the air and release oxygen during photosynthesis.",
      "Carbon dioxide, {asker}."),
 )
-N4_Q_FORMS: tuple[str, ...] = ("Aria, {q}", "Hey Aria, quick question, {q}", "Aria, {q} I always forget.",
-                               "Oh, Aria, random question, {q}", "Aria, while I think of it, {q}",
-                               "Sorry, Aria, {q}")
-N4_NEVER_MIND: tuple[str, ...] = (
-    "Never mind, Aria, I just looked it up.", "Actually, forget it, Aria.",
-    "Oh wait, never mind, Aria, I remember now.", "Sorry Aria, never mind, it doesn't matter.",
-    "Aria, stop, don't worry about it.", "No, Aria, forget I asked.",
+# the implicit version's N4 question in the N4-edited pairs: a follow-up to the one who answered T
+FOLLOW_UPS: tuple[str, ...] = ("since you knew that one", "while you're at it", "one more for you then",
+                               "and since you're so good at this", "you seem to know everything today",
+                               "another one for you")
+N4_NEVER_MIND: tuple[str, ...] = ("never mind", "forget it", "don't worry about it", "scratch that",
+                                  "forget I asked", "no need")
+N4_NEVER_MIND_WHY: tuple[str, ...] = (
+    "I just looked it up", "I remember now", "it doesn't matter", "it came back to me", "I'll check later",
+    "it's not important right now", "I found it on my phone", "we can sort it out later",
 )
+# a question put to everyone names them so (where a question to a person may name them)
+ROOM_CALLS: tuple[str, ...] = ("everyone", "guys", "folks", "anyone")
+# what a person says first when answering a question put to them
+REPLIES: tuple[str, ...] = ("Oh,", "Yes,", "Hmm,", "Right,", "Sure,", "Yeah,", "Well,", "Let me think,", "Okay,",
+                            "Good question,")

@@ -15,7 +15,6 @@ from harness.report.document import Table
 from harness.scenes import vocab as V
 from harness.scenes.generator import generate_pairs
 from harness.scenes.schema import (
-    ASSISTANT_CUE,
     GENERIC_CUE,
     Label,
     Scene,
@@ -23,9 +22,11 @@ from harness.scenes.schema import (
     Target,
     Turn,
     addresses_by_name,
+    context_singles_out_assistant,
     import_manifest,
     iter_manifest,
     names_assistant,
+    names_assistant_or_designates,
     validate_pair,
     validate_scenes,
 )
@@ -79,28 +80,40 @@ def test_late_middle_t_scenes_get_two_n4_events(paper):
     assert events.count(2) > 250  # the turn limit does not cap the event count
 
 
-def test_implicit_cue_singles_out_the_assistant(paper):
-    generic = re.compile(r"^(you were listening|you heard \w+ say it)\.?$", re.IGNORECASE)
+def test_the_conversation_singles_out_the_assistant(paper):
+    """Implicit T say no name and no role noun (the relay pairs' rewritten turn may, as people do):
+    the cue is in the conversation before T (issue 22)."""
+    want = {"relay": {"designator"}, "keeper": {"job"}, "holder": {"job"}, "unknown": {"unknown", "job"}}
     for e, i in zip(paper[0][::2], paper[0][1::2], strict=True):
         t = i.turns[i.t_index]
-        assert not names_assistant(t.text)
+        cue = i.attributes["implicit_cue"]
+        assert not names_assistant_or_designates(t.text), t.text
         assert not any(addresses_by_name(t.text, n) for n in i.speaker_names.values()), t.text
-        assert not any(generic.match(part.strip()) for part in re.split(r"(?<=[.:])\s", t.text)), t.text
-        if i.attributes["implicit_cue"] == "relay":
+        assert context_singles_out_assistant(i, cue == "relay") in want[cue], (cue, t.text)
+        before = i.turns[: i.t_index]
+        if cue == "relay":
             prev = i.turns[i.t_index - 1]
-            assert prev != e.turns[e.t_index - 1] and ASSISTANT_CUE.search(prev.text)
+            assert prev != e.turns[e.t_index - 1] and names_assistant_or_designates(prev.text)
             assert prev.label is Label.N1 and e.turns[e.t_index - 1].label is Label.N1
-        else:
-            assert ASSISTANT_CUE.search(t.text) or i.attributes["implicit_cue"] == "keeper", t.text
-        if i.attributes["implicit_cue"] == "keeper":  # an earlier N1 turn gave Aria the job, by name
+        elif cue == "keeper":  # an earlier N1 turn gave Aria the job, by name
             assert any(turn.label is Label.N1 and names_assistant(turn.text)
-                       and re.search(r"track|duty|in charge", turn.text) for turn in i.turns[: i.t_index])
+                       and re.search(r"track|duty|in charge|remember|noting|an ear", turn.text) for turn in before)
+        elif cue == "holder":  # the fact came from Aria: an N1 turn before T says it, with the gold answer
+            assert any(turn.label is Label.N1 and names_assistant(turn.text) and e.gold_answer in turn.text
+                       for turn in before)
+        else:  # a person has just said they do not know, after a turn saying Aria follows the conversation
+            assert i.turns[i.t_index - 1].label is Label.N2 and i.turns[i.t_index - 1].speaker != t.speaker
 
 
-def test_rewrites_only_in_relay_pairs(paper):
+def test_versions_differ_at_t_the_rewritten_turn_or_the_edited_n4_turns(paper, stats):
     for e, i in zip(paper[0][::2], paper[0][1::2], strict=True):
         differ = [k for k, (a, b) in enumerate(zip(e.turns, i.turns, strict=True)) if a != b]
-        assert differ == ([e.t_index - 1, e.t_index] if i.attributes["implicit_cue"] == "relay" else [e.t_index])
+        if i.attributes["implicit_cue"] == "relay":
+            assert differ == [e.t_index - 1, e.t_index]
+        else:
+            assert differ[0] == e.t_index and all(e.turns[k].label in (Label.N4_Q, Label.N4_R) for k in differ[1:])
+    # the paper's N4 edits: 1,661 pairs differ only at T, 339 elsewhere too (42 of them rewrite the turn before T)
+    assert (stats["pairs_differ_only_at_t"], stats["rewritten_previous_turn"]) == (1661, 42)
 
 
 def test_labels_as_the_spec_says(paper):
@@ -108,7 +121,7 @@ def test_labels_as_the_spec_says(paper):
     for s in paper[0]:
         for turn in s.turns:
             if turn.label.is_silence:  # only N1 refers to the assistant
-                assert bool(re.search(r"\b(aria|assistant)\b", turn.text, re.IGNORECASE)) == (turn.label is Label.N1)
+                assert names_assistant_or_designates(turn.text) == (turn.label is Label.N1), turn.text
             if turn.target is Target.DEVICE:  # device-directed N2 means another assistant, never an object
                 assert turn.label is Label.N2 and turn.text.split(",")[0] in device_names, turn.text
     objects = {line for st in V.SETTINGS for line in st.self_talk if line.startswith("Come on,")}
@@ -122,7 +135,7 @@ def test_variety(stats, paper):
     for key in ("setting", "activity", "relationship", "device_context", "register"):
         assert len({s.attributes[key] for s in paper[0]}) >= 12, key
     kinds = {s.attributes["implicit_cue"] for s in paper[0]}
-    assert kinds == {"role", "device", "contrast", "keeper", "relay"}
+    assert kinds == {"keeper", "holder", "unknown", "relay"}
 
 
 def test_reuse_is_counted(stats):
@@ -183,12 +196,45 @@ def test_mentioning_a_person_is_not_addressing_them():
     assert GENERIC_CUE.search("you heard it") and not addresses_by_name("what did Sam say?", "Sam")
 
 
-def test_strict_rules_need_a_cue():
+def test_strict_rules_need_the_context_to_single_out_the_assistant():
     e, i = _pair()
     bare = _with_t(i, "Okay, when does the bus leave?")
-    validate_pair(e, bare)  # an imported scene is not held to the generator's vocabulary
-    with pytest.raises(SceneError, match=r"\[rule implicit_no_cue\]"):
+    validate_pair(e, bare)  # an imported scene is not held to the generator's rules
+    with pytest.raises(SceneError, match=r"\[rule implicit_no_context\]"):
         validate_pair(e, bare, strict=True)
+    # a word is not a context: the assistant mentioned before T, but about something else
+    aside = Turn("C", "Aria was really useful yesterday.", Label.N1, Target.GROUP)
+    with pytest.raises(SceneError, match=r"\[rule implicit_no_context\]"):
+        validate_pair(*(_insert(s, 1, aside) for s in (e, bare)), strict=True)
+    # the assistant was given the job of the thing T asks about
+    job = Turn("C", "Aria keeps track of the bus for us.", Label.N1, Target.GROUP)
+    validate_pair(*(_insert(s, 1, job) for s in (e, bare)), strict=True)
+    assert context_singles_out_assistant(_insert(bare, 1, job)) == "job"
+    # or the people have just said they do not know, after a turn about the assistant listening in
+    dunno = Turn("A", "No idea, Maya, I wasn't listening.", Label.N2, Target.HUMAN)
+    both = [_insert(_insert(s, 1, aside), 2, dunno) for s in (e, bare)]
+    validate_pair(*both, strict=True)
+    assert context_singles_out_assistant(both[1]) == "unknown"
+
+
+def _insert(scene: Scene, k: int, turn: Turn) -> Scene:
+    return dataclasses.replace(scene, turns=(*scene.turns[:k], turn, *scene.turns[k:]))
+
+
+def test_the_corpus_tests_addressee_inference(stats):
+    """Issue 22's targets on the paper-scale corpus, where they are met; the rest held where they are
+    (the surface AUC is not yet at 0.65, the whole-turn repeats not yet at 10 %, the earliest T onset
+    not yet within 10 % of the paper's 14.5 s), so that a change that brings the tells back fails."""
+    d, on = stats["diagnostic"], stats["diagnostic"]["t_onset"]
+    assert d["designator"]["share"] <= 0.25
+    for c in ("explicit", "implicit"):
+        assert d["exclusive"][c]["T"]["phrases"] == 0 and d["exclusive"][c]["T"]["chars"] == {}
+    assert stats["reuse"]["distinct_speech_h"] >= 58
+    assert all(abs(x) <= 0.10 for x in on["deviation"]["tertile_edges"]) and abs(on["deviation"]["max"]) <= 0.10
+    assert on["min_s"] >= 12 and on["before_paper_min"] <= 20  # target: within 10 % of 14.5 s; today's 12.34 s
+    assert d["surface_auc"]["implicit"]["best_auc"] <= 0.82  # target 0.65; today's 0.788
+    assert d["repeats"]["share"] <= 0.12  # target 0.10; today's 0.105
+    assert on["t_second_turn_pairs"] == 0 and on["gold_just_before_t_pairs"] == 0
 
 
 def _lines(*scenes: Scene | dict) -> list[str]:

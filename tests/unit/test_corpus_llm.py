@@ -33,12 +33,13 @@ def script(prompt: str, implicit_t: str = "Question for the assistant: when is t
     layout, names = _layout(prompt), _names(prompt)
     t = next(r["turn"] for r in layout if r["label"] == "T")
     asker = names[layout[t]["speaker"]]
-    fact_at = next(r["turn"] for r in layout if r["label"] == "N2" and r["turn"] < t)
+    fact_at = next(r["turn"] for r in layout if r["label"] in ("N1", "N2") and r["turn"] < t)
     turns = []
     for r in layout:
         other = next(n for s, n in names.items() if s != r["speaker"])
-        if r["turn"] == fact_at:
-            turns.append({"text": f"{other}, the dentist moved my appointment to Thursday at three."})
+        if r["turn"] == fact_at:  # an N1 turn states it as what Aria said (the generator's "holder" pairs)
+            said = "Aria says" if r["label"] == "N1" else f"{other},"
+            turns.append({"text": f"{said} the dentist moved my appointment to Thursday at three."})
         elif r["label"] == "T":
             turns.append({"text": "Hey Aria, when is the dentist now?", "implicit_text": implicit_t})
         elif r.get("rewrite"):
@@ -104,9 +105,14 @@ def test_rejected_script_is_regenerated(env, tmp_path):
     assert out.rejected == {} and out.attempts == {"p00000": 2} and len(fake.calls) == 2
 
 
+def _untied(text: str) -> str:
+    """The reply with Aria no longer the source of the fact (nothing before T ties it to the dentist)."""
+    return text.replace("Aria says the dentist moved", "I like Aria. The clinic moved")
+
+
 @pytest.mark.parametrize("bad, rule", [
-    (lambda p: script(p, "You were listening. When is the dentist now?"), "implicit_generic_cue"),
-    (lambda p: script(p, "Okay, when is the dentist now?"), "implicit_no_cue"),
+    (lambda p: _untied(script(p, "You were listening. When is the dentist now?")), "implicit_generic_cue"),
+    (lambda p: _untied(script(p, "Okay, when is the dentist now?")), "implicit_no_context"),
     (lambda p: script(p).replace("Thursday at three.", "soon."), "support"),
     (lambda p: script(p).replace("Come on, jar", "Aria, come on, jar"), "label"),
     (lambda p: "I cannot help with that.", "no JSON"),
