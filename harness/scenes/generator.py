@@ -427,7 +427,8 @@ def _make_pair(rng: random.Random, pair_id: str, p: _Plan, profile: Profile,
             for _ in range(2):  # up to four tails where the pair needs a long talk before T
                 longer += [f"{c} {_cap(rng.choice(rest))}" for c in longer[-3:]
                            if (rest := [y for y in pool if y not in c])]
-            best = min([core, *longer], key=lambda c: abs(len(c) - want))
+            short = 3 if i == p.t - 1 else 1  # the last turn before T: rather over than under the onset
+            best = min([core, *longer], key=lambda c: max(len(c) - want, short * (want - len(c))))
             steer["turn"].add(len(best))
             return best
         return steer["turn"].pick(rng, [core, *one, *two], k=4 if p.onset_s else 2)  # after T: back to the mean
@@ -470,9 +471,10 @@ def _make_pair(rng: random.Random, pair_id: str, p: _Plan, profile: Profile,
             turn = Turn(who[i], explicit_t, Label.T, Target.ARIA)
             alt = implicit_t
         elif kind == "relay":
-            rel_e, rel_i = (r.format(asker=names[asker], topic=fact.topic) for r in relay_pair)
-            turn = Turn(who[i], _cap(rel_e), Label.N1, Target.HUMAN)
-            alt = _cap(rel_i)
+            rel_e, rel_i = (_cap(r.format(asker=names[asker], topic=fact.topic)) for r in relay_pair)
+            text = tail(rel_e, "aria", i)  # the same tail in both versions: only the reference differs
+            turn = Turn(who[i], text, Label.N1, Target.HUMAN)
+            alt = rel_i + text[len(rel_e):]
         elif kind == "keeper":
             text = tail(_cap(rng.choice(V.KEEPER_LINES).format(topic=fact.topic)), "aria", i)
             turn = Turn(who[i], text, Label.N1, Target.GROUP)
@@ -546,8 +548,6 @@ def _make_pair(rng: random.Random, pair_id: str, p: _Plan, profile: Profile,
             else:
                 turn = Turn(who[i], reply.format(asker=names[who[i - 1]]), Label.N4_R, Target.HUMAN)
                 steer["turn"].add(len(turn.text))
-        if kind == "relay":
-            steer["turn"].add(len(turn.text))
         turns.append(turn)
         implicit_turns.append(turn if alt is None else dataclasses.replace(turn, text=alt))
 

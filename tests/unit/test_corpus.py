@@ -222,18 +222,16 @@ def _insert(scene: Scene, k: int, turn: Turn) -> Scene:
 
 
 def test_the_corpus_tests_addressee_inference(stats):
-    """Issue 22's targets on the paper-scale corpus, where they are met; the rest held where they are
-    (the surface AUC is not yet at 0.65, the whole-turn repeats not yet at 10 %, the earliest T onset
-    not yet within 10 % of the paper's 14.5 s), so that a change that brings the tells back fails."""
+    """Issue 22's targets on the paper-scale corpus, where they are met; the surface AUC (not yet at
+    0.65) held where it is, so that a change that brings the tells back fails."""
     d, on = stats["diagnostic"], stats["diagnostic"]["t_onset"]
     assert d["designator"]["share"] <= 0.25
     for c in ("explicit", "implicit"):
         assert d["exclusive"][c]["T"]["phrases"] == 0 and d["exclusive"][c]["T"]["chars"] == {}
-    assert stats["reuse"]["distinct_speech_h"] >= 58
-    assert all(abs(x) <= 0.10 for x in on["deviation"]["tertile_edges"]) and abs(on["deviation"]["max"]) <= 0.10
-    assert on["min_s"] >= 12 and on["before_paper_min"] <= 20  # target: within 10 % of 14.5 s; today's 12.34 s
-    assert d["surface_auc"]["implicit"]["best_auc"] <= 0.82  # target 0.65; today's 0.788
-    assert d["repeats"]["share"] <= 0.12  # target 0.10; today's 0.105
+    assert stats["reuse"]["distinct_speech_h"] >= 58 and d["repeats"]["share"] <= 0.10
+    dev = on["deviation"]
+    assert all(abs(x) <= 0.10 for x in (dev["min"], dev["max"], *dev["tertile_edges"])) and on["before_paper_min"] == 0
+    assert d["surface_auc"]["implicit"]["best_auc"] <= 0.82  # target 0.65; today's 0.801
     assert on["t_second_turn_pairs"] == 0 and on["gold_just_before_t_pairs"] == 0
 
 
