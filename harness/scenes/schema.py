@@ -333,7 +333,8 @@ def validate_pair(explicit: Scene, implicit: Scene, strict: bool = False) -> Non
     if (explicit.condition, implicit.condition) != CONDITIONS:
         raise SceneError(sid, None, "pair_conditions", "pair must be (explicit, implicit)")
     if explicit.gold_answer != implicit.gold_answer:
-        raise SceneError(sid, None, "pair_gold", "paired versions must share the gold answer")
+        raise SceneError(sid, None, "pair_gold", "paired versions must share the gold answer: explicit "
+                         f"{explicit.gold_answer!r}, implicit {implicit.gold_answer!r}")
     e_t, i_t = explicit.t_index, implicit.t_index
     if not names_assistant(explicit.turns[e_t].text):
         raise SceneError(explicit.scene_id, e_t, "explicit_name", f"explicit T must name {ASSISTANT_NAME}")

@@ -247,8 +247,10 @@ def test_import_rejects_broken_pairs_whole():
     scenes, invalid = import_manifest(_lines(e, i, e2, i2, e3))
     assert scenes == [e, i]
     assert invalid == {
-        "p2-explicit": "scene 'p2': paired versions must share the gold answer [rule pair_gold]",
-        "p2-implicit": "scene 'p2': paired versions must share the gold answer [rule pair_gold]",
+        "p2-explicit": "scene 'p2': paired versions must share the gold answer: explicit 'at nine', implicit "
+                       "'at ten' [rule pair_gold]",
+        "p2-implicit": "scene 'p2': paired versions must share the gold answer: explicit 'at nine', implicit "
+                       "'at ten' [rule pair_gold]",
         "p3-explicit": "scene 'p3-explicit': pair 'p3' has no implicit version [rule pair_incomplete]",
     }
 
