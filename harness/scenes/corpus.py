@@ -1,7 +1,7 @@
 """``make corpus``: generate (or import), validate and count a scene corpus without running a model.
 
     python -m harness.scenes.corpus [--n-pairs 2000] [--scenes conf/scenes/paper.yaml]
-                                    [--manifest external.jsonl] [--out DIR]
+                                    [--manifest external.jsonl [--strict]] [--out DIR]
                                     [--llm anthropic|gemini [--model ID] [--budget-usd 20]]
 
 ``--llm`` has a language model write the texts on the generator's layouts
@@ -14,7 +14,10 @@ Writes ``scenes.jsonl`` (the valid scenes), ``invalid.json`` (``{scene_id: why}`
 validation times) and ``corpus.md`` (the report's corpus section) into ``DIR`` (default
 ``runs/corpus/<profile>-<n_pairs>-<seed>``, or ``runs/corpus/import-<name>``), and prints the path
 of ``corpus_stats.json``. Exit status 1 when a generated scene fails validation (a generator
-bug); an imported manifest's invalid scenes are reported, not fatal.
+bug); an imported manifest's invalid scenes are reported, not fatal. ``--strict`` holds an imported
+manifest to the generated scenes' rules: the context singles out the assistant and the content
+rules of :func:`harness.scenes.schema.check_content` (the gold said before T and not in it, N1
+refers to the assistant, N3 addresses no one, the versions differ only where allowed).
 """
 
 from __future__ import annotations
@@ -35,7 +38,7 @@ from harness.scenes.stats import corpus_stats
 
 
 def build(n_pairs: int | None, scenes_conf: Path, manifest: Path | None, out: Path | None,
-          llm: Any = None, budget_usd: float | None = None) -> Path:
+          llm: Any = None, budget_usd: float | None = None, strict: bool = False) -> Path:
     """Run the whole thing; return the path of ``corpus_stats.json``. ``llm``: an LLM backend
     (:mod:`harness.scoring.judge.llm`) that writes the scripts instead of the templates."""
     conf = yaml.safe_load(scenes_conf.read_text(encoding="utf-8")) or {}
@@ -43,10 +46,10 @@ def build(n_pairs: int | None, scenes_conf: Path, manifest: Path | None, out: Pa
     t0 = time.perf_counter()
     if manifest is not None:
         with manifest.open(encoding="utf-8") as fh:
-            scenes, invalid = import_manifest(fh)
+            scenes, invalid = import_manifest(fh, strict=strict)
         gen_s = 0.0
         out = out or Path("runs/corpus") / f"import-{manifest.stem}"
-        source = {"manifest": str(manifest)}
+        source = {"manifest": str(manifest), "strict": strict}
     else:
         profile = conf.get("profile", "compact")
         args = (n, conf.get("seed", 0), conf.get("four_party_share", 0.25), conf.get("n4_share", 0.5), profile)
@@ -90,6 +93,8 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--n-pairs", type=int, default=None, help="pairs to generate (default: the scenes config's)")
     ap.add_argument("--scenes", type=Path, default=Path("conf/scenes/paper.yaml"), help="scenes config (YAML)")
     ap.add_argument("--manifest", type=Path, default=None, help="import this JSONL manifest instead of generating")
+    ap.add_argument("--strict", action="store_true",
+                    help="hold an imported manifest to the generated scenes' context and content rules")
     ap.add_argument("--out", type=Path, default=None, help="output folder")
     ap.add_argument("--llm", choices=("anthropic", "gemini"), default=None, help="LLM backend writing the scripts")
     ap.add_argument("--model", default=None, help="model id of the LLM backend (default: the backend's)")
@@ -102,7 +107,9 @@ def main(argv: list[str] | None = None) -> int:
         from harness.scoring.judge import build_judge
 
         llm = build_judge(args.llm, model=args.model, max_output_tokens=4000)
-    path = build(args.n_pairs, args.scenes, args.manifest, args.out, llm, args.budget_usd)
+    if args.strict and args.manifest is None:
+        ap.error("--strict applies to an imported manifest (--manifest); generated scenes are always strict")
+    path = build(args.n_pairs, args.scenes, args.manifest, args.out, llm, args.budget_usd, args.strict)
     stats = json.loads(path.read_text(encoding="utf-8"))
     print(f"{stats['n_pairs']} pairs, {stats['invalid_scenes']} invalid scenes, "
           f"{stats['timing_s']['generate_and_validate']:.1f} s to generate and validate", file=sys.stderr)

@@ -322,10 +322,12 @@ def validate_pair(explicit: Scene, implicit: Scene, strict: bool = False) -> Non
     wrong, the explicit T does not name Aria (whole word), the implicit T does, the implicit T
     addresses a present human by name (needs ``speaker_names``), or its only addressing cue is a
     generic one that fits any human ("You were listening.") and nothing in the conversation
-    singles out the assistant. With ``strict`` (generated and LLM-written scenes) the conversation
-    must single out the assistant as the addressee (:func:`context_singles_out_assistant`: a role or
-    device word in T or its rewritten previous turn, an earlier mention of the assistant tied to
-    what T asks, or the people having just said they do not know), rule ``implicit_no_context``.
+    singles out the assistant. With ``strict`` (generated and LLM-written scenes, ``make corpus
+    --strict`` imports) the conversation must single out the assistant as the addressee
+    (:func:`context_singles_out_assistant`: a role or device word in T or its rewritten previous
+    turn, an earlier mention of the assistant tied to what T asks, or the people having just said
+    they do not know), rule ``implicit_no_context``, and the pair must keep the content rules of
+    :func:`check_content`.
     """
     sid = explicit.pair_id
     if explicit.pair_id != implicit.pair_id:
@@ -355,6 +357,45 @@ def validate_pair(explicit: Scene, implicit: Scene, strict: bool = False) -> Non
                          "nothing in the implicit T or the conversation before it singles out the assistant (a "
                          "role or device word, an earlier mention of the assistant tied to what T asks, or the "
                          "people having just said they do not know)")
+    if strict:
+        check_content(explicit, implicit)
+
+
+_WORDS = re.compile(r"[a-z0-9']+")
+
+
+def check_content(explicit: Scene, implicit: Scene) -> None:
+    """The content rules of a pair (``strict`` validation; spec section 2), beyond its form. Raises
+    :class:`SceneError` naming the rule:
+
+    * ``support``: the gold answer's words are said in a turn before T (each version);
+    * ``gold_in_t``: T does not itself say the gold answer;
+    * ``n1_no_assistant``: every N1 turn refers to the assistant (by name, role or device);
+    * ``n3_addressed``: no N3 turn addresses a person in the room by name;
+    * ``pair_layout``: both versions have the same speakers, labels and targets turn by turn;
+    * ``pair_diff``: they differ only at T, the turn right before it (a rewrite) and N4 turns (edits).
+    """
+    gold = set(_WORDS.findall(explicit.gold_answer.lower()))
+    for s in (explicit, implicit):
+        t = s.t_index
+        if not any(gold <= set(_WORDS.findall(turn.text.lower())) for turn in s.turns[:t]):
+            raise SceneError(s.scene_id, t, "support", f"the gold answer {s.gold_answer!r} is not said before T")
+        if gold <= set(_WORDS.findall(s.turns[t].text.lower())):
+            raise SceneError(s.scene_id, t, "gold_in_t", f"T says the gold answer {s.gold_answer!r} itself")
+        for k, turn in enumerate(s.turns):
+            if turn.label is Label.N1 and not names_assistant_or_designates(turn.text):
+                raise SceneError(s.scene_id, k, "n1_no_assistant", "an N1 turn must refer to the assistant")
+            if turn.label is Label.N3 and any(addresses_by_name(turn.text, n) for n in s.speaker_names.values()):
+                raise SceneError(s.scene_id, k, "n3_addressed", "an N3 turn (no addressee) addresses a person by name")
+    layout = [[(x.speaker, x.label, x.target) for x in s.turns] for s in (explicit, implicit)]
+    if layout[0] != layout[1]:
+        raise SceneError(explicit.pair_id, None, "pair_layout",
+                         "the versions differ in turn count, speakers, labels or targets")
+    t = explicit.t_index
+    for k, (a, b) in enumerate(zip(explicit.turns, implicit.turns, strict=True)):
+        if a != b and k not in (t, t - 1) and a.label not in (Label.N4_Q, Label.N4_R):
+            raise SceneError(explicit.pair_id, k, "pair_diff",
+                             "the versions may differ only at T, the turn before it and N4 turns")
 
 
 def validate_scenes(items: Iterable[Scene | SceneError], strict: bool = False

@@ -217,6 +217,39 @@ def test_strict_rules_need_the_context_to_single_out_the_assistant():
     assert context_singles_out_assistant(both[1]) == "unknown"
 
 
+@pytest.mark.parametrize("change, rule", [
+    (lambda s: _with_turn(s, 0, "Maya, the bus leaves soon."), "support"),  # nobody says "at nine" before T
+    (lambda s: _with_t(s, "Aria, does the bus leave at nine?"), "gold_in_t"),
+    (lambda s: _with_turn(s, 3, "Sam, where is my ticket?"), "n3_addressed"),
+    (lambda s: _with_turn(s, 0, "Maya, the bus leaves at nine.", label=Label.N1), "n1_no_assistant"),
+])
+def test_strict_rules_check_the_content(change, rule):
+    job = Turn("C", "Aria keeps track of the bus for us.", Label.N1, Target.GROUP)
+    e, i = (_insert(s, 1, job) for s in _pair())
+    validate_pair(e, i, strict=True)
+    bad = [change(s) for s in (e, i)]
+    if rule == "gold_in_t":
+        bad = [bad[0], i]
+    with pytest.raises(SceneError, match=rf"\[rule {rule}\]$"):
+        validate_pair(*bad, strict=True)
+    validate_pair(*bad)  # the form alone: an import is not held to the content rules
+
+
+def test_strict_rules_check_where_the_versions_differ():
+    job = Turn("C", "Aria keeps track of the bus for us.", Label.N1, Target.GROUP)
+    e, i = (_insert(s, 1, job) for s in _pair())
+    with pytest.raises(SceneError, match=r"\[rule pair_diff\]$"):
+        validate_pair(e, _with_turn(i, 3, "Hmm, where did I put my ticket?"), strict=True)
+    with pytest.raises(SceneError, match=r"\[rule pair_layout\]$"):
+        validate_pair(e, _insert(i, 4, Turn("A", "Hmm, okay.", Label.N3, Target.NONE)), strict=True)
+
+
+def _with_turn(scene: Scene, k: int, text: str, **changes) -> Scene:
+    turns = list(scene.turns)
+    turns[k] = dataclasses.replace(turns[k], text=text, **changes)
+    return dataclasses.replace(scene, turns=tuple(turns))
+
+
 def _insert(scene: Scene, k: int, turn: Turn) -> Scene:
     return dataclasses.replace(scene, turns=(*scene.turns[:k], turn, *scene.turns[k:]))
 
@@ -325,8 +358,17 @@ def test_make_corpus_writes_stats_beside_the_manifest(tmp_path, capsys):
         stats["explicit"]["windows"]["N3"] == round(20360 * 60 / 2000)
     assert (tmp_path / "c" / "scenes.jsonl").read_text().count("\n") == 120
     assert "| pairs | 60 | 2,000 | 60 |" in (tmp_path / "c" / "corpus.md").read_text()
-    # an imported manifest: counted, invalid scenes reported, not fatal
+    # an imported manifest: counted, invalid scenes reported, not fatal; --strict holds it to the generator's rules
     assert main(["--manifest", str(tmp_path / "c" / "scenes.jsonl"), "--out", str(tmp_path / "d")]) == 0
+    assert main(["--manifest", str(tmp_path / "c" / "scenes.jsonl"), "--out", str(tmp_path / "e"), "--strict"]) == 0
+    strict = json.loads((tmp_path / "e" / "corpus_stats.json").read_text())
+    assert strict["n_pairs"] == 60 and strict["source"]["strict"] is True
+    bare = _pair()  # an implicit T with a role noun but nothing before it about the bus: fine unless strict
+    (tmp_path / "bare.jsonl").write_text("".join(json.dumps(s.to_dict()) + "\n" for s in
+                                                 (bare[0], _with_t(bare[1], "Okay, when does the bus leave?"))))
+    assert main(["--manifest", str(tmp_path / "bare.jsonl"), "--out", str(tmp_path / "f")]) == 0
+    assert main(["--manifest", str(tmp_path / "bare.jsonl"), "--out", str(tmp_path / "g"), "--strict"]) == 2
+    assert "implicit_no_context" in (tmp_path / "g" / "invalid.json").read_text()
 
 
 def test_report_section(stats):
