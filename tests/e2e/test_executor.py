@@ -8,6 +8,8 @@ markers to a real store without streaming audio.
 from __future__ import annotations
 
 import os
+import shutil
+import tempfile
 import threading
 import time
 from collections import defaultdict
@@ -28,12 +30,13 @@ from tests.fixtures.runs import local_cluster, null_run, planned, tiny_config
 
 
 @pytest.fixture(scope="module")
-def ray_gpus(tmp_path_factory):
+def ray_gpus():
     os.environ.setdefault("RAY_AUTH_MODE", "disabled")
-    tmp = tmp_path_factory.mktemp("ray")
-    ray.init(num_cpus=4, num_gpus=4, include_dashboard=False, _temp_dir=str(tmp), logging_level="WARNING")
+    tmp = tempfile.mkdtemp(prefix="ray-", dir="/tmp")  # Ray's socket paths must stay under 108 bytes
+    ray.init(num_cpus=4, num_gpus=4, include_dashboard=False, _temp_dir=tmp, logging_level="WARNING")
     yield
     ray.shutdown()
+    shutil.rmtree(tmp, ignore_errors=True)
 
 
 def _setup(tmp_path, n_shards=8, per_shard=4, num_gpus=1, params=None, budget=None, actors=None, **cluster):
@@ -306,7 +309,6 @@ def test_a_driver_stopped_by_sigterm_leaves_no_actor_behind(tmp_path):
     import signal
     import subprocess
     import sys
-    import tempfile
 
     pids = tmp_path / "pids"
     pids.mkdir()

@@ -17,9 +17,11 @@ import contextlib
 import json
 import os
 import shlex
+import shutil
 import signal
 import subprocess
 import sys
+import tempfile
 import time
 from collections import Counter
 from pathlib import Path
@@ -121,8 +123,10 @@ def test_pipeline_on_a_three_node_cluster_survives_losing_a_worker(bucket, tmp_p
     from ray.job_submission import JobStatus
     from ray.util.state import list_actors, list_nodes, list_tasks
 
-    tmp = tmp_path_factory.mktemp("rc")  # short: Ray's socket paths must stay under 107 bytes
-    temp, logs = tmp / "ray", tmp / "logs"
+    tmp = tmp_path_factory.mktemp("rc")
+    # Ray's socket paths must stay under 108 bytes: its temp dir is a short one under /tmp, not the
+    # test's folder (under pytest-xdist one level deeper: popen-gw<n>/)
+    temp, logs = Path(tempfile.mkdtemp(prefix="dmpe-rc-", dir="/tmp")), tmp / "logs"
     logs.mkdir()
     # `python` of the entry point is this environment's, as it is the image's on KubeRay
     path = f"{Path(sys.executable).parent}{os.pathsep}{os.environ.get('PATH', '')}"
@@ -219,6 +223,7 @@ def test_pipeline_on_a_three_node_cluster_survives_losing_a_worker(bucket, tmp_p
               f"{time.monotonic() - t0:.0f} s in all")
     finally:
         leftover = {n.name: n.stop() for n in reversed(nodes)}
+        shutil.rmtree(temp, ignore_errors=True)
         assert not any(leftover.values()), f"processes left running: {leftover}"
 
 
