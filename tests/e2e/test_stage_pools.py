@@ -140,7 +140,8 @@ def test_score_pool(local_ray, shard, tmp_path, monkeypatch):
     # an actor that dies on every attempt: the stage fails naming itself and the batch, and writes nothing
     monkeypatch.setattr(score, "ConversationScoring", dies(worker, "score", tmp_path / "x", always=True))
     with pytest.raises(BatchesFailed, match=r"^score: 2 of 2 batch\(es\) failed, the others' results are kept: "
-                                            r"batch 1 of 2 \(model 'babble', 1 item\(s\) from p00000-(?:explicit|implicit)\) "
+                                            r"batch 1 of 2 \(model 'babble', 1 item\(s\) from "
+                                            r"p00000-(?:explicit|implicit)\) "
                                             r"failed after 2 attempt\(s\): ActorDiedError: The actor died"):
         run_stage("score", pooled, store)
     assert not (root / prefix).exists()
