@@ -3,7 +3,7 @@
 ``<run>/run.json`` is written by the first invocation of a run id (conditional put) and never
 changed: the resolved config, git commit, package versions, image reference and digest,
 model weights and revisions, every seed, and the duty preamble's measured spoken length
-(:func:`~harness.audio.preamble.preamble_facts`). Every invocation (the first, a resume, ``make
+(:func:`preamble_facts`). Every invocation (the first, a resume, ``make
 rerun-failed``) also writes its own manifest to ``<run>/invocations/<id>.json``, so a run that
 was finished by a different image or commit says so.
 
@@ -23,7 +23,9 @@ from importlib import metadata
 from pathlib import Path
 from typing import Any
 
-from harness.audio.preamble import preamble_facts
+from harness.audio.preamble import PAPER_PREAMBLE_S
+from harness.audio.tts import SynthesisError, build_tts
+from harness.audio.tts.settings import TtsSettings
 from harness.metrics.stats import BOOTSTRAP_SEED
 from harness.runtime.config import RunConfig
 from harness.runtime.shard import new_attempt_id
@@ -41,6 +43,39 @@ IMAGE_ENV = {"reference": "DUPLEX_MPE_IMAGE", "digest": "DUPLEX_MPE_IMAGE_DIGEST
 WHERE_IT_RUNS = ("run_id", "store", "cluster", "budget")  # config that changes no output
 GIT_ENV = "DUPLEX_MPE_GIT_COMMIT"  # baked into images, which carry no .git
 REPO = Path(__file__).resolve().parents[2]
+
+
+
+MEASURED_IN_DRIVER = ("espeak",)  # engines cheap enough to speak the preamble once when run.json is written
+
+
+def preamble_facts(tts: TtsSettings, sample_rate: int) -> dict[str, Any]:
+    """What ``run.json`` records of the duty preamble (``preamble``), for ``tts`` (the run's
+    :class:`~harness.audio.tts.settings.TtsSettings`) at the timeline rate ``sample_rate`` (Hz).
+
+    Returns ``{"words", "characters", "engine", "narrator", "samples", "seconds", "paper_s",
+    "measured"}``: ``samples`` and ``seconds`` (at ``sample_rate``) are the spoken length, measured
+    by speaking the text once with the run's engine and narrator here, the way the synth stage
+    makes the clip (same call, same trim: the same samples), for an engine of
+    :data:`MEASURED_IN_DRIVER`; for another engine (``qwen3``, a GPU model) or when the engine
+    cannot run here they are None and ``measured`` says why (the synth stage's index then holds
+    the clip's length, and the report states it). Raises nothing for an engine failure.
+    """
+    text = tts.preamble_text
+    out: dict[str, Any] = {"words": len(text.split()), "characters": len(text), "engine": tts.engine,
+                           "narrator": tts.narrator, "samples": None, "seconds": None, "paper_s": PAPER_PREAMBLE_S}
+    if tts.engine not in MEASURED_IN_DRIVER:
+        out["measured"] = (f"not here: {tts.engine} runs on the synth stage's actors; the clip's length is in "
+                           "synth/<h>/index.json (preamble) and in the report")
+        return out
+    try:
+        clip = build_tts(tts, sample_rate).synthesize(text, tts.narrator)
+    except SynthesisError as e:
+        out["measured"] = f"not measured: {e}"
+        return out
+    out.update(samples=len(clip), seconds=round(len(clip) / sample_rate, 3),
+               measured=f"spoken once when run.json was written ({tts.engine}, at {sample_rate} Hz)")
+    return out
 
 
 def git_commit() -> dict[str, Any]:

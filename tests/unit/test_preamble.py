@@ -6,10 +6,10 @@ from __future__ import annotations
 
 import pytest
 
-from harness.audio.preamble import DUTY_TEXT, PAPER_PREAMBLE_S, preamble_facts
+from harness.audio.preamble import DUTY_TEXT, PAPER_PREAMBLE_S
 from harness.audio.tts.settings import TtsSettings
 from harness.products.timeline import Timeline
-from harness.runtime.manifest import write_run_manifest
+from harness.runtime.manifest import preamble_facts, write_run_manifest
 from harness.store.base import LocalStore, get_json
 from harness.store.layout import RunLayout
 from tests.fixtures.runs import SILENT, stages_to_synth, tiny_config
