@@ -131,19 +131,26 @@ def _lines(recording: Recording, t0: float, t1: float) -> str:
     return "<br>".join(f"{t:.2f} {spk}: {_esc(' '.join(ws))}" for spk, t, ws in out) or "—"
 
 
+def _page_head(title: str, run_id: str, fill: str, notes: Sequence[str], instructions: str) -> list[str]:
+    """The opening of a cue review page: title, heading, what to fill in ``review.csv`` (``fill``,
+    HTML), the kit's ``notes`` and the labelling ``instructions``."""
+    return ["<!DOCTYPE html>", '<html lang="en"><head><meta charset="utf-8">',
+            '<meta name="viewport" content="width=device-width, initial-scale=1">',
+            f"<title>{title}: {_esc(run_id)}</title><style>{CSS}</style></head><body><main>",
+            f"<h1>{title}: run <span class=id>{_esc(run_id)}</span></h1>",
+            "<div class=instr><p>Review every item below and fill in <b>your own copy</b> of <code>review.csv</code> "
+            f"(columns <code>{','.join(REVIEW_COLUMNS)}</code>; one row per item, in this page's order). Fill "
+            f"{fill}</p>" + "".join(f"<p>{_esc(n)}</p>" for n in notes) + f"</div><p class=instr>{instructions}</p>"]
+
+
 def cue_review_page(run_id: str, items: Sequence[Mapping[str, Any]], recordings: Mapping[str, Recording],
                     audio: Mapping[str, str], notes: Sequence[str], context_s: float) -> str:
     """The review page of cue items (in page and CSV order); ``audio``: a data URI per item id."""
-    out = ["<!DOCTYPE html>", '<html lang="en"><head><meta charset="utf-8">',
-           '<meta name="viewport" content="width=device-width, initial-scale=1">',
-           f"<title>Duplex Cue human review: {_esc(run_id)}</title><style>{CSS}</style></head><body><main>",
-           f"<h1>Duplex Cue human review: run <span class=id>{_esc(run_id)}</span></h1>",
-           "<div class=instr><p>Review every item below and fill in <b>your own copy</b> of <code>review.csv</code> "
-           f"(columns <code>{','.join(REVIEW_COLUMNS)}</code>; one row per item, in this page's order). Fill "
-           "<i>verdict</i> (continued / adapted / yielded) and <i>transcript_ok</i> (yes / no), and <i>notes</i> for "
-           "anything odd; do not change <i>item_id</i> or <i>kind</i>. Work independently of the other reviewer; the "
-           "items of a model and of the recorded reference are mixed on purpose.</p>"
-           + "".join(f"<p>{_esc(n)}</p>" for n in notes) + f"</div><p class=instr>{INSTRUCTIONS}</p>"]
+    out = _page_head("Duplex Cue human review", run_id,
+                     "<i>verdict</i> (continued / adapted / yielded) and <i>transcript_ok</i> (yes / no), and "
+                     "<i>notes</i> for anything odd; do not change <i>item_id</i> or <i>kind</i>. Work independently "
+                     "of the other reviewer; the items of a model and of the recorded reference are mixed on purpose.",
+                     notes, INSTRUCTIONS)
     for row, it in enumerate(items, start=2):
         rec = recordings[it["recording_id"]]
         t0 = max(0.0, it["switch_s"] - context_s)
@@ -255,15 +262,10 @@ def cue_intent_page(run_id: str, items: Sequence[Mapping[str, Any]], recordings:
                     audio: Mapping[str, str], notes: Sequence[str], context_s: float) -> str:
     """The intent check's page (in page and CSV order): per cue the words before it, B's cue, the
     clip; the corpus's intent in a closed box. No model output and no response label."""
-    out = ["<!DOCTYPE html>", '<html lang="en"><head><meta charset="utf-8">',
-           '<meta name="viewport" content="width=device-width, initial-scale=1">',
-           f"<title>Duplex Cue intent check: {_esc(run_id)}</title><style>{CSS}</style></head><body><main>",
-           f"<h1>Duplex Cue intent check: run <span class=id>{_esc(run_id)}</span></h1>",
-           "<div class=instr><p>Review every item below and fill in <b>your own copy</b> of <code>review.csv</code> "
-           f"(columns <code>{','.join(REVIEW_COLUMNS)}</code>; one row per item, in this page's order). Fill "
-           "<i>verdict</i> (backchannel / collaboration / interruption) and <i>notes</i> for anything odd; do not "
-           "change <i>item_id</i> or <i>kind</i>. Work independently of the other reviewer.</p>"
-           + "".join(f"<p>{_esc(n)}</p>" for n in notes) + f"</div><p class=instr>{INTENT_INSTRUCTIONS}</p>"]
+    out = _page_head("Duplex Cue intent check", run_id,
+                     "<i>verdict</i> (backchannel / collaboration / interruption) and <i>notes</i> for anything odd; "
+                     "do not change <i>item_id</i> or <i>kind</i>. Work independently of the other reviewer.",
+                     notes, INTENT_INSTRUCTIONS)
     for row, it in enumerate(items, start=2):
         rec = recordings[it["recording_id"]]
         t0 = max(0.0, it["switch_s"] - context_s)
