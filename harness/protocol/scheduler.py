@@ -215,6 +215,14 @@ class Scheduler:
         return next(i for i in range(self._next_turn - 1, -1, -1) if self.labels[i] is Label.T)
 
     # -- decisions -----------------------------------------------------------------------
+    def needs_detector(self, now: int) -> bool:
+        """Whether :meth:`advance` at stream time ``now`` (samples) may decide anything: False while
+        the scripted part plays before T's end and once :attr:`done`, where it is a no-op whatever the
+        detector's view (so a caller may skip building the view)."""
+        if self.phase is Phase.SCRIPTED:
+            return self._t_end is not None and now >= self._t_end
+        return self.phase is not Phase.DONE
+
     def advance(self, now: int, speech: SpeechView) -> None:
         """Take every decision due at stream time ``now`` (samples) given the detector view.
 

@@ -57,8 +57,7 @@ from typing import Any
 
 import numpy as np
 
-from harness.audio.assemble import Track
-from harness.audio.io import PCM_SCALE, quantize
+from harness.audio.io import PCM_SCALE
 from harness.audio.resample import StreamResampler
 from harness.audio.room_tone import RoomTone
 from harness.models.base import (
@@ -487,6 +486,65 @@ class RowBatch:
             self.thread.close()
 
 
+class _ToneRows:
+    """The room tone of every row, read for many rows in one gather: each row's samples are its
+    :class:`~harness.audio.room_tone.RoomTone`'s :meth:`~harness.audio.room_tone.RoomTone.read`, bit
+    for bit (the same table slice times the same float32 gain), from the position it had when the
+    row's stream opened.
+
+    Args:
+        n_rows: rows ``R``.
+        frame: samples per read (timeline samples per model step).
+    """
+
+    def __init__(self, n_rows: int, frame: int):
+        self.frame = frame
+        self._pos = np.zeros(n_rows, np.int64)
+        self._gain = np.zeros(n_rows, np.float32)
+        self._table: list[np.ndarray | None] = [None] * n_rows
+
+    def open(self, b: int, tone: RoomTone) -> None:
+        """Row ``b`` hears ``tone`` from its current position on (``tone`` itself is not read again)."""
+        self._table[b], self._gain[b], self._pos[b] = tone._table, tone._gain, tone._pos
+
+    def read(self, rows: list[int]) -> np.ndarray:
+        """The next frame of each of ``rows``: ``float32[len(rows), frame]`` (zeros for digital silence)."""
+        n = self.frame
+        out = np.zeros((len(rows), n), np.float32)
+        groups: dict[int, tuple[np.ndarray, list[int]]] = {}
+        for j, b in enumerate(rows):
+            table = self._table[b]
+            if table is not None:
+                groups.setdefault(id(table), (table, []))[1].append(j)
+        for table, sel in groups.values():
+            every = len(sel) == len(rows)  # the usual case: one kind of tone for the whole run
+            sel_a = np.asarray(sel)
+            rows_a = np.asarray(rows)[sel_a]
+            pos = self._pos[rows_a]
+            block = np.lib.stride_tricks.sliding_window_view(table, n)[np.minimum(pos, len(table) - n)]
+            for j in np.flatnonzero(pos > len(table) - n).tolist():  # these wrap around the periodic table
+                block[j] = np.take(table, np.arange(pos[j], pos[j] + n), mode="wrap")
+            np.multiply(block, self._gain[rows_a][:, None], out=block)
+            if every:
+                out = block
+            else:
+                out[sel_a] = block
+            self._pos[rows_a] = (pos + n) % len(table)
+        return out
+
+
+@dataclass
+class _RunClock:
+    """What every row of a run shares: timeline samples stepped since the state was fresh, and
+    seconds inside the model's step calls (a stream's own clock and step time are differences)."""
+
+    samples: int = 0
+    model_s: float = 0.0
+
+
+STAGE_SAMPLES = 1 << 17  # output samples per row staged before they are handed to the streams (5.5 s at 24 kHz)
+
+
 @dataclass
 class _Stream:
     """A conversation occupying a row: its schedule, input track and output so far."""
@@ -497,12 +555,39 @@ class _Stream:
     tone: RoomTone
     drop: int  # leading samples of the row's output before this stream started
     opened: float  # time.perf_counter() at open
-    track: Track = field(default_factory=Track)
+    run: _RunClock  # the run's clock, shared by the rows
+    clips: list[tuple[int, np.ndarray]] = field(default_factory=list)  # (start, clip) not yet fully heard
     seen: int = 0  # placements already rendered
-    t: int = 0  # timeline samples streamed (the stream's own clock)
-    step_s: float = 0.0
-    outputs: list[np.ndarray] = field(default_factory=list)  # int16 steps: the output is on the 16-bit grid
+    outputs: list[np.ndarray] = field(default_factory=list)  # int16 blocks: the output is on the 16-bit grid
+    staged_from: int = 0  # where this stream's output not yet in `outputs` starts in the run's stage
     pacing: Pacing | None = None  # paced streams only
+    t0: int = field(init=False)  # the run's clock and model seconds at open
+    m0: float = field(init=False)
+
+    def __post_init__(self) -> None:
+        self.t0, self.m0 = self.run.samples, self.run.model_s
+
+    @property
+    def t(self) -> int:
+        """Timeline samples streamed (the stream's own clock): every row steps together."""
+        return self.run.samples - self.t0
+
+    @property
+    def step_s(self) -> float:
+        """Seconds inside the model's step calls since the stream opened."""
+        return self.run.model_s - self.m0
+
+    def render_into(self, out: np.ndarray) -> None:
+        """Add the placed clips' samples ``[t, t + len(out))`` of the stream to ``out`` (``float32[frame]``,
+        zeros on entry: :meth:`~harness.audio.assemble.Track.render`'s sums, bit for bit); clips that
+        ended are dropped."""
+        t0, t1 = self.t, self.t + len(out)
+        if self.clips and self.clips[0][0] + len(self.clips[0][1]) <= t0:
+            self.clips = [(a, c) for a, c in self.clips if a + len(c) > t0]
+        for start, clip in self.clips:
+            a, b = max(start, t0), min(start + len(clip), t1)
+            if a < b:
+                out[a - t0:b - t0] += clip[a - start:b - start]
 
     def result(self, status: str = "ok", reason: str = "") -> ConversationResult:
         return ConversationResult(self.conv.scene.scene_id, status, reason, placements=list(self.sched.placements),
@@ -572,6 +657,7 @@ def stream_conversations(model: DuplexModel, convs: Sequence[ConversationInput],
 
     def fresh_state() -> None:
         nonlocal det, rs_in, rs_out, skip, prev_out, clock, t_fresh
+        run.samples = 0
         det = StreamingDetector(n_rows, sr, vad)
         # streaming resamplers, one stream per row (docs/protocol-decisions.md, "Time and audio"): the output
         # side's fixed delay (lag) is trimmed, so the stored output is resample(model output) on the timeline; a
@@ -587,6 +673,12 @@ def stream_conversations(model: DuplexModel, convs: Sequence[ConversationInput],
     t_fresh = 0.0  # perf_counter() when it was (a realtime model's step k waits for t_fresh + k frames)
     paced = REALTIME in info.capabilities
     prev_out = np.zeros((n_rows, frame), np.float32)
+    tones = _ToneRows(n_rows, frame)
+    run = _RunClock()
+    # the rows' int16 output of the last steps, side by side (one copy a step for all rows); each
+    # stream takes its part when the stage is full and when it ends
+    stage = np.empty((n_rows, max(STAGE_SAMPLES, 2 * frame)), np.int16)
+    staged = 0  # columns of the stage in use
     fresh_state()
     lag = rs_out.delay
     period = refill_period(frame, sr, info.output_rate, [
@@ -614,33 +706,50 @@ def stream_conversations(model: DuplexModel, convs: Sequence[ConversationInput],
             det.reset([b], at=clock)
             prev_out[b] = 0.0
             slots[b] = _Stream(i, c, sched, RoomTone(protocol.room_tone, protocol.room_tone_dbfs, c.seed, sr),
-                               drop=lag if clock else 0, opened=time.perf_counter(),
+                               drop=lag if clock else 0, opened=time.perf_counter(), run=run, staged_from=staged,
                                pacing=Pacing() if paced else None)
+            tones.open(b, slots[b].tone)
             call("open", f"open of {c.scene.scene_id} in row {b}", model.open, b,
                  stream_context(c, info, protocol.duty_as_text))
+    def unstage() -> None:
+        """Hand every stream its staged output and empty the stage."""
+        nonlocal staged
+        for b, st in enumerate(slots):
+            if st is not None:
+                st.outputs.append(stage[b, st.staged_from:staged].copy())
+                st.staged_from = 0
+        staged = 0
+
     try:
         while rb.admit(clock, period, fresh_state, refill):
             for b in range(n_rows):
                 st = slots[b]
                 if st is None:
                     continue
-                st.sched.advance(st.t, det.view(b))
-                for p in st.sched.placements[st.seen:]:
-                    clip = st.conv.preamble if p.turn is None else st.conv.turn_clips[p.turn]
-                    st.track.add(p.start, clip)
-                    if reads_schedule and slots[b] is st:
-                        call("observe", f"observe of row {b} at {st.t / sr:.2f} s of stream", model.observe, b, p)
-                st.seen = len(st.sched.placements)
-                if slots[b] is not st:
-                    continue
-                if st.sched.done and st.t >= st.sched.end + lag:
+                t = st.t
+                sched = st.sched
+                if sched.needs_detector(t):  # else advance() would decide nothing: no view to build
+                    sched.advance(t, det.view(b))
+                if len(sched.placements) > st.seen:
+                    for p in sched.placements[st.seen:]:
+                        clip = st.conv.preamble if p.turn is None else st.conv.turn_clips[p.turn]
+                        if p.start < 0:
+                            raise ValueError("a clip cannot start before the timeline")
+                        st.clips.append((p.start, clip))
+                        if reads_schedule and slots[b] is st:
+                            call("observe", f"observe of row {b} at {t / sr:.2f} s of stream", model.observe, b, p)
+                    st.seen = len(sched.placements)
+                    if slots[b] is not st:
+                        continue
+                if sched.done and t >= sched.end + lag:
+                    pcm = np.concatenate([*st.outputs, stage[b, st.staged_from:staged]])
                     # exactly quantize()'s float32 values: k / PCM_SCALE in float32
-                    out = np.concatenate(st.outputs)[st.drop:st.drop + st.sched.end].astype(np.float32) / PCM_SCALE
+                    out = pcm[st.drop:st.drop + sched.end].astype(np.float32) / PCM_SCALE
                     res = st.result()
                     res.output = out
                     res.speech_probs = det.probabilities(b, det.probs.complete_frames(len(out)))
                     rb.end(b, res)
-                elif st.t >= limit:
+                elif t >= limit:
                     rb.fail([b], f"stream exceeded the {max_duration_s} s limit")
             live = rb.live()
             if not live:
@@ -648,12 +757,19 @@ def stream_conversations(model: DuplexModel, convs: Sequence[ConversationInput],
                     time.sleep(ADMIT_POLL_S)
                     t_fresh = time.perf_counter() - clock / sr
                 continue
+            every = len(live) == n_rows
             x = np.zeros((n_rows, frame), np.float32)
             for b in live:
-                st = slots[b]
-                x[b] = st.track.render(st.t, frame) + st.tone.read(frame)
-            if protocol.echo:
-                x[live] += prev_out[live]
+                slots[b].render_into(x[b])
+            # (clips) + tone, as Track.render(...) + RoomTone.read(...), and the echo after
+            if every:
+                x += tones.read(live)
+                if protocol.echo:
+                    x += prev_out
+            else:
+                x[live] += tones.read(live)
+                if protocol.echo:
+                    x[live] += prev_out[live]
             k = clock // frame
             where = f"step {k} at {clock / sr:.2f} s of the run"
             if paced:  # a remote service hears the stream in real time: step k no earlier than k frames in
@@ -667,18 +783,19 @@ def stream_conversations(model: DuplexModel, convs: Sequence[ConversationInput],
             stats.steps += 1
             stats.idle_row_steps += n_rows - len(live)
             stats.model_s += dt
-            y = quantize(rs_out.push(rb.output(y, where)))
+            # quantize(), with the 16-bit steps kept: k / PCM_SCALE in float32 is quantize()'s value and
+            # rint(that * PCM_SCALE) gives k back, so the stored int16 are what the old path stored
+            steps = np.round(np.clip(rs_out.push(rb.output(y, where)), -1.0, 1.0) * PCM_SCALE)
+            y = (steps / PCM_SCALE).astype(np.float32)
             prev_out = y
-            y, skip = y[:, skip:], max(0, skip - y.shape[1])  # aligned: drop the output resampler's delay
-            det.push(y)
-            pcm = np.rint(y * PCM_SCALE).astype(np.int16)  # half the memory of float32, and no view of the step
-            for b in range(n_rows):
-                st = slots[b]
-                if st is not None:
-                    st.outputs.append(pcm[b].copy())
-                    st.t += frame
-                    st.step_s += dt
+            y, steps, skip = y[:, skip:], steps[:, skip:], max(0, skip - y.shape[1])  # drop the resampler's delay
+            det.push(y, live)  # free rows are not scored (each is reset when it is refilled)
+            if staged + y.shape[1] > stage.shape[1]:
+                unstage()
+            stage[:, staged:staged + y.shape[1]] = steps  # exact integers: the cast to int16 is exact
+            staged += y.shape[1]
             clock += frame
+            run.samples, run.model_s = clock, run.model_s + dt
             if paced and clock == frame:  # the first step (the model's and the runner's) may include warm-up:
                 t_fresh = max(t_fresh, time.perf_counter() - clock / sr)  # restart after it, or the next steps burst
     finally:
