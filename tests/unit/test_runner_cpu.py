@@ -1,0 +1,70 @@
+"""The runner's vectorised pieces (issue 24, item 5) equal what they replace."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+from harness.audio.io import PCM_SCALE, quantize
+from harness.audio.room_tone import TABLE_SAMPLES, RoomTone
+from harness.protocol.scheduler import ProtocolSettings, Scheduler
+from harness.runtime.runner import _ToneRows
+from harness.scenes.schema import Label
+from harness.vad.segments import SpeechView
+from harness.vad.silero import PROB_TOLERANCE, SileroProbs, VadSettings
+
+SR = 24_000
+
+
+@pytest.mark.parametrize("kind", ["pink", "white", "zeros"])
+def test_tone_rows_read_what_room_tone_reads(kind):
+    """Every row's frames are its RoomTone's read(), bit for bit, also across the table's wrap."""
+    seeds = [1, 2, 3, 4]
+    tones = [RoomTone(kind, -70.0, s, SR) for s in seeds]
+    rows = _ToneRows(len(seeds), 1920)
+    for b, t in enumerate(tones):
+        rows.open(b, t)
+    if kind != "zeros":  # row 2 starts just before the end of the table: its second read wraps
+        tones[2]._pos = rows._pos[2] = TABLE_SAMPLES - 2500
+    refs = [RoomTone(kind, -70.0, s, SR) for s in seeds]
+    for r, t in zip(refs, tones, strict=True):
+        r._pos = t._pos
+    for _ in range(3):
+        got = rows.read([0, 1, 2, 3])
+        np.testing.assert_array_equal(got, np.stack([r.read(1920) for r in refs]))
+    np.testing.assert_array_equal(rows.read([1, 3]), np.stack([refs[1].read(1920), refs[3].read(1920)]))
+
+
+def test_quantize_steps_are_the_stored_int16():
+    """The runner keeps quantize()'s 16-bit steps: k / PCM_SCALE is quantize(x), and rint of it
+    times PCM_SCALE is k (what the stored int16 were)."""
+    x = np.random.default_rng(0).standard_normal((4, 5000)).astype(np.float32) * 0.7
+    k = np.round(np.clip(x, -1.0, 1.0) * PCM_SCALE)
+    y = (k / PCM_SCALE).astype(np.float32)
+    np.testing.assert_array_equal(y, quantize(x))
+    np.testing.assert_array_equal(k.astype(np.int16), np.rint(y * PCM_SCALE).astype(np.int16))
+
+
+def test_needs_detector_only_where_advance_can_decide():
+    p = ProtocolSettings()
+    s = Scheduler([SR, SR, SR], [Label.N1, Label.T, Label.N2], 0, p)
+    t_end = s.turn_placement(1).end
+    assert not s.needs_detector(0) and not s.needs_detector(t_end - 1)
+    assert s.needs_detector(t_end)
+    silent = SpeechView(t_end + 10 * SR, (), None, None, round(0.12 * SR), round(0.8 * SR))
+    s.advance(t_end + 10 * SR, silent)  # silent at T end, no onset in the window: scripted to the end
+    assert s.done and not s.needs_detector(t_end + 20 * SR)
+
+
+def test_scoring_only_live_rows_keeps_their_probabilities():
+    """Rows left out of a push are not scored (NaN); the scored rows agree with scoring every row."""
+    rng = np.random.default_rng(1)
+    audio = (rng.standard_normal((5, 1920 * 12)) * 0.1).astype(np.float32)
+    full, part = SileroProbs(5, SR, VadSettings()), SileroProbs(5, SR, VadSettings())
+    a, b = [], []
+    for i in range(0, audio.shape[1], 1920):
+        a.append(full.push(audio[:, i:i + 1920]))
+        b.append(part.push(audio[:, i:i + 1920], rows=[0, 2, 3]))
+    a, b = np.concatenate(a, axis=1), np.concatenate(b, axis=1)
+    assert np.isnan(b[[1, 4]]).all()
+    np.testing.assert_allclose(b[[0, 2, 3]], a[[0, 2, 3]], rtol=0, atol=PROB_TOLERANCE)
