@@ -383,8 +383,13 @@ class StreamingDetector:
     row's probabilities, segments and view are then exactly a fresh detector's for the new stream.
     """
 
-    def __init__(self, n_streams: int, sample_rate: int, settings: VadSettings):
-        self.probs = SileroProbs(n_streams, sample_rate, settings)
+    def __init__(self, n_streams: int, sample_rate: int, settings: VadSettings, device: str | None = None):
+        """``device``: where Silero runs (default ``settings.device`` when it is CUDA and torch can
+        use CUDA here, else the CPU: an infer actor without a GPU still runs its detector)."""
+        if device is None:
+            cuda = torch.device(settings.device).type == "cuda"
+            device = settings.device if cuda and torch.cuda.is_available() else "cpu"
+        self.probs = SileroProbs(n_streams, sample_rate, settings, device)
         self.tracker = SpeechTracker(n_streams, self.probs.frame, settings.rules, sample_rate)
         self._rows: list[list[np.ndarray]] = [[] for _ in range(n_streams)]  # each row's probabilities so far
         self._first = np.zeros(n_streams, np.int64)  # window index at which each row's stream starts
