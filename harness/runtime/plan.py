@@ -27,7 +27,8 @@ from harness.store.content import InputFileError, input_digest
 from harness.store.layout import RunLayout, settings_hash
 from harness.vad.silero import VadSettings
 
-GENERATOR_VERSION = "templates-v3"  # v3: issue 22 (contextual implicit requests, shared question pools, N4 edits)
+# v3: issue 22 (contextual implicit requests, shared question pools, N4 edits); v4: paper-profile T onsets (bbe607d)
+GENERATOR_VERSION = "templates-v4"
 # the synth stage's outputs (recorded in its marker): v1 is the layout before stage versions existed, so it
 # is not in the synth hash; the first bump adds it there (a new prefix: clips are made again)
 SYNTH_VERSION = "synth-v1"
