@@ -29,14 +29,17 @@ class Track:
     def render(self, t0: int, n: int) -> np.ndarray:
         """Samples ``[t0, t0 + n)`` of the track as ``float32[n]``."""
         out = np.zeros(n, np.float32)
-        keep = []
+        self.render_into(t0, out)
+        return out
+
+    def render_into(self, t0: int, out: np.ndarray) -> None:
+        """Add samples ``[t0, t0 + len(out))`` of the track to ``out`` (``float32[n]``; zeros give
+        :meth:`render`'s samples). Once the first clip has ended before ``t0``, every clip that has
+        is dropped from the working set."""
+        if self._items and self._items[0][0] + len(self._items[0][1]) <= t0:
+            self._items = [(start, clip) for start, clip in self._items if start + len(clip) > t0]
+        t1 = t0 + len(out)
         for start, clip in self._items:
-            end = start + len(clip)
-            if end <= t0:
-                continue  # finished: never needed again
-            keep.append((start, clip))
-            a, b = max(start, t0), min(end, t0 + n)
+            a, b = max(start, t0), min(start + len(clip), t1)
             if a < b:
                 out[a - t0: b - t0] += clip[a - start: b - start]
-        self._items = keep
-        return out

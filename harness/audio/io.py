@@ -32,9 +32,16 @@ def check_waveform(x: np.ndarray, what: str = "waveform") -> np.ndarray:
     return x.astype(np.float32, copy=False)
 
 
+def pcm_steps(x: np.ndarray) -> np.ndarray:
+    """The 16-bit steps of float samples (clipped to [-1, 1]): integer-valued floats in
+    ``[-PCM_SCALE, PCM_SCALE]``, same shape; :func:`quantize` is ``steps / PCM_SCALE``, and the
+    cast of the steps to int16 is exact."""
+    return np.round(np.clip(x, -1.0, 1.0) * PCM_SCALE)
+
+
 def quantize(x: np.ndarray) -> np.ndarray:
     """Round float samples to the 16-bit grid used for storage (clips to [-1, 1])."""
-    return (np.round(np.clip(x, -1.0, 1.0) * PCM_SCALE) / PCM_SCALE).astype(np.float32)
+    return (pcm_steps(x) / PCM_SCALE).astype(np.float32)
 
 
 def flac_rate_problem(sample_rate: int) -> str | None:

@@ -80,3 +80,50 @@ class RoomTone:
         x = np.take(self._table, np.arange(self._pos, self._pos + n), mode="wrap") * self._gain
         self._pos = (self._pos + n) % TABLE_SAMPLES
         return x
+
+
+class RoomToneRows:
+    """The room tone of every row of a batch, read for many rows in one gather (the streaming
+    runner's input, :mod:`harness.runtime.runner`): each row's samples are its :class:`RoomTone`'s
+    :meth:`RoomTone.read`, bit for bit (the same table slice times the same float32 gain), from the
+    position it had when the row's stream opened.
+
+    Args:
+        n_rows: rows ``R``.
+        frame: samples per read (timeline samples per model step).
+    """
+
+    def __init__(self, n_rows: int, frame: int):
+        self.frame = frame
+        self._pos = np.zeros(n_rows, np.int64)
+        self._gain = np.zeros(n_rows, np.float32)
+        self._table: list[np.ndarray | None] = [None] * n_rows
+
+    def open(self, b: int, tone: RoomTone) -> None:
+        """Row ``b`` hears ``tone`` from its current position on (``tone`` itself is not read again)."""
+        self._table[b], self._gain[b], self._pos[b] = tone._table, tone._gain, tone._pos
+
+    def read(self, rows: list[int]) -> np.ndarray:
+        """The next frame of each of ``rows``: ``float32[len(rows), frame]`` (zeros for digital silence)."""
+        n = self.frame
+        out = np.zeros((len(rows), n), np.float32)
+        groups: dict[int, tuple[np.ndarray, list[int]]] = {}
+        for j, b in enumerate(rows):
+            table = self._table[b]
+            if table is not None:
+                groups.setdefault(id(table), (table, []))[1].append(j)
+        for table, sel in groups.values():
+            every = len(sel) == len(rows)  # the usual case: one kind of tone for the whole run
+            sel_a = np.asarray(sel)
+            rows_a = np.asarray(rows)[sel_a]
+            pos = self._pos[rows_a]
+            block = np.lib.stride_tricks.sliding_window_view(table, n)[np.minimum(pos, len(table) - n)]
+            for j in np.flatnonzero(pos > len(table) - n).tolist():  # these wrap around the periodic table
+                block[j] = np.take(table, np.arange(pos[j], pos[j] + n), mode="wrap")
+            np.multiply(block, self._gain[rows_a][:, None], out=block)
+            if every:
+                out = block
+            else:
+                out[sel_a] = block
+            self._pos[rows_a] = (pos + n) % len(table)
+        return out

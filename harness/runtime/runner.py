@@ -57,9 +57,10 @@ from typing import Any
 
 import numpy as np
 
-from harness.audio.io import PCM_SCALE
+from harness.audio.assemble import Track
+from harness.audio.io import PCM_SCALE, pcm_steps
 from harness.audio.resample import StreamResampler
-from harness.audio.room_tone import RoomTone
+from harness.audio.room_tone import RoomTone, RoomToneRows
 from harness.models.base import (
     READS_SCHEDULE,
     REALTIME,
@@ -486,53 +487,6 @@ class RowBatch:
             self.thread.close()
 
 
-class _ToneRows:
-    """The room tone of every row, read for many rows in one gather: each row's samples are its
-    :class:`~harness.audio.room_tone.RoomTone`'s :meth:`~harness.audio.room_tone.RoomTone.read`, bit
-    for bit (the same table slice times the same float32 gain), from the position it had when the
-    row's stream opened.
-
-    Args:
-        n_rows: rows ``R``.
-        frame: samples per read (timeline samples per model step).
-    """
-
-    def __init__(self, n_rows: int, frame: int):
-        self.frame = frame
-        self._pos = np.zeros(n_rows, np.int64)
-        self._gain = np.zeros(n_rows, np.float32)
-        self._table: list[np.ndarray | None] = [None] * n_rows
-
-    def open(self, b: int, tone: RoomTone) -> None:
-        """Row ``b`` hears ``tone`` from its current position on (``tone`` itself is not read again)."""
-        self._table[b], self._gain[b], self._pos[b] = tone._table, tone._gain, tone._pos
-
-    def read(self, rows: list[int]) -> np.ndarray:
-        """The next frame of each of ``rows``: ``float32[len(rows), frame]`` (zeros for digital silence)."""
-        n = self.frame
-        out = np.zeros((len(rows), n), np.float32)
-        groups: dict[int, tuple[np.ndarray, list[int]]] = {}
-        for j, b in enumerate(rows):
-            table = self._table[b]
-            if table is not None:
-                groups.setdefault(id(table), (table, []))[1].append(j)
-        for table, sel in groups.values():
-            every = len(sel) == len(rows)  # the usual case: one kind of tone for the whole run
-            sel_a = np.asarray(sel)
-            rows_a = np.asarray(rows)[sel_a]
-            pos = self._pos[rows_a]
-            block = np.lib.stride_tricks.sliding_window_view(table, n)[np.minimum(pos, len(table) - n)]
-            for j in np.flatnonzero(pos > len(table) - n).tolist():  # these wrap around the periodic table
-                block[j] = np.take(table, np.arange(pos[j], pos[j] + n), mode="wrap")
-            np.multiply(block, self._gain[rows_a][:, None], out=block)
-            if every:
-                out = block
-            else:
-                out[sel_a] = block
-            self._pos[rows_a] = (pos + n) % len(table)
-        return out
-
-
 @dataclass
 class _RunClock:
     """What every row of a run shares: timeline samples stepped since the state was fresh, and
@@ -552,11 +506,10 @@ class _Stream:
     index: int  # into the run's conversations
     conv: ConversationInput
     sched: Scheduler
-    tone: RoomTone
     drop: int  # leading samples of the row's output before this stream started
     opened: float  # time.perf_counter() at open
     run: _RunClock  # the run's clock, shared by the rows
-    clips: list[tuple[int, np.ndarray]] = field(default_factory=list)  # (start, clip) not yet fully heard
+    track: Track = field(default_factory=Track)
     seen: int = 0  # placements already rendered
     outputs: list[np.ndarray] = field(default_factory=list)  # int16 blocks: the output is on the 16-bit grid
     staged_from: int = 0  # where this stream's output not yet in `outputs` starts in the run's stage
@@ -576,18 +529,6 @@ class _Stream:
     def step_s(self) -> float:
         """Seconds inside the model's step calls since the stream opened."""
         return self.run.model_s - self.m0
-
-    def render_into(self, out: np.ndarray) -> None:
-        """Add the placed clips' samples ``[t, t + len(out))`` of the stream to ``out`` (``float32[frame]``,
-        zeros on entry: :meth:`~harness.audio.assemble.Track.render`'s sums, bit for bit); clips that
-        ended are dropped."""
-        t0, t1 = self.t, self.t + len(out)
-        if self.clips and self.clips[0][0] + len(self.clips[0][1]) <= t0:
-            self.clips = [(a, c) for a, c in self.clips if a + len(c) > t0]
-        for start, clip in self.clips:
-            a, b = max(start, t0), min(start + len(clip), t1)
-            if a < b:
-                out[a - t0:b - t0] += clip[a - start:b - start]
 
     def result(self, status: str = "ok", reason: str = "") -> ConversationResult:
         return ConversationResult(self.conv.scene.scene_id, status, reason, placements=list(self.sched.placements),
@@ -673,7 +614,7 @@ def stream_conversations(model: DuplexModel, convs: Sequence[ConversationInput],
     t_fresh = 0.0  # perf_counter() when it was (a realtime model's step k waits for t_fresh + k frames)
     paced = REALTIME in info.capabilities
     prev_out = np.zeros((n_rows, frame), np.float32)
-    tones = _ToneRows(n_rows, frame)
+    tones = RoomToneRows(n_rows, frame)
     run = _RunClock()
     # the rows' int16 output of the last steps, side by side (one copy a step for all rows); each
     # stream takes its part when the stage is full and when it ends
@@ -705,10 +646,10 @@ def stream_conversations(model: DuplexModel, convs: Sequence[ConversationInput],
             rs_out.reset([b])
             det.reset([b], at=clock)
             prev_out[b] = 0.0
-            slots[b] = _Stream(i, c, sched, RoomTone(protocol.room_tone, protocol.room_tone_dbfs, c.seed, sr),
+            slots[b] = _Stream(i, c, sched,
                                drop=lag if clock else 0, opened=time.perf_counter(), run=run, staged_from=staged,
                                pacing=Pacing() if paced else None)
-            tones.open(b, slots[b].tone)
+            tones.open(b, RoomTone(protocol.room_tone, protocol.room_tone_dbfs, c.seed, sr))
             call("open", f"open of {c.scene.scene_id} in row {b}", model.open, b,
                  stream_context(c, info, protocol.duty_as_text))
     def unstage() -> None:
@@ -733,9 +674,7 @@ def stream_conversations(model: DuplexModel, convs: Sequence[ConversationInput],
                 if len(sched.placements) > st.seen:
                     for p in sched.placements[st.seen:]:
                         clip = st.conv.preamble if p.turn is None else st.conv.turn_clips[p.turn]
-                        if p.start < 0:
-                            raise ValueError("a clip cannot start before the timeline")
-                        st.clips.append((p.start, clip))
+                        st.track.add(p.start, clip)
                         if reads_schedule and slots[b] is st:
                             call("observe", f"observe of row {b} at {t / sr:.2f} s of stream", model.observe, b, p)
                     st.seen = len(sched.placements)
@@ -760,7 +699,7 @@ def stream_conversations(model: DuplexModel, convs: Sequence[ConversationInput],
             every = len(live) == n_rows
             x = np.zeros((n_rows, frame), np.float32)
             for b in live:
-                slots[b].render_into(x[b])
+                slots[b].track.render_into(slots[b].t, x[b])
             # (clips) + tone, as Track.render(...) + RoomTone.read(...), and the echo after
             if every:
                 x += tones.read(live)
@@ -783,9 +722,8 @@ def stream_conversations(model: DuplexModel, convs: Sequence[ConversationInput],
             stats.steps += 1
             stats.idle_row_steps += n_rows - len(live)
             stats.model_s += dt
-            # quantize(), with the 16-bit steps kept: k / PCM_SCALE in float32 is quantize()'s value and
-            # rint(that * PCM_SCALE) gives k back, so the stored int16 are what the old path stored
-            steps = np.round(np.clip(rs_out.push(rb.output(y, where)), -1.0, 1.0) * PCM_SCALE)
+            # quantize(), with the 16-bit steps kept for the stored int16 (k / PCM_SCALE is quantize()'s value)
+            steps = pcm_steps(rs_out.push(rb.output(y, where)))
             y = (steps / PCM_SCALE).astype(np.float32)
             prev_out = y
             y, steps, skip = y[:, skip:], steps[:, skip:], max(0, skip - y.shape[1])  # drop the resampler's delay

@@ -6,9 +6,8 @@ import numpy as np
 import pytest
 
 from harness.audio.io import PCM_SCALE, quantize
-from harness.audio.room_tone import TABLE_SAMPLES, RoomTone
+from harness.audio.room_tone import TABLE_SAMPLES, RoomTone, RoomToneRows
 from harness.protocol.scheduler import ProtocolSettings, Scheduler
-from harness.runtime.runner import _ToneRows
 from harness.scenes.schema import Label
 from harness.vad.segments import SpeechView
 from harness.vad.silero import PROB_TOLERANCE, SileroProbs, VadSettings
@@ -21,7 +20,7 @@ def test_tone_rows_read_what_room_tone_reads(kind):
     """Every row's frames are its RoomTone's read(), bit for bit, also across the table's wrap."""
     seeds = [1, 2, 3, 4]
     tones = [RoomTone(kind, -70.0, s, SR) for s in seeds]
-    rows = _ToneRows(len(seeds), 1920)
+    rows = RoomToneRows(len(seeds), 1920)
     for b, t in enumerate(tones):
         rows.open(b, t)
     if kind != "zeros":  # row 2 starts just before the end of the table: its second read wraps
