@@ -5,7 +5,7 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from harness.audio.io import PCM_SCALE, quantize
+from harness.audio.io import PCM_SCALE, pcm_steps, quantize
 from harness.audio.room_tone import TABLE_SAMPLES, RoomTone, RoomToneRows
 from harness.protocol.scheduler import ProtocolSettings, Scheduler
 from harness.scenes.schema import Label
@@ -34,11 +34,12 @@ def test_tone_rows_read_what_room_tone_reads(kind):
     np.testing.assert_array_equal(rows.read([1, 3]), np.stack([refs[1].read(1920), refs[3].read(1920)]))
 
 
-def test_quantize_steps_are_the_stored_int16():
-    """The runner keeps quantize()'s 16-bit steps: k / PCM_SCALE is quantize(x), and rint of it
-    times PCM_SCALE is k (what the stored int16 were)."""
+def test_pcm_steps_are_the_stored_int16():
+    """The runner keeps pcm_steps(): k / PCM_SCALE is quantize(x), and rint of it times PCM_SCALE
+    is k (what the stored int16 were)."""
     x = np.random.default_rng(0).standard_normal((4, 5000)).astype(np.float32) * 0.7
-    k = np.round(np.clip(x, -1.0, 1.0) * PCM_SCALE)
+    k = pcm_steps(x)
+    assert np.abs(k).max() == PCM_SCALE and (k == np.round(k)).all()  # clipped samples reach full scale
     y = (k / PCM_SCALE).astype(np.float32)
     np.testing.assert_array_equal(y, quantize(x))
     np.testing.assert_array_equal(k.astype(np.int16), np.rint(y * PCM_SCALE).astype(np.int16))
