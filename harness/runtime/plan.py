@@ -7,7 +7,8 @@ online detector the scheduler acts on is a protocol setting (``protocol.detector
 it changes what the model hears, so it re-runs ``infer``.
 
 A file a stage reads enters its hash by content (:mod:`harness.store.content`; docs/configuration.md,
-"Files named by settings"): ``scenes.manifest`` the scenes hash (so everything downstream), an LLM
+"Files named by settings"): ``scenes.manifest`` and, with ``scenes.source=llm``, the script
+prompt (``scenes.llm.prompt``) the scenes hash (so everything downstream), an LLM
 judge's and an LLM reference's prompt files the score and reference hashes, and the price table
 (``budget.price_table``, None: the newest) the reduce hash, which prices the usage ledger with it.
 """
@@ -22,6 +23,7 @@ from typing import Any
 from harness.pricing import load_prices
 from harness.reference.llm import PROMPT as REFERENCE_PROMPT
 from harness.runtime.config import RunConfig
+from harness.scenes.llm import PROMPT as SCRIPT_PROMPT
 from harness.scoring.judge.llm import ANSWER_PROMPT, WINDOW_PROMPT, prompt_path
 from harness.store.content import InputFileError, input_digest
 from harness.store.layout import RunLayout, settings_hash
@@ -70,8 +72,8 @@ class RunPlan:
 
         Raises:
             InputFileError: a file a setting names cannot be read (``scenes.manifest``, a prompt
-                file of an LLM judge or reference) or ``budget.price_table`` names no table; the
-                preflight reports it (exit 2) before anything runs.
+                file of the script writer, an LLM judge or reference) or ``budget.price_table``
+                names no table; the preflight reports it (exit 2) before anything runs.
         """
         lay = RunLayout(cfg.run_id)
         inputs: dict[str, str] = {}
@@ -128,11 +130,23 @@ def prompt_digests(cfg: RunConfig, inputs: dict[str, str], setting: str, params:
 
 
 def _scenes(cfg: RunConfig, inputs: dict[str, str]) -> dict[str, Any]:
-    """The scenes settings, ``manifest`` by its content (unset when generated: as before content counted)."""
+    """The scenes settings, ``manifest`` by its content (unset when generated: as before content
+    counted). ``source``, ``llm`` and ``strict`` enter only where they change the scenes (so the
+    template and non-strict prefixes are those from before these settings existed): ``strict``
+    when true, ``source`` and ``llm`` for ``source=llm``, with the prompt file by content instead
+    of ``prompt`` / ``prompts_dir`` (``scenes.llm.prompt`` in :attr:`RunPlan.inputs`)."""
     d = asdict(cfg.scenes)
+    source, llm, strict = d.pop("source"), d.pop("llm"), d.pop("strict")
     if d["manifest"]:
         d["manifest"] = {"sha256": pinned_digest(cfg, inputs, "scenes.manifest", partial(
             input_digest, "scenes.manifest", d["manifest"], "a JSONL scene manifest, one scene per line"))}
+    if strict:
+        d["strict"] = True
+    if source == "llm":
+        files = {k: v for k, v in llm.items() if k in ("prompt", "prompts_dir") and v is not None}
+        d["source"] = source
+        d["llm"] = {k: v for k, v in llm.items() if k not in ("prompt", "prompts_dir")} | {
+            "prompt": prompt_digests(cfg, inputs, "scenes.llm", files, {"prompt": SCRIPT_PROMPT})["prompt"]}
     return d
 
 

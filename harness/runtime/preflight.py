@@ -9,10 +9,13 @@ completion marker exists is skipped by the stage itself, so it needs nothing):
 
 * **the store** (every stage writes): :meth:`~harness.store.base.ObjectStore.probe`, i.e. it
   can be written and honours conditional puts; its message is reported as is;
-* **the files settings name** (``scenes.manifest``, an LLM judge's or reference's prompts, the
-  price table; for Duplex Cue ``cue.manifest`` and an LLM labeller's prompt), whatever the
-  stages: every prefix hashes their content, so the plan cannot be built without them
-  (:class:`~harness.store.content.InputFileError`, reported alone: nothing else can be planned);
+* **the files settings name** (``scenes.manifest``, the script prompt with ``scenes.source=llm``,
+  an LLM judge's or reference's prompts, the price table; for Duplex Cue ``cue.manifest`` and an
+  LLM labeller's prompt), whatever the stages: every prefix hashes their content, so the plan
+  cannot be built without them (:class:`~harness.store.content.InputFileError`, reported alone:
+  nothing else can be planned);
+* **the script writer** (``scenes.llm.*`` with ``scenes.source=llm``; needed by ``scenes``): as
+  the judge below, its backend built, its SDK importable and its key set;
 * **the judge** (``judge.*``; needed by ``score``, and by ``reference`` when the reference
   writes answers) and **the reference** (``reference.*``): the backend can be built from its
   params, its SDK module imports and one of its key's environment variables is set. What a
@@ -264,6 +267,16 @@ def problems(cfg: RunConfig, store: ObjectStore, stages: Collection[str]) -> lis
     except InputFileError as e:  # a file a setting names: no prefix can be derived without its content
         return [*out, str(e)]
     out += [p for m in cfg.models if (p := params_problem(m))]
+    if work.scenes and cfg.scenes.source == "llm":  # the script writer's SDK and key
+        from harness.scenes.settings import script_backend
+
+        label = f"scenes.llm.backend={cfg.scenes.llm.backend}"
+        try:
+            writer = script_backend(cfg.scenes.llm)
+        except (ValueError, TypeError) as e:
+            out.append(f"{label}: {e}")
+        else:
+            out += backend_problems(label, writer, "the scenes stage (scenes.source=llm writes the scripts)")
     judge_needed_by = ["score"] if work.score else []
     if work.reference:
         rc = cfg.reference

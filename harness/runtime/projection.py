@@ -8,7 +8,9 @@ before that the run's cost is projected from three things:
   :class:`~harness.protocol.scheduler.Scheduler`, answering T for ``budget.projected_answer_s``),
   from the synth index once synth has run (the clips' lengths), else from the scene texts at the
   paper's speaking rate (:data:`harness.scenes.stats.CHARS_PER_S`, 14.0 characters a second) and,
-  before the scenes stage has run, from the scenes its settings generate or import;
+  before the scenes stage has run, from the scenes its settings generate or import (with
+  ``scenes.source=llm``, from the template pairs whose layouts the model will script: no model is
+  called to project, and the texts' lengths are the templates');
 * **each model's figure** (``model.<name>.estimate``, :class:`~harness.runtime.config.CostEstimate`):
   device-hours per hour of streamed audio, measured or estimated with its source, so a model's
   projected device-hours are ``audio hours x figure`` (the figure is in the budget's device-hours:
@@ -21,7 +23,10 @@ before that the run's cost is projected from three things:
   judge's at most one per T answer and pass; each prompt is the real one rendered with the scene's
   text (an assumed transcript of ``projected_answer_s`` of speech at 14 characters a second), its
   tokens counted as characters / :data:`CHARS_PER_TOKEN`, a reply as its label or answer (capped at
-  the backend's ``max_output_tokens``; a backend without a cap adds ``budget.projected_thinking_tokens``).
+  the backend's ``max_output_tokens``; a backend without a cap adds ``budget.projected_thinking_tokens``);
+  and, with ``scenes.source=llm`` before the scenes stage has run, the script writer's one call per
+  pair (its real prompt on the template's layout, a reply the size of the template pair's JSON;
+  a rejected script asks again, up to ``scenes.llm.max_attempts``, and cached replies cost nothing).
 
 Everything here is a pure function of the config and what the store holds; nothing is written.
 """
@@ -40,7 +45,7 @@ from harness.protocol.scheduler import ProtocolSettings, Scheduler
 from harness.runtime.config import ModelSettings, RunConfig
 from harness.runtime.plan import RunPlan
 from harness.scenes.schema import Label, Scene
-from harness.scenes.settings import make_scenes
+from harness.scenes.settings import make_scenes, script_backend, template_scenes
 from harness.scenes.stats import CHARS_PER_S
 from harness.store.base import ObjectStore
 from harness.vad.segments import SegmentRules, SpeechView
@@ -89,6 +94,9 @@ class RunAudio:
         return self.seconds / 3600.0
 
 
+STORED_SCENES = "the scene manifest"  # run_scenes' ``where`` once the scenes stage has written them
+
+
 def run_scenes(cfg: RunConfig, store: ObjectStore, plan: RunPlan) -> tuple[list[Scene], Timeline | None, str]:
     """The run's valid scenes, its synth index when synth has written it, and where the scenes come from.
 
@@ -97,9 +105,15 @@ def run_scenes(cfg: RunConfig, store: ObjectStore, plan: RunPlan) -> tuple[list[
     """
     try:
         scenes = list(SceneSet.read(store, plan.layout, plan.scenes).scenes)
-        where = "the scene manifest"
+        where = STORED_SCENES
     except FileNotFoundError:  # what the scenes stage will write, made here in memory
-        scenes, where = make_scenes(cfg.scenes)[0], "the scenes the settings make (the scenes stage has not run)"
+        if cfg.scenes.source == "llm":  # never a paid call to project: the layouts the model will script
+            scenes = template_scenes(cfg.scenes)
+            where = ("the template pairs whose layouts the LLM will script (scenes.source=llm; the scenes stage "
+                     "has not run, no model was called to project: turn lengths are the templates')")
+        else:
+            scenes = make_scenes(cfg.scenes).scenes
+            where = "the scenes the settings make (the scenes stage has not run)"
     try:
         timeline = Timeline.read(store, plan.layout, plan.synth)
     except FileNotFoundError:
@@ -184,7 +198,7 @@ class CallCost:
     """The projected paid calls of an LLM stage.
 
     Attributes:
-        stage: ``score (judge)``, ``reference`` or ``reference (judge)``.
+        stage: ``scenes (scripts)``, ``score (judge)``, ``reference`` or ``reference (judge)``.
         who: ``provider/model``.
         calls, tokens_in, tokens_out: counts (tokens: characters / :data:`CHARS_PER_TOKEN`).
         usd: None when the price table does not price ``who`` (``note`` says why).
@@ -228,6 +242,37 @@ def _priced(stage: str, backend: Any, prompts: Iterable[tuple[str, str]], times:
                        "tokens": {"input_text": tin, "output_text": tout}})
     return CallCost(stage, who, calls, tin, tout, cost.usd,
                     note if cost.usd is not None else f"{note}; unpriced: {cost.unpriced}")
+
+
+def script_costs(cfg: RunConfig, table: PriceTable) -> list[CallCost]:
+    """The projected calls of the script writer (``scenes.source=llm``; none otherwise): one per
+    template pair, its real prompt, a reply the size of the template pair written as the JSON the
+    prompt asks for. Builds the backend and renders the prompts; calls nothing.
+
+    Raises:
+        ValueError: a backend the settings cannot build (e.g. an unpriced model; the preflight names it).
+        OSError: the prompt file cannot be read.
+    """
+    import json
+
+    from harness.scenes.llm import LLMScriptWriter
+
+    s = cfg.scenes
+    if s.source != "llm":
+        return []
+    backend = script_backend(s.llm)
+    writer = LLMScriptWriter(backend, None, s.llm.budget_usd, s.llm.max_attempts, s.llm.prompts_dir, s.llm.prompt)
+    pairs = template_scenes(s)
+
+    def reply(e: Scene, i: Scene) -> str:
+        turns = [{"text": turn.text} for turn in e.turns]
+        turns[e.t_index]["implicit_text"] = i.turns[i.t_index].text
+        return json.dumps({"gold_answer": e.gold_answer, "turns": turns})
+
+    calls = [(writer.prompt_text(e, i), reply(e, i)) for e, i in zip(pairs[::2], pairs[1::2], strict=True)]
+    note = (f"one call per pair, at most {s.llm.max_attempts} when scripts are rejected; none for replies already "
+            f"cached; scenes.llm.budget_usd={s.llm.budget_usd} stops the calls")
+    return [_priced("scenes (scripts)", backend, calls, 1, table, cfg.budget.projected_thinking_tokens, note)]
 
 
 def llm_costs(cfg: RunConfig, scenes: Sequence[Scene], table: PriceTable) -> list[CallCost]:
@@ -341,11 +386,18 @@ def project(cfg: RunConfig, store: ObjectStore) -> Projection:
         return Projection(None, problem=f"the scenes cannot be read here ({type(e).__name__}: {e})",
                           usd_per_gpu_hour=cfg.budget.usd_per_gpu_hour, prices=table.label)
     audio = run_audio(cfg, scenes, timeline, where)
+    calls = []
+    if where != STORED_SCENES:  # the scenes stage has not run: its script calls, if any, are to come
+        try:
+            calls += script_costs(cfg, table)
+        except (ValueError, OSError) as e:
+            calls.append(CallCost("scenes (scripts)", f"scenes.llm.backend={cfg.scenes.llm.backend}", 0, 0, 0, None,
+                                  f"cannot be projected: {e}"))
     try:
-        calls = llm_costs(cfg, audio.scenes, table)
+        calls += llm_costs(cfg, audio.scenes, table)
     except (ValueError, TypeError) as e:  # a judge or reference its params cannot build (the preflight names it)
-        calls = [CallCost("score and reference", f"judge={cfg.judge.kind} reference={cfg.reference.kind}", 0, 0, 0,
-                          None, f"cannot be projected: {e}")]
+        calls.append(CallCost("score and reference", f"judge={cfg.judge.kind} reference={cfg.reference.kind}", 0, 0,
+                              0, None, f"cannot be projected: {e}"))
     return Projection(audio, tuple(model_cost(m, audio, table) for m in cfg.models), tuple(calls),
                       usd_per_gpu_hour=cfg.budget.usd_per_gpu_hour, prices=table.label)
 

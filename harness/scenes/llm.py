@@ -81,18 +81,23 @@ class LLMScriptWriter:
             ``settings`` (an LLM judge of :mod:`harness.scoring.judge.llm`; tests pass one built
             on a fake SDK client).
         cache: where replies are kept (``None``: no cache).
-        budget_usd: no call starts once this much is spent (``None``: no limit).
+        budget_usd: no call starts once this many US dollars are spent (``None``: no limit).
         max_attempts: scripts asked for per pair before it is reported as rejected.
+        prompts_dir, prompt: the prompt file (default :data:`PROMPT` in the repository's ``prompts/``).
+
+    Raises:
+        ValueError: ``max_attempts`` < 1, ``budget_usd`` < 0, or a prompt file whose placeholders are
+            not :data:`FIELDS`; ``OSError``: the prompt file cannot be read.
     """
 
     def __init__(self, backend: Any, cache: ContentCache | None = None, budget_usd: float | None = None,
-                 max_attempts: int = 3, prompts_dir: str | Path | None = None):
+                 max_attempts: int = 3, prompts_dir: str | Path | None = None, prompt: str = PROMPT):
         if max_attempts < 1:
             raise ValueError(f"max_attempts must be >= 1, got {max_attempts}")
         if budget_usd is not None and budget_usd < 0:
             raise ValueError(f"budget_usd must be >= 0, got {budget_usd}")
         self.backend, self.cache, self.budget_usd, self.max_attempts = backend, cache, budget_usd, max_attempts
-        self.prompt = load_prompt(prompt_path(prompts_dir or None, PROMPT), FIELDS)
+        self.prompt = load_prompt(prompt_path(prompts_dir or None, prompt), FIELDS)
         self.cost = Cost(0, 0, 0.0)
         self.saved = Cost(0, 0, 0.0)
         self.calls = 0
@@ -145,7 +150,12 @@ class LLMScriptWriter:
     def write_corpus(self, n_pairs: int, seed: int, four_party_share: float = 0.25, n4_share: float = 0.484,
                      profile: str = "paper") -> ScriptResult:
         """Script ``n_pairs`` pairs on the layouts of ``generate_pairs(...)`` (same arguments)."""
-        templates = generate_pairs(n_pairs, seed, four_party_share, n4_share, profile)
+        return self.write_pairs(generate_pairs(n_pairs, seed, four_party_share, n4_share, profile))
+
+    def write_pairs(self, templates: list[Scene]) -> ScriptResult:
+        """Script every template pair of ``templates`` (explicit, implicit, explicit, ... as
+        :func:`~harness.scenes.generator.generate_pairs` returns them), in order. API errors (after
+        the SDK's retries) propagate and are never cached: a rerun resumes from the cache."""
         out = ScriptResult()
         for explicit, implicit in zip(templates[::2], templates[1::2], strict=True):
             pid = explicit.pair_id

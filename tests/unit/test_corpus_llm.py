@@ -16,48 +16,7 @@ from harness.scoring.cache import ContentCache
 from harness.scoring.judge.llm import AnthropicJudge
 from harness.store.base import LocalStore
 from tests.fixtures.fake_llm import FakeAnthropic, provider_env
-
-
-def _layout(prompt: str) -> list[dict]:
-    block = prompt.split("<layout>")[1].split("</layout>")[0]
-    return [json.loads(line) for line in block.strip().splitlines()]
-
-
-def _names(prompt: str) -> dict[str, str]:
-    line = prompt.split("Speakers' first names: ")[1].split(".")[0]
-    return dict(part.split(" = ") for part in line.split(", "))
-
-
-def script(prompt: str, implicit_t: str = "Question for the assistant: when is the dentist now?") -> str:
-    """A valid reply for the prompt's layout, as a model would write it."""
-    layout, names = _layout(prompt), _names(prompt)
-    t = next(r["turn"] for r in layout if r["label"] == "T")
-    asker = names[layout[t]["speaker"]]
-    fact_at = next(r["turn"] for r in layout if r["label"] in ("N1", "N2") and r["turn"] < t)
-    turns = []
-    for r in layout:
-        other = next(n for s, n in names.items() if s != r["speaker"])
-        if r["turn"] == fact_at:  # an N1 turn states it as what Aria said (the generator's "holder" pairs)
-            said = "Aria says" if r["label"] == "N1" else f"{other},"
-            turns.append({"text": f"{said} the dentist moved my appointment to Thursday at three."})
-        elif r["label"] == "T":
-            turns.append({"text": "Hey Aria, when is the dentist now?", "implicit_text": implicit_t})
-        elif r.get("rewrite"):
-            turns.append({"text": f"{asker}, ask Aria about the dentist.",
-                          "implicit_text": f"{asker}, ask the assistant about the dentist."})
-        elif r["label"] == "N1":
-            turns.append({"text": f"Aria helped {other} plan the whole weekend."})
-        elif r["label"] == "N2":
-            turns.append({"text": {"human": f"{other}, pass me the salt, please.", "group": "Okay everyone, dinner.",
-                                   "device": "Nova, play something calm."}[r["target"]]})
-        elif r["label"] == "N3":
-            turns.append({"text": "Come on, jar, open up already."})
-        elif r["label"] == "N4_Q":
-            turns.append({"text": "Aria, how far away is the moon?",
-                          "answer": "The moon is about two hundred and forty thousand miles away from Earth."})
-        else:
-            turns.append({"text": "Never mind, Aria, I looked it up."})
-    return "Here it is:\n```json\n" + json.dumps({"gold_answer": "Thursday at three", "turns": turns}) + "\n```"
+from tests.fixtures.scripts import script
 
 
 @pytest.fixture
@@ -149,4 +108,7 @@ def test_make_corpus_with_an_llm_backend(env, tmp_path):
                  AnthropicJudge(client=fake, max_output_tokens=4000), budget_usd=0.05)
     stats = json.loads(path.read_text())
     assert stats["source"]["llm"]["calls"] == 3 and stats["n_pairs"] == 3 and stats["invalid_scenes"] == 0
-    assert json.loads((tmp_path / "llm" / "llm_rejected.json").read_text()) == {"p00003": "budget", "p00004": "budget"}
+    rejected = json.loads((tmp_path / "llm" / "llm_rejected.json").read_text())  # both versions of each pair, with why
+    assert sorted(rejected) == [f"p0000{i}-{c}" for i in (3, 4) for c in ("explicit", "implicit")]
+    assert all("scenes.llm.budget_usd=$0.05 was spent" in why for why in rejected.values())
+    assert list(tmp_path.glob("_cache/scripts/*/*.json"))  # the replies, cached beside the corpus folder
