@@ -20,6 +20,7 @@ from __future__ import annotations
 
 import argparse
 import cProfile
+import itertools
 import json
 import pstats
 import sys
@@ -63,17 +64,18 @@ def gpu_step_ms(rows: int) -> float:
     return 28.0 + 0.39 * rows
 
 
-def measure(rows: int, turn_s: float, gpu_ms: float | None) -> dict:
+def measure(rows: int, turn_s: float, gpu_ms: float | None, threads: int) -> dict:
     convs = conversations(2 * rows, turn_s, seed=rows)
     done = []
     cpu0 = time.process_time()
-    stats = stream_conversations(Free(rows), convs, ProtocolSettings(), VadSettings(), 3600.0,
+    stats = stream_conversations(Free(rows), convs, ProtocolSettings(), VadSettings(threads=threads), 3600.0,
                                  lambda i, r: done.append(r.status), rows=rows)
     cpu_s = time.process_time() - cpu0
     runner_s = stats.wall_s - stats.model_s
     ms_step = 1000 * runner_s / stats.steps
     gpu = gpu_ms if gpu_ms is not None else gpu_step_ms(rows)
-    return {"rows": rows, "steps": stats.steps, "conversations": len(done), "errors": done.count("error"),
+    return {"rows": rows, "detector_threads": threads, "steps": stats.steps, "conversations": len(done),
+            "errors": done.count("error"),
             "us_per_row_step": round(1e6 * runner_s / stats.row_steps, 1), "ms_per_step": round(ms_step, 2),
             "cpu_us_per_row_step": round(1e6 * cpu_s / stats.row_steps, 1),
             "idle_row_steps": round(stats.idle_row_steps / stats.row_steps, 3), "gpu_step_ms": round(gpu, 1),
@@ -85,6 +87,8 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--rows", default="64,128,256", help="batch sizes (comma-separated)")
     ap.add_argument("--turn-s", type=float, default=4.0, help="mean human turn length in seconds")
     ap.add_argument("--gpu-step-ms", type=float, default=None, help="a GPU step's time (default: the issue's fit)")
+    ap.add_argument("--detector-threads", default="2", help="the online detector's threads (vad.threads), "
+                    "comma-separated to compare")
     ap.add_argument("--profile", action="store_true", help="cProfile the largest batch: top functions by own time")
     args = ap.parse_args(argv)
     import torch
@@ -92,11 +96,13 @@ def main(argv: list[str] | None = None) -> int:
     torch.set_num_threads(1)  # an infer actor's default (infer.torch_threads)
     runs = []
     sizes = [int(r) for r in args.rows.split(",")]
-    for rows in sizes:
+    threads = [int(t) for t in args.detector_threads.split(",")]
+    for rows, th in itertools.product(sizes, threads):
         t0 = time.perf_counter()
-        r = measure(rows, args.turn_s, args.gpu_step_ms)
+        r = measure(rows, args.turn_s, args.gpu_step_ms, th)
         runs.append(r)
-        print(f"{rows:4d} rows: {r['us_per_row_step']:6.1f} us a row-step ({r['cpu_us_per_row_step']:.1f} us of CPU), "
+        print(f"{rows:4d} rows, {th} detector threads: {r['us_per_row_step']:6.1f} us a row-step "
+              f"({r['cpu_us_per_row_step']:.1f} us of CPU), "
               f"{r['ms_per_step']:6.2f} ms a step "
               f"({r['steps']} steps, {100 * r['idle_row_steps']:.1f} % of row-steps idle); beside a "
               f"{r['gpu_step_ms']:.1f} ms GPU step in series: {100 * r['serial_share']:.1f} % of the step "
@@ -104,7 +110,7 @@ def main(argv: list[str] | None = None) -> int:
     if args.profile:
         prof = cProfile.Profile()
         prof.enable()
-        measure(sizes[-1], args.turn_s, args.gpu_step_ms)
+        measure(sizes[-1], args.turn_s, args.gpu_step_ms, threads[-1])
         prof.disable()
         pstats.Stats(prof).sort_stats("tottime").print_stats(25)
     print(json.dumps({"runs": runs}))

@@ -182,7 +182,8 @@ def _prices(cfg: RunConfig) -> dict[str, Any]:
 
 
 def _detector(vad: VadSettings) -> dict:
-    """The VAD settings that change segments (not the batch size, which only changes speed)."""
+    """The VAD settings that change segments (not the batch size or the threads, which only change speed)."""
     d = asdict(vad)
     d.pop("batch")
+    d.pop("threads")
     return d

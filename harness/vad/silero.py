@@ -26,6 +26,7 @@ a threshold (the segmenter only compares probabilities with its two thresholds).
 from __future__ import annotations
 
 import copy
+import itertools
 import math
 from collections.abc import Mapping
 from concurrent.futures import ThreadPoolExecutor
@@ -58,6 +59,9 @@ class VadSettings:
     model: str = "silero-vad-jit"
     batch: int = 32  # conversations per offline batch (one call of an actor of the vad stage's pool)
     device: str = "cpu"  # where the offline detector runs ("cuda": one GPU per batch; make batch thousands)
+    # CPU threads of the online detector: its rows are scored in fixed groups of SileroProbs.GROUP_ROWS,
+    # these threads run the groups side by side (speed only: the numbers depend on the groups, not on this)
+    threads: int = 2
     # segmenter settings to sweep, one at a time around `rules` (harness.vad.sweep): {name: [values]}
     sweep: tuple[tuple[str, tuple[float, ...]], ...] = ()
 
@@ -66,6 +70,8 @@ class VadSettings:
         object.__setattr__(self, "sweep", tuple((str(k), tuple(float(v) for v in vs)) for k, vs in items))
         if self.batch < 1:
             raise ValueError(f"vad.batch must be >= 1, got {self.batch}")
+        if self.threads < 1:
+            raise ValueError(f"vad.threads must be >= 1, got {self.threads}")
         try:
             kind = torch.device(self.device).type
         except RuntimeError:
@@ -91,6 +97,12 @@ def _silero_jit():
     import silero_vad  # sets torch threads to 1 on import: callers set threads afterwards
 
     return silero_vad.load_silero_vad(onnx=False)
+
+
+@cache
+def _pool(threads: int) -> ThreadPoolExecutor:
+    """The process's worker threads for the online detector's row groups (one pool per size, kept)."""
+    return ThreadPoolExecutor(threads, thread_name_prefix="silero")
 
 
 @contextmanager
@@ -248,10 +260,17 @@ class SileroProbs:
     :class:`SileroNet`'s: the same calls give the same numbers; other chunkings, batches or
     :func:`speech_probs` over the stored output agree within :data:`PROB_TOLERANCE`.
 
+    The scored rows of a push are split into ``ceil(rows / GROUP_ROWS)`` balanced groups of
+    consecutive rows, each scored as one batch; on CPU ``settings.threads`` threads score the
+    groups side by side (torch releases the GIL), so the numbers depend on the rows scored, never
+    on the thread count.
+
     Raises:
         ValueError: when a Silero window is not a whole number of timeline samples, or a
             pushed chunk has the wrong shape.
     """
+
+    GROUP_ROWS = 64  # most rows in one scoring batch
 
     def __init__(self, n_streams: int, sample_rate: int, settings: VadSettings, device: str = "cpu"):
         self.n_streams = n_streams
@@ -266,6 +285,7 @@ class SileroProbs:
         self._fresh_at: dict[int, int] = {}  # row -> window before which its Silero state is cleared
         self._resets: list[tuple[int, list[int]]] = []  # (timeline sample, rows) where the resampler resets
         self._net = SileroNet(device)
+        self.threads = settings.threads if self._net.device.type == "cpu" else 1
         self._context = np.zeros((n_streams, SileroNet.CONTEXT), np.float32)
         self._h = torch.zeros((n_streams, 128), device=self._net.device)
         self._c = torch.zeros((n_streams, 128), device=self._net.device)
@@ -341,10 +361,8 @@ class SileroProbs:
         self.windows += n_win
         if not n_win:
             return np.zeros((self.n_streams, 0), np.float32)
-        every = rows is None
-        idx = np.arange(self.n_streams) if every else np.asarray(rows, dtype=np.int64)
-        out = np.zeros((self.n_streams, n_win), np.float32) if every else np.full((self.n_streams, n_win), np.nan,
-                                                                                  np.float32)
+        idx = np.arange(self.n_streams) if rows is None else np.asarray(rows, dtype=np.int64)
+        out = np.full((self.n_streams, n_win), 0.0 if rows is None else np.nan, np.float32)
         if not len(idx):
             return out
         pos = {int(b): j for j, b in enumerate(idx.tolist())}  # row -> its place in the scored batch
@@ -353,27 +371,45 @@ class SileroProbs:
             if b in pos:
                 inputs[pos[b], k, :SileroNet.CONTEXT] = 0.0
         self._context[idx] = inputs[:, -1, -SileroNet.CONTEXT:]
-        dev = self._net.device
-        feats = self._net.features(torch.from_numpy(inputs.reshape(-1, inputs.shape[2])).to(dev))
-        feats = feats.reshape(len(idx), n_win, 128)
-        with torch.inference_mode():
-            tidx = None if every else torch.from_numpy(idx).to(dev)
-            h, c = (self._h, self._c) if every else (self._h[tidx], self._c[tidx])
-            hs = []
-            for k in range(n_win):
-                fresh_k = [pos[b] for b, kb in fresh if kb == k and b in pos]
-                if fresh_k:  # a fresh Silero state for rows whose new stream starts here
-                    keep = torch.ones((len(idx), 1), device=dev)
-                    keep[fresh_k] = 0.0
-                    h, c = h * keep, c * keep
-                h, c = self._net.step(feats[:, k], h, c)
-                hs.append(h)
-            if every:
-                self._h, self._c = h, c
-            else:
-                self._h[tidx], self._c[tidx] = h, c
-        out[idx] = self._net.head(torch.stack(hs, 1).reshape(-1, 128)).reshape(len(idx), n_win)
+        starts = {pos[b]: k for b, k in fresh if b in pos}  # place in the batch -> window its new stream starts at
+        tidx = torch.from_numpy(idx).to(self._net.device)
+        h0, c0 = self._h[tidx], self._c[tidx]
+        # fixed groups of the scored rows (their number a function of the rows alone, so the numbers
+        # never depend on the threads, which only run the groups side by side)
+        cuts = np.linspace(0, len(idx), -(-len(idx) // self.GROUP_ROWS) + 1).round().astype(int).tolist()
+        groups = list(itertools.pairwise(cuts))
+
+        def score(group: tuple[int, int]) -> tuple[np.ndarray, torch.Tensor, torch.Tensor]:
+            lo, hi = group
+            return self._score(inputs[lo:hi], h0[lo:hi], c0[lo:hi],
+                               {j - lo: k for j, k in starts.items() if lo <= j < hi})
+
+        parts = (list(_pool(self.threads).map(score, groups)) if len(groups) > 1 and self.threads > 1
+                 else [score(g) for g in groups])
+        out[idx] = np.concatenate([p for p, _, _ in parts])
+        self._h[tidx] = torch.cat([h for _, h, _ in parts])
+        self._c[tidx] = torch.cat([c for _, _, c in parts])
         return out
+
+    def _score(self, inputs: np.ndarray, h: torch.Tensor, c: torch.Tensor,
+               starts: dict[int, int]) -> tuple[np.ndarray, torch.Tensor, torch.Tensor]:
+        """Silero over ``float32[G, k, 576]`` windows of ``G`` streams from LSTM state ``h, c``
+        (``float32[G, 128]``), the state cleared before window ``starts[g]`` of stream ``g``:
+        the probabilities ``float32[G, k]`` and the state after the last window."""
+        g, k = inputs.shape[:2]
+        net = self._net
+        feats = net.features(torch.from_numpy(inputs.reshape(-1, inputs.shape[2])).to(net.device)).reshape(g, k, 128)
+        hs = []
+        with torch.inference_mode():
+            for w in range(k):
+                fresh = [j for j, kb in starts.items() if kb == w]
+                if fresh:  # a fresh Silero state for streams that start here
+                    keep = torch.ones((g, 1), device=net.device)
+                    keep[fresh] = 0.0
+                    h, c = h * keep, c * keep
+                h, c = net.step(feats[:, w], h, c)
+                hs.append(h)
+            return net.head(torch.stack(hs, 1).reshape(-1, 128)).reshape(g, k), h, c
 
 
 class StreamingDetector:
