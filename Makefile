@@ -39,10 +39,12 @@ cue-demo: setup  ## Duplex Cue end to end: replay, yield_now, yield_on_cue, igno
 	  'model=[replay,yield_now,yield_on_cue,ignore,moshi_tiny]' $(ARGS)
 
 # The scene corpus alone (docs/formats.md): generate, validate, count; prints the stats' path.
+# SEED: the generator's seed (default: the scenes config's); STRICT=1: hold MANIFEST to the content rules.
 N_PAIRS ?= 2000
 SCENES  ?= conf/scenes/paper.yaml
-corpus: setup  ## generate + validate the paper-scale corpus, write corpus_stats.json (N_PAIRS=..., MANIFEST=...)
-	$(PY) -m harness.scenes.corpus --n-pairs $(N_PAIRS) --scenes $(SCENES) $(if $(MANIFEST),--manifest $(MANIFEST))
+corpus: setup  ## generate + validate the paper-scale corpus, write corpus_stats.json (N_PAIRS=..., SEED=..., MANIFEST=..., STRICT=1)
+	$(PY) -m harness.scenes.corpus --n-pairs $(N_PAIRS) --scenes $(SCENES) $(if $(SEED),--seed $(SEED)) \
+	  $(if $(MANIFEST),--manifest $(MANIFEST)) $(if $(STRICT),--strict)
 
 # TEST_WORKERS pytest-xdist processes (0: this one process), each running whole test files, in
 # the order collected (so a module's fixtures, a Ray or a browser, start once; the long e2e files first).

@@ -4,8 +4,10 @@ language model through the official SDKs (issue 10, section 3).
 The template generator (:func:`harness.scenes.generator.generate_pairs`) decides every pair's
 *layout* (speakers and their names, attributes, turn labels and targets, T position, N4 events,
 which pairs may rewrite the turn before T), so the paper's accounting is exact whatever the model
-writes. :class:`LLMScriptWriter` sends each layout to the model with ``prompts/scene_script_v1.txt``
-and builds the pair from the JSON reply:
+writes. :class:`LLMScriptWriter` sends each layout to the model with ``prompts/scene_script_v2.txt``
+(:data:`PROMPT`: the implicit request recognised from the conversation, not from a role noun or a
+form only T has; ``scene_script_v1.txt``, which taught role nouns, stays for reproducibility) and
+builds the pair from the JSON reply:
 
 * **Backend**: an LLM judge backend (:mod:`harness.scoring.judge.llm`: ``anthropic`` or
   ``gemini``), reused for its ``complete(prompt)``: one SDK path, the key read from the environment
@@ -18,8 +20,10 @@ and builds the pair from the JSON reply:
   pairs left are reported as ``budget``.
 * **Validation**: every script passes the same rules as generated and imported scenes
   (``Scene.validate`` and ``validate_pair(strict=True)``) plus the layout (labels, speakers, turn
-  count) and the support rule (the gold answer is said before T, not in it). A rejected script is
-  regenerated up to ``max_attempts`` times, then reported in :attr:`rejected`; it is never kept.
+  count), the labels' mentions (an N1 turn refers to Aria, by name or role; an N2 or N3 turn says
+  neither "Aria" nor "assistant") and the support rule (the gold answer is said before T, not in
+  it). A rejected script is regenerated up to ``max_attempts`` times, then reported in
+  :attr:`ScriptResult.rejected`; it is never kept.
 """
 
 from __future__ import annotations
@@ -31,18 +35,32 @@ from pathlib import Path
 from typing import Any
 
 from harness.scenes.generator import PAPER_SPEECH_S, generate_pairs
-from harness.scenes.schema import CONDITIONS, Label, Scene, SceneError, Turn, validate_pair
+from harness.scenes.schema import (
+    CONDITIONS,
+    Label,
+    Scene,
+    SceneError,
+    Turn,
+    names_assistant_or_designates,
+    validate_pair,
+)
 from harness.scenes.stats import CHARS_PER_S
 from harness.scoring.cache import ContentCache
 from harness.scoring.judge import Cost
 from harness.scoring.judge.llm import load_prompt, prompt_path
 
-PROMPT = "scene_script_v1.txt"
+# v2 (issue 22): contextual cues (a job given to Aria, who holds the fact, a capability only the device
+# has, the people not knowing, a relay), role nouns only now and then, no form reserved for T; v1 (role
+# nouns as the cue) stays for reproducing corpora written with it (scenes.llm.prompt=scene_script_v1.txt)
+PROMPT = "scene_script_v2.txt"
 FIELDS = frozenset({"attributes", "layout", "names", "rewrite", "chars"})
-REWRITE_NOTE = ("- The turn marked \"rewrite\" comes right before T and carries the cue in the implicit version: "
-                "its \"text\" tells the asker to ask Aria (naming Aria), its \"implicit_text\" says the same "
-                "about \"the assistant\" without the name; the implicit T itself may then be a bare question.")
+REWRITE_NOTE = ("- The turn marked \"rewrite\" comes right before T and is the relay that carries the cue in the "
+                "implicit version: its \"text\" sends the asker on to Aria, naming Aria (\"ask Aria, it heard all "
+                "of that\"); its \"implicit_text\" says the same without the name, calling the device what people "
+                "here would call it (the speaker, the tablet, the car, the assistant); the implicit T itself may "
+                "then be just the question.")
 _WORD = re.compile(r"[a-z']+")
+_MENTION = re.compile(r"\b(Aria|assistant)\b", re.IGNORECASE)  # what an N2 or N3 turn may not say
 
 
 class BudgetSpent(RuntimeError):
@@ -223,10 +241,11 @@ def build_pair(reply: str, explicit: Scene, implicit: Scene) -> tuple[Scene, Sce
     for s in pair:
         s.validate()
         for i, turn in enumerate(s.turns):
-            refers = bool(re.search(r"\b(Aria|assistant)\b", turn.text, re.IGNORECASE))
-            if turn.label.is_silence and refers != (turn.label is Label.N1):
-                raise SceneError(s.scene_id, i, "label", f"a {turn.label.value} turn "
-                                 + ("refers to the assistant (that is N1)" if refers else "that does not mention Aria"))
+            if turn.label is Label.N1 and not names_assistant_or_designates(turn.text):
+                raise SceneError(s.scene_id, i, "label", "a N1 turn that does not mention Aria")
+            if turn.label in (Label.N2, Label.N3) and _MENTION.search(turn.text):
+                raise SceneError(s.scene_id, i, "label",
+                                 f"a {turn.label.value} turn refers to the assistant (that is N1)")
         gold_words = set(_WORD.findall(gold.lower()))
         if not any(gold_words <= set(_WORD.findall(x.text.lower())) for x in s.turns[:t]):
             raise SceneError(s.scene_id, None, "support", "no turn before T states the gold answer")

@@ -10,7 +10,7 @@ import re
 import pytest
 
 from harness.scenes.generator import generate_pairs
-from harness.scenes.llm import LLMScriptWriter, build_pair, layout_of
+from harness.scenes.llm import REWRITE_NOTE, LLMScriptWriter, build_pair, layout_of
 from harness.scenes.schema import SceneError, validate_scenes
 from harness.scoring.cache import ContentCache
 from harness.scoring.judge.llm import AnthropicJudge
@@ -64,14 +64,9 @@ def test_rejected_script_is_regenerated(env, tmp_path):
     assert out.rejected == {} and out.attempts == {"p00000": 2} and len(fake.calls) == 2
 
 
-def _untied(text: str) -> str:
-    """The reply with Aria no longer the source of the fact (nothing before T ties it to the dentist)."""
-    return text.replace("Aria says the dentist moved", "I like Aria. The clinic moved")
-
-
 @pytest.mark.parametrize("bad, rule", [
-    (lambda p: _untied(script(p, "You were listening. When is the dentist now?")), "implicit_generic_cue"),
-    (lambda p: _untied(script(p, "Okay, when is the dentist now?")), "implicit_no_context"),
+    (lambda p: script(p, "You were listening. When is the dentist now?", tied=False), "implicit_generic_cue"),
+    (lambda p: script(p, "Okay, when is the dentist now?", tied=False), "implicit_no_context"),
     (lambda p: script(p).replace("Thursday at three.", "soon."), "support"),
     (lambda p: script(p).replace("Come on, jar", "Aria, come on, jar"), "label"),
     (lambda p: "I cannot help with that.", "no JSON"),
@@ -112,3 +107,30 @@ def test_make_corpus_with_an_llm_backend(env, tmp_path):
     assert sorted(rejected) == [f"p0000{i}-{c}" for i in (3, 4) for c in ("explicit", "implicit")]
     assert all("scenes.llm.budget_usd=$0.05 was spent" in why for why in rejected.values())
     assert list(tmp_path.glob("_cache/scripts/*/*.json"))  # the replies, cached beside the corpus folder
+
+
+def test_the_default_prompt_teaches_contextual_cues_and_v1_replies_are_not_reused(env, tmp_path):
+    writer, fake = _writer(script, tmp_path)
+    assert writer.prompt.version.startswith("scene_script_v2@")
+    out = writer.write_corpus(3, seed=1)
+    assert out.rejected == {} and len(fake.calls) == 3
+    prompt = fake.prompt(0)
+    assert "a job given to Aria earlier" in prompt and "No surface tells" in prompt
+    assert 'speaker turns to it by role ("assistant")' not in prompt  # v1's cue
+    # the scripts pass the strict validator without a role noun in any implicit T
+    implicit = [s for s in out.scenes if s.condition == "implicit"]
+    assert not any(re.search(r"\b(assistant|speaker|device)\b", s.turns[s.t_index].text, re.I) for s in implicit)
+    v1, fake_v1 = _writer(script, tmp_path, prompt="scene_script_v1.txt")  # kept for reproducing v1 corpora
+    assert v1.prompt.version.startswith("scene_script_v1@") and "v1" not in REWRITE_NOTE
+    v1.write_corpus(3, seed=1)
+    assert len(fake_v1.calls) == 3  # its cache keys carry the prompt version: v2's replies are not served
+
+
+def test_a_rewritten_relay_may_call_the_device_what_people_call_it(env):
+    pairs = generate_pairs(300, 1, 0.25, 0.484, "paper")
+    explicit, implicit = next((e, i) for e, i in zip(pairs[::2], pairs[1::2], strict=True)
+                              if any(r.get("rewrite") for r in layout_of(e, i)))
+    writer = _writer(script)[0]
+    e, i = build_pair(script(writer.prompt_text(explicit, implicit), "When is it now?"), explicit, implicit)
+    t = i.t_index
+    assert "the speaker" in i.turns[t - 1].text and "Aria" in e.turns[t - 1].text

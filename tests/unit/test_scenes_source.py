@@ -228,3 +228,16 @@ def test_strict_refuses_an_imported_scene_the_lax_import_accepts(tmp_path):
     invalid = get_json(store, plan.layout.file(plan.scenes, "invalid.json"))
     assert set(invalid) == {s.scene_id for s in lax_set.scenes}
     assert all("[rule support]" in why for why in invalid.values()), invalid
+
+
+def test_make_corpus_takes_a_seed(tmp_path, capsys):
+    from harness.scenes.corpus import main
+
+    for seed in (5, 6):
+        assert main(["--n-pairs", "2", "--seed", str(seed), "--out", str(tmp_path / str(seed))]) == 0
+    stats = json.loads((tmp_path / "5" / "corpus_stats.json").read_text())
+    assert stats["source"]["generator"]["seed"] == 5 and stats["n_pairs"] == 2
+    assert (tmp_path / "5" / "scenes.jsonl").read_text() != (tmp_path / "6" / "scenes.jsonl").read_text()
+    with pytest.raises(SystemExit):
+        main(["--llm", "anthropic", "--manifest", str(tmp_path / "5" / "scenes.jsonl")])
+    assert "cannot be combined with --manifest" in capsys.readouterr().err
