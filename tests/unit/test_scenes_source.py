@@ -77,6 +77,7 @@ def test_the_scenes_stage_writes_the_llms_scripts_and_reports_the_pair_it_could_
     assert {r[1].split("/")[2] for r in api.requests} == {host}
     assert sorted({s.pair_id for s in written.scenes}) == ["p00000", "p00002"] and len(written.scenes) == 4
     assert any("dentist" in t.text for s in written.scenes for t in s.turns)  # the model's texts, not the templates'
+    assert written.stats["n_pairs"] == 2 and "designator" in written.stats["diagnostic"]  # the same diagnostics
     assert set(written.invalid) == {"p00001-explicit", "p00001-implicit"}
     why = written.invalid["p00001-explicit"]
     assert "no valid script" in why and "after 2 attempt(s)" in why and "reply holds no JSON object" in why
