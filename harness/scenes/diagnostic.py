@@ -27,7 +27,9 @@ whose T turns give themselves away by their own words measures something else. T
   their deviation from the paper's (:data:`PAPER_T_ONSET`, spec section 6); how many start before
   the paper's minimum, T as the second turn, and the gold answer said in the turn just before T.
 * ``silence_by_type``: N1-N3 windows per condition by the spec's breakdown (device-directed,
-  human-directed, statements, self-talk; spec section 6).
+  human-directed, statements, self-talk; spec section 6), and under ``paper`` the paper's figures
+  read as windows per condition (:data:`PAPER_SILENCE_BY_TYPE`; the reading is a decision of
+  docs/corpus.md).
 """
 
 from __future__ import annotations
@@ -44,6 +46,10 @@ from harness.scenes.schema import ASSISTANT_NAME, CONDITIONS, DESIGNATOR, Label,
 
 TURN_GAP_S = 0.5  # the scheduler's silence between turns (spec section 4; ProtocolSettings.turn_gap_s, tested equal)
 PAPER_T_ONSET = {"min_s": 14.50, "max_s": 263.97, "tertile_edges_s": [40.224, 54.656]}
+# the paper's silence breakdown (spec section 6: 2,570 device-directed, 2,134 human-directed) read as
+# windows per condition, not as one model's failures (MiniCPM-o fails about 1,543 of 20,360 windows);
+# statements are the rest: 20,360 - 3,267 - 2,570 - 2,134 (docs/corpus.md)
+PAPER_SILENCE_BY_TYPE = {"device_directed": 2570, "human_directed": 2134, "statements": 12389, "self_talk": 3267}
 TOKEN = re.compile(r"[a-z0-9']+|[^\sa-z0-9']")
 CLAUSE = re.compile(r"[,.;:?!]+")
 N_FOLDS = 5
@@ -281,7 +287,7 @@ def diagnostic(scenes: Sequence[Scene], chars_per_s: float) -> dict:
         "repeats": repeats(by_cond["explicit"]),
         "clauses": {c: clause_diversity(g) for c, g in by_cond.items()},
         "t_onset": t_onset(scenes, pairs, chars_per_s),
-        "silence_by_type": {c: silence_by_type(g) for c, g in by_cond.items()},
+        "silence_by_type": {**{c: silence_by_type(g) for c, g in by_cond.items()}, "paper": PAPER_SILENCE_BY_TYPE},
     }
 
 

@@ -12,13 +12,23 @@ another assistant when the device context has one) and N3 (self-talk, including 
 "Come on, jar, open up" is not device-directed). Some pairs get one or two N4 events (N4_Q then
 N4_R) after T.
 
-Conversation. Most pairs of adjacent N2 slots become a question to a person (or to the room) and
-that person's answer, which states another fact of the setting; a question to a person usually
-says no name (the one who answers is the addressee); the turn after a question starts as a reply.
-N3 turns often wonder aloud. The setting, activity, relationship and register shape the lines
-(the register picks the openers of every question of the scene); values fit what they measure,
-device contexts fit the setting. An N4 question asks for a fact a person said earlier or a
-general-knowledge one.
+Conversation. Most pairs of adjacent N2 slots become a question (to a person or to the room) and
+its answer by the next speaker, which states another fact of the setting, or asks again for one
+said earlier (who said it answers); a question rarely says a name (:data:`VOCATIVE_P`: the one who
+answers is the addressee); the turn after a question starts as a reply. Other N2 turns to the room
+are the setting's lines or news (a fact of the setting said to everyone). N3 turns often wonder
+aloud. The setting, activity, relationship and register shape the lines (the register picks the
+openers of every question of the scene); values fit what they measure, device contexts fit the
+setting. An N4 question asks for a fact a person said earlier or a general-knowledge one.
+
+Who N1 / N2 turns address (spec section 6's breakdown; the profile's ``silence_mix``, the paper's
+figures read as windows per condition, docs/corpus.md): exact corpus-wide counts, placed before
+any text (:func:`_place_devices`, :func:`_place_humans`). Device-directed turns (2,570 per
+20,360 silence windows) are commands to the scene's device or assistant (``device_share`` of the
+scenes have one, fitting the setting), spread evenly over those scenes; human-directed turns
+(2,134) are the relay turn, questions to a person with their answers, and turns that name a person
+(N2 lines to a person, N1 lines said to someone, a fact told to someone, "no idea, Sam"); the rest
+of N1 / N2 are statements to the room. The text of each turn is made for its target.
 
 Two profiles (``profile=``):
 
@@ -38,10 +48,16 @@ Both profiles: the 3-party / 4-party split and the N4 scenes are exact quotas
 (``round(share * n_pairs)`` pairs) placed at random; T position buckets (thirds of the scene by
 turn index: :func:`t_bucket`) cycle over pairs, which gives 667 / 667 / 666 for 2,000 pairs.
 
-No surface tells (issue 22). Every question turn, T or not, is made of the same pools
-(:func:`_question`): an opener, reason clauses, a question frame of the fact kinds, a closer and,
-in the paper profile, tail sentences. The explicit T says "Aria" where a question to a person may
-say the person's name; the implicit T says no name and may give one more reason.
+No surface tells (issue 22). Every question turn, T or not, is made the same way
+(:func:`_ask_candidates`, :func:`_question`): an opener, reason clauses (as many as an implicit T
+gives), a question frame of the fact kinds (general knowledge included, :data:`~harness.scenes.vocab.TRIVIA`,
+which T may ask too), a closer and, in the paper profile, tail sentences; the length steered to
+the implicit T's. The explicit T says "Aria" where a question to a person may say the person's name;
+the implicit T says no name and may give one more reason. N4_Q names Aria only sometimes
+(:data:`N4_NAME_P`, both versions alike): like T, it is a request to the assistant by context.
+Retractions ("oh, never mind, I remember now") are said in N4_R, N3 self-talk and N1 turns; a
+general-knowledge question is asked in N4_Q, T, questions to people and wondering aloud; no
+phrase of theirs is one label's.
 
 Implicit addressing. What makes the implicit T a request to the assistant is the conversation
 before it (the same in both versions), one of (``implicit_cue``): *keeper*, an N1 turn gave Aria
@@ -50,9 +66,13 @@ support turn is an N1 turn reporting what Aria said); *unknown*, an N1 turn says
 conversation and, right before T, a person says they do not know (often answering the asker's
 question to them). In the *relay* pairs (the paper's 42) the previous turn tells the asker "ask
 Aria about the ferry"; the implicit version rewrites it without the name ("ask the speaker about
-the ferry", as people say it), N1 in both versions. The N4-edited pairs (the paper's 339 with other
-differences, less the 42 rewrites) ask their N4 questions in the implicit version as a follow-up
-without the name ("while you're at it, ...") and drop the name from a "never mind".
+the ferry", as people say it), N1 in both versions, except in the profile's ``relabelled_pairs``
+(paper: 2), whose implicit rewrite has the person say they do not know (N2 to the asker: the
+paper's 3,041 / 3,039 N1 and 14,052 / 14,054 N2 windows; an earlier N1 turn says Aria follows the
+talk). The N4-edited pairs (the paper's 339 with other differences, less the 42 rewrites) name Aria
+in the explicit version's N4 turns and drop the name in the implicit one; ``unequal_pairs`` of them
+(paper: 16) instead lack their last N4 event in one version, the explicit one in half of them, so
+that each condition keeps the paper's N4 count (1,911) and 968 scenes with N4 events.
 """
 
 from __future__ import annotations
@@ -67,7 +87,7 @@ from functools import cache
 from typing import Any
 
 from harness.scenes import vocab as V
-from harness.scenes.diagnostic import PAPER_T_ONSET, TURN_GAP_S
+from harness.scenes.diagnostic import PAPER_SILENCE_BY_TYPE, PAPER_T_ONSET, TURN_GAP_S
 from harness.scenes.schema import (
     ASSISTANT_NAME,
     CONDITIONS,
@@ -90,18 +110,28 @@ PAPER_SILENCE = {"N1": 3041, "N2": 14052, "N3": 3267}  # explicit; implicit 3,03
 PAPER_N4_SCENES, PAPER_N4_EVENTS = 968, 1911
 PAPER_REWRITES = 42
 PAPER_N4_EDITS = 339 - 42  # pairs with other differences than T after the N4 edits, less the rewrites
+PAPER_UNEQUAL = 16  # of those, pairs with unequal turn counts (an N4 event in one version only)
+PAPER_RELABELLED = 2  # relay pairs whose rewritten turn is N2 (N1 3,041 / 3,039 and N2 14,052 / 14,054)
 PAPER_T_CHARS = {"explicit": 111.6, "implicit": 123.3}
+# the paper's silence breakdown (spec section 6) read as windows per condition (docs/corpus.md):
+# device-directed 2,570, human-directed 2,134 (statements 12,389 and self-talk 3,267 are the rest)
+PAPER_SILENCE_MIX = (PAPER_SILENCE_BY_TYPE["device_directed"], PAPER_SILENCE_BY_TYPE["human_directed"])
+DEVICE_P = 0.8  # share of scenes with another device or assistant present (each fits the setting)
 PAPER_SPEECH_S = 105.55 * 3600 / 4000  # human speech per conversation (95.0 s; 99.8 s with the 0.4 s gaps)
 
 CUE_FAMILIES: tuple[str, ...] = ("keeper", "holder", "unknown")
 CUE_WEIGHTS: tuple[float, ...] = (0.3, 0.3, 0.4)
 CUE_BEFORE = {"relay": 2, "keeper": 2, "holder": 2, "unknown": 3}  # turns T needs before it
 ASK_P = 0.8  # chance that two adjacent N2 slots become a question to a person and that person's answer
-VOCATIVE_P = 0.15  # chance that a question to a person names them (else the one who answers is addressed)
-SELF_QUESTION_P = 0.6  # chance that an N3 turn wonders aloud in the words of a question
+VOCATIVE_P = 0.05  # chance that a question to a person names them (else the one who answers is addressed)
+SELF_QUESTION_P = 0.7  # chance that an N3 turn wonders aloud in the words of a question
 GENERIC_QUESTION_P = 0.35  # share of the setting's question lines to people kept (fact questions are asked instead)
-N4_SCENE_P = 0.7  # chance that an N4 question asks for a fact said earlier (else general knowledge)
-ROOM_ASK_P = 0.3  # chance that a question answered by the next speaker was put to everyone
+N4_SCENE_P = 0.9  # chance that an N4 question asks for a fact said earlier (else general knowledge)
+REASK_P = 0.4  # chance that a question to a person or the room asks again for something said earlier
+ROOM_LINE_P = 0.15  # chance that a plain N2 turn to the room is one of the setting's lines (else news)
+N4_NAME_P = 0.1  # chance that an N4 turn names Aria (both versions alike; the N4-edited pairs' explicit one always)
+TRIVIA_P = 0.05  # chance that a question to a person, or wondering aloud, asks general knowledge (as N4 may)
+RETRACT_P = 0.15  # chance that a self-question or an N1 turn is taken back ("oh, never mind"), as N4_R may be
 
 
 @dataclass(frozen=True)
@@ -111,11 +141,22 @@ class Profile:
     max_turns: int
     exact_silence: bool  # silence windows per pair as in the paper (else: turn count drawn uniformly)
     tails: bool  # lengthen turns towards the paper's speech per conversation
+    # N1-N2 windows per 20,360 silence windows (the rest of N1-N2 are statements; N3 is self-talk):
+    # device-directed (N2 to another device) and human-directed (N1 / N2 to a person); docs/corpus.md
+    silence_mix: tuple[int, int] = (0, 0)
+    device_share: float = DEVICE_P  # share of scenes with another device or assistant in the room
+    # per 2,000 pairs: pairs whose N4 edit leaves one version with one N4 event fewer (half of them
+    # the explicit one, so each condition keeps the paper's N4 count), and relay pairs whose
+    # implicit rewrite becomes N2 (the paper's 3,041 / 3,039 N1 windows); docs/corpus.md
+    unequal_pairs: int = 0
+    relabelled_pairs: int = 0
 
 
 PROFILES: dict[str, Profile] = {
-    "compact": Profile("compact", MIN_TURNS, MAX_TURNS, exact_silence=False, tails=False),
-    "paper": Profile("paper", 8, 22, exact_silence=True, tails=True),
+    "compact": Profile("compact", MIN_TURNS, MAX_TURNS, exact_silence=False, tails=False,
+                       silence_mix=PAPER_SILENCE_MIX),
+    "paper": Profile("paper", 8, 22, exact_silence=True, tails=True, silence_mix=PAPER_SILENCE_MIX,
+                     unequal_pairs=PAPER_UNEQUAL, relabelled_pairs=PAPER_RELABELLED),
 }
 
 
@@ -174,63 +215,77 @@ class _Fact:
     gold: str
 
 
-def _fact(rng: random.Random, setting: V.Setting, avoid: str = "", avoid_topic: str = "") -> _Fact:
+# fact kind -> (how the teller says it, the same as a plain clause, how it is asked for); {thing} the
+# event or item, {x} the value, {what} what a count counts
+_FACT_TEXTS: dict[str, tuple[tuple[str, ...], str, tuple[str, ...]]] = {
+    "time": (("{thing} got moved to {x}.", "{thing} is on {x} now, they just confirmed it.",
+              "heads up, {thing} is {x} this week.", "they told me {thing} is {x}."),
+             "{thing} is on {x}",
+             ("when is {thing} now?", "what day and time is {thing}?", "what time is {thing} again?",
+              "when was {thing} moved to?")),
+    "place": (("{thing} is {x}, by the way.", "I put {thing} {x}.", "if anyone needs {thing}, it's {x}."),
+              "{thing} is {x}",
+              ("where is {thing}?", "where can I find {thing}?", "where did {thing} end up?")),
+    "count": (("we need {x} for {thing}.", "for {thing} we have to bring {x}.", "count on {x} for {thing}, no more."),
+              "we need {x} for {thing}",
+              ("how many {what} do we need for {thing}?", "how many {what} was it for {thing}?")),
+    "price": (("{thing} cost {x} in the end.", "I paid {x} for {thing}.", "{thing} came to {x}."),
+              "{thing} cost {x}",
+              ("how much did {thing} cost?", "what did {thing} come to?")),
+    "person": (("{thing} is called {x}.", "{thing}'s name is {x}, remember that.",
+                "oh, and {thing} is {x}, I met them yesterday."),
+               "{thing} is called {x}",
+               ("what's the name of {thing}?", "who is {thing} again?")),
+    "duration": (("it takes {x} for {thing}.", "plan on {x} for {thing}.", "they said {x} for {thing}."),
+                 "it takes {x} for {thing}",
+                 ("how long does it take for {thing}?", "how long was it for {thing}?")),
+    "code": (("{thing} is {x}.", "write this down, {thing} is {x}.", "{thing} changed, it's {x} now."),
+             "{thing} is {x}",
+             ("what is {thing}?", "what was {thing} again?")),
+    "room": (("{thing} is {x}.", "they moved {thing}, it's {x} now.", "{thing} will be {x} this time."),
+             "{thing} is {x}",
+             ("where is {thing}?", "where is {thing} this time?")),
+}
+
+
+def _draw(rng: random.Random, setting: V.Setting, kind: str) -> tuple[str, str, str]:
+    """The thing a fact of ``kind`` is about, its value (drawn for what it measures) and, for a
+    count, what is counted."""
+    if kind == "time":
+        return rng.choice(setting.events), f"{rng.choice(V.DAYS)} {rng.choice(V.TIMES)}", ""
+    if kind == "count":
+        thing, what = rng.choice(setting.events), rng.choice(V.COUNTABLES)
+        return thing, f"{rng.choice(V.COUNTS)} {what}", what
+    if kind in ("price", "duration"):  # values that depend on the thing
+        values = V.PRICED_PRICES if kind == "price" else V.PROCESS_DURATIONS
+        thing = rng.choice(sorted(values))
+        return thing, rng.choice(values[thing]), ""
+    things, golds = {"place": (setting.items, V.PLACES), "person": (V.PEOPLE_ROLES, V.FULL_NAMES),
+                     "code": (V.CODED, V.CODES), "room": (V.ROOMED, V.ROOMS)}[kind]
+    return rng.choice(things), rng.choice(golds), ""
+
+
+def _fact(rng: random.Random, setting: V.Setting, avoid: str = "", avoid_topic: str = "",
+          trivia: bool = True) -> _Fact:
     """A fact of ``setting`` (kind other than ``avoid``, topic other than ``avoid_topic``): what is
-    said, how it is asked for, the value (the gold answer when T asks for it)."""
-    kinds = [k for k in ("time", "place", "count", "price", "person", "duration", "code", "room") if k != avoid]
+    said, how it is asked for, the value (the gold answer when T asks for it). ``trivia``: the kind
+    may be general knowledge (:data:`~harness.scenes.vocab.TRIVIA`: what an N4 question may ask)."""
+    kinds = [k for k in (*_FACT_TEXTS, "trivia") if k != avoid and (trivia or k != "trivia")]
     while True:
         kind = rng.choice(kinds)
-        if kind == "time":
-            thing, gold = rng.choice(setting.events), f"{rng.choice(V.DAYS)} {rng.choice(V.TIMES)}"
-            st = ("{thing} got moved to {x}.", "{thing} is on {x} now, they just confirmed it.",
-                  "heads up, {thing} is {x} this week.", "they told me {thing} is {x}.")
-            plain = "{thing} is on {x}"
-            q = ("when is {thing} now?", "what day and time is {thing}?", "what time is {thing} again?",
-                 "when was {thing} moved to?")
-        elif kind == "place":
-            thing, gold = rng.choice(setting.items), rng.choice(V.PLACES)
-            st = ("{thing} is {x}, by the way.", "I put {thing} {x}.", "if anyone needs {thing}, it's {x}.")
-            plain = "{thing} is {x}"
-            q = ("where is {thing}?", "where can I find {thing}?",
-                 "where did {thing} end up?")
-        elif kind == "count":
-            thing, what = rng.choice(setting.events), rng.choice(V.COUNTABLES)
-            gold = f"{rng.choice(V.COUNTS)} {what}"
-            st = ("we need {x} for {thing}.", "for {thing} we have to bring {x}.", "count on {x} for {thing}, no more.")
-            plain = "we need {x} for {thing}"
-            q = (f"how many {what} do we need for {{thing}}?", f"how many {what} was it for {{thing}}?")
-        elif kind == "price":
-            thing = rng.choice(sorted(V.PRICED_PRICES))
-            gold = rng.choice(V.PRICED_PRICES[thing])
-            st = ("{thing} cost {x} in the end.", "I paid {x} for {thing}.", "{thing} came to {x}.")
-            plain = "{thing} cost {x}"
-            q = ("how much did {thing} cost?", "what did {thing} come to?")
-        elif kind == "person":
-            thing, gold = rng.choice(V.PEOPLE_ROLES), rng.choice(V.FULL_NAMES)
-            st = ("{thing} is called {x}.", "{thing}'s name is {x}, remember that.",
-                  "oh, and {thing} is {x}, I met them yesterday.")
-            plain = "{thing} is called {x}"
-            q = ("what's the name of {thing}?", "who is {thing} again?", )
-        elif kind == "duration":
-            thing = rng.choice(sorted(V.PROCESS_DURATIONS))
-            gold = rng.choice(V.PROCESS_DURATIONS[thing])
-            st = ("it takes {x} for {thing}.", "plan on {x} for {thing}.", "they said {x} for {thing}.")
-            plain = "it takes {x} for {thing}"
-            q = ("how long does it take for {thing}?", "how long was it for {thing}?")
-        elif kind == "code":
-            thing, gold = rng.choice(V.CODED), rng.choice(V.CODES)
-            st = ("{thing} is {x}.", "write this down, {thing} is {x}.", "{thing} changed, it's {x} now.")
-            plain = "{thing} is {x}"
-            q = ("what is {thing}?", "what was {thing} again?")
-        else:  # room
-            thing, gold = rng.choice(V.ROOMED), rng.choice(V.ROOMS)
-            st = ("{thing} is {x}.", "they moved {thing}, it's {x} now.", "{thing} will be {x} this time.")
-            plain = "{thing} is {x}"
-            q = ("where is {thing}?", "where is {thing} this time?")
+        if kind == "trivia":  # stated as the N4 answer says it; asked as the N4 question asks it
+            q, answer, _ = rng.choice(V.N4_EVENTS)
+            gold, thing = V.TRIVIA[q]
+            if thing != avoid_topic:
+                statement = _decap(answer)
+                return _Fact(kind, statement, statement[:-1], (q,), thing, gold)
+            continue
+        thing, gold, what = _draw(rng, setting, kind)
         if thing != avoid_topic:
             break
-    return _Fact(kind, rng.choice(st).format(thing=thing, x=gold), plain.format(thing=thing, x=gold),
-                 tuple(x.replace("{thing}", thing) for x in q), thing, gold)
+    says, plain, asks = _FACT_TEXTS[kind]
+    return _Fact(kind, rng.choice(says).format(thing=thing, x=gold), plain.format(thing=thing, x=gold),
+                 tuple(x.format(thing=thing, what=what) for x in asks), thing, gold)
 
 
 # -- steering: keep running means on the paper's targets ---------------------------------------
@@ -265,15 +320,20 @@ class _Plan:
     relay: bool
     cue: str  # implicit cue family ("relay" for relay pairs)
     n4_edit: bool = False  # the implicit version's N4 turns follow up without the name (the paper's N4 edits)
+    drop: str = ""  # the condition whose version lacks this pair's last N4 event (unequal turn counts)
+    relabel: bool = False  # relay pair whose implicit rewrite says the people do not know (N2, no assistant)
     onset_s: float = 0.0  # paper profile: the seconds from the first turn to T this pair aims at
     n: int = 0
     t: int = 0
     n1: int = 1
     n3: int = 1
+    device: bool = False  # another device or assistant is present (device-directed N2 turns possible)
+    kinds: list[str] = dataclasses.field(default_factory=list)  # every turn's kind (_layout)
+    human: frozenset[int] = frozenset()  # turns addressed to a person (the other N1 / N2 turns: the room)
 
     @property
     def before(self) -> int:  # turns T needs before it: the fact and the cue turns (never T as turn 2)
-        return CUE_BEFORE[self.cue]
+        return CUE_BEFORE[self.cue] + self.relabel
 
 
 def _plan_corpus(rng: random.Random, n_pairs: int, four_party_share: float, n4_share: float,
@@ -281,18 +341,28 @@ def _plan_corpus(rng: random.Random, n_pairs: int, four_party_share: float, n4_s
     four_party = set(rng.sample(range(n_pairs), round(four_party_share * n_pairs)))
     with_n4 = rng.sample(range(n_pairs), round(n4_share * n_pairs))
     n_events = round(len(with_n4) * PAPER_N4_EVENTS / PAPER_N4_SCENES)
-    single = set(with_n4[: 2 * len(with_n4) - n_events])  # random order: the first ones get one event
+    unequal = 2 * min(round(profile.unequal_pairs * n_pairs / PAPER_PAIRS / 2), (2 * len(with_n4) - n_events) // 3)
+    # each condition loses unequal / 2 events: plan that many more, in pairs with two events
+    single = set(with_n4[: 2 * len(with_n4) - n_events - unequal // 2])  # random order: the first get one
     n4_of = {i: 1 if i in single else 2 for i in with_n4}
     relays = set(rng.sample(range(n_pairs), min(n_pairs, round(PAPER_REWRITES * n_pairs / PAPER_PAIRS))))
     edits = set(rng.sample(sorted(set(with_n4) - relays),
                            min(len(set(with_n4) - relays), round(PAPER_N4_EDITS * n_pairs / PAPER_PAIRS))))
+    drops: dict[int, str] = {}
+    if unequal:  # some N4 edits leave one version with an event fewer, the explicit one in half of them
+        doubles = [i for i in sorted(edits) if n4_of[i] == 2]
+        for k, i in enumerate(rng.sample(doubles, min(unequal, len(doubles)))):
+            drops[i] = CONDITIONS[k % 2]
+    relabel = set(rng.sample(sorted(relays), min(len(relays), round(profile.relabelled_pairs * n_pairs / PAPER_PAIRS))))
     plans = []
     for i in range(n_pairs):
         relay = i in relays
         cue = "relay" if relay else rng.choices(CUE_FAMILIES, CUE_WEIGHTS)[0]
-        p = _Plan(T_POSITIONS[i % 3], 4 if i in four_party else 3, n4_of.get(i, 0), relay, cue, i in edits)
+        p = _Plan(T_POSITIONS[i % 3], 4 if i in four_party else 3, n4_of.get(i, 0), relay, cue,
+                  i in edits and i not in drops, drops.get(i, ""), i in relabel)
         if not _feasible(profile, p.bucket, p.n4, p.before):
             p.n4 = 1  # compact: a late-middle T leaves room for one event only
+            p.drop = ""
         plans.append(p)
 
     # turn counts: drawn, then (paper) moved one at a time until the silence total is exact
@@ -316,7 +386,8 @@ def _plan_corpus(rng: random.Random, n_pairs: int, four_party_share: float, n4_s
         p.t = rng.choice(_t_options(p.n, p.bucket, p.n4, p.before))
     if profile.tails and plans:  # T onsets as the paper's, the later ones to the pairs with more turns before T
         targets = sorted(_paper_onset((k + rng.random()) / n_pairs) for k in range(n_pairs))
-        targets[0], targets[-1] = PAPER_T_ONSET["min_s"], max(targets[-1], PAPER_T_ONSET["max_s"])
+        # the earliest aims a little above the paper's minimum: a turn's length is not exact
+        targets[0], targets[-1] = PAPER_T_ONSET["min_s"] + 0.5, max(targets[-1], PAPER_T_ONSET["max_s"])
         for k, target in zip(sorted(range(n_pairs), key=lambda k: plans[k].t + 3 * rng.random()), targets,
                              strict=True):
             plans[k].onset_s = target
@@ -326,13 +397,74 @@ def _plan_corpus(rng: random.Random, n_pairs: int, four_party_share: float, n4_s
     share = sum(PAPER_SILENCE.values())
     extra_n1 = round(silence * PAPER_SILENCE["N1"] / share) - n_pairs
     extra_n3 = round(silence * PAPER_SILENCE["N3"] / share) - n_pairs
-    slots = [k for k, p in enumerate(plans) for _ in range(p.n - 1 - 2 * p.n4 - 3 - (p.cue == "unknown"))]
+    slots = [k for k, p in enumerate(plans) for _ in range(p.n - 1 - 2 * p.n4 - 3 - (p.cue == "unknown") - p.relabel)]
     rng.shuffle(slots)
+    for p in plans:  # a relabelled relay pair's second N1 turn (a present turn) counts in the extras
+        p.n1 += p.relabel
+    extra_n1 -= sum(p.relabel for p in plans)
     for k in slots[:max(0, extra_n1)]:
         plans[k].n1 += 1
     for k in slots[max(0, extra_n1):max(0, extra_n1) + max(0, extra_n3)]:
         plans[k].n3 += 1
+
+    # who the N1 / N2 turns address: exact counts of device- and human-directed windows
+    device_n, human_n = (round(silence * x / share) for x in profile.silence_mix)
+    for p in plans:
+        p.device = rng.random() < profile.device_share
+        p.kinds = _layout(rng, p)
+    _place_devices(rng, plans, device_n)
+    for p in plans:
+        _converse(rng, p.kinds)
+    _place_humans(rng, plans, human_n)
     return plans
+
+
+def _place_devices(rng: random.Random, plans: list[_Plan], total: int) -> None:
+    """Make ``total`` plain N2 turns device-directed ("dev"), spread evenly over the pairs with a device."""
+    free = {k: [i for i, kind in enumerate(p.kinds) if kind == "N2"] for k, p in enumerate(plans) if p.device}
+    for f in free.values():
+        rng.shuffle(f)
+    order = list(free)
+    rng.shuffle(order)
+    while total and any(free.values()):
+        for k in order:
+            if total and free[k]:
+                plans[k].kinds[free[k].pop()] = "dev"
+                total -= 1
+    if total:  # a tiny corpus: scenes without a device context get one (it fits any setting)
+        spare = [(k, i) for k, p in enumerate(plans) if not p.device for i, kind in enumerate(p.kinds) if kind == "N2"]
+        for k, i in rng.sample(spare, min(total, len(spare))):
+            plans[k].device, plans[k].kinds[i] = True, "dev"
+
+
+# turn kinds that may address a person or the room (the others have a fixed target); kinds that go
+# together (a question and its answer) take the same one
+_UNITS = {"ask": "answer", "ask_fact": "fact", "ask_t": "dunno"}
+_FLEXIBLE = frozenset({"N2", "N1", "fact", "dunno"})
+
+
+def _place_humans(rng: random.Random, plans: list[_Plan], total: int) -> None:
+    """Choose the N1 / N2 turns addressed to a person, exactly ``total`` of them: the relay turn
+    always, then questions with their answers (two turns) and single turns at random."""
+    chosen: list[set[int]] = [{i for i, kind in enumerate(p.kinds) if kind == "relay"} for p in plans]
+    total -= sum(map(len, chosen))
+    units: list[tuple[int, tuple[int, ...]]] = []
+    for k, p in enumerate(plans):
+        kinds = p.kinds
+        paired = {i + 1 for i, kind in enumerate(kinds) if kind in _UNITS and i + 1 < len(kinds)
+                  and kinds[i + 1] == _UNITS[kind]}
+        units += [(k, (i - 1, i)) for i in paired]
+        units += [(k, (i,)) for i, kind in enumerate(kinds) if kind in _FLEXIBLE and i not in paired]
+    rng.shuffle(units)
+    pairs = [u for u in units if len(u[1]) == 2]
+    singles = [u for u in units if len(u[1]) == 1]
+    # about half of them questions with their answers, single turns make the count exact
+    for k, idx in [*pairs[:min(len(pairs), total // 4)], *singles]:
+        if total >= len(idx):
+            chosen[k].update(idx)
+            total -= len(idx)
+    for p, c in zip(plans, chosen, strict=True):
+        p.human = frozenset(c)
 
 
 ONSET_QUANTILES = ((0.0, 14.50), (1 / 3, 40.224), (2 / 3, 54.656), (0.97, 100.0), (0.999, 200.0), (1.0, 263.97))
@@ -352,12 +484,12 @@ def _make_pair(rng: random.Random, pair_id: str, p: _Plan, profile: Profile,
     setting = rng.choice(V.SETTINGS)
     activity = rng.choice(sorted(setting.activities))
     relationship = rng.choice(sorted(V.RELATIONSHIP_LINES))
-    device_key = rng.choice(_devices_for(setting.name)) if rng.random() < 0.6 else "none"
+    device_key = rng.choice(_devices_for(setting.name)) if p.device else "none"
     register = rng.choice(V.REGISTERS)
     speakers = SPEAKERS[: p.n_speakers]
     names = dict(zip(speakers, rng.sample(V.NAMES, p.n_speakers), strict=True))
     n = p.n
-    kinds = _layout(rng, p)
+    kinds = p.kinds
 
     # -- speakers: nobody speaks twice in a row, except an N4 asker who says never mind ----
     teller, asker = rng.sample(speakers, 2)
@@ -380,20 +512,34 @@ def _make_pair(rng: random.Random, pair_id: str, p: _Plan, profile: Profile,
             who.append(rng.choice(fresh or options))
 
     # -- texts -----------------------------------------------------------------------------------
-    fact = _fact(rng, setting)
+    fact = _fact(rng, setting, trivia=p.cue != "keeper")  # nobody keeps track of general knowledge
     device_desc, device_lines = V.DEVICES[device_key]
     pools: dict[str, list[str]] = {
         "person": [x for x in setting.to_person + V.RELATIONSHIP_LINES[relationship] + V.N2_PERSON
                    if "?" not in x or rng.random() < GENERIC_QUESTION_P],
-        "room": [setting.activities[activity], *setting.to_room, *V.N2_ROOM],
+        "room": [x for x in (setting.activities[activity], *setting.to_room, *V.N2_ROOM)
+                 if "?" not in x or rng.random() < GENERIC_QUESTION_P],
         "device": list(device_lines),
         "N1": list(V.N1_LINES),
-        "N3": list(setting.self_talk + V.N3_GENERIC),
+        "N3": [x for x in setting.self_talk + V.N3_GENERIC if "?" not in x or rng.random() < GENERIC_QUESTION_P],
     }
     for pool in pools.values():
         rng.shuffle(pool)
-    n4_items = rng.sample(V.N4_EVENTS, p.n4)
+    n4_items = rng.sample([x for x in V.N4_EVENTS if x[0] not in fact.frames], p.n4)
+    fill = {"event": rng.choice(setting.events), "item": rng.choice(setting.items), "activity": activity}
+    trivia_pool = [x for x in V.N4_EVENTS if x not in n4_items]
+    rng.shuffle(trivia_pool)
     openers = V.OPENERS[register]
+
+    def aim(i: int) -> Target:
+        """The target of an N1 / N2 turn other than a device-directed one: as planned (_place_humans)."""
+        return Target.HUMAN if i in p.human else Target.GROUP
+
+    def vocative(i: int) -> str | None:
+        """Sometimes a question says whom it asks: the person's name, or "everyone" for the room."""
+        if rng.random() >= VOCATIVE_P:
+            return None
+        return names[addressee(i)] if i in p.human else rng.choice(V.ROOM_CALLS)
 
     def addressee(i: int) -> str:
         nxt = who[i + 1] if i + 1 < n else who[i]
@@ -420,18 +566,23 @@ def _make_pair(rng: random.Random, pair_id: str, p: _Plan, profile: Profile,
                 for x in rng.sample(V.TAILS[kind], min(5, len(V.TAILS[kind])))]
         one = [f"{core} {_cap(x)}" for x in pool[:3]]
         two = [f"{c} {_cap(rng.choice([y for y in pool if y not in c]))}" for c in one]
+        bare = [core] if len(core) >= BARE_MIN_CHARS else []  # a short line alone would recur word for word
         if i < p.t and p.onset_s:  # before T: the length that keeps this pair on its T onset
-            spent = sum(len(x.text) / CHARS_PER_S + TURN_GAP_S for x in turns)
-            want = ((p.onset_s - spent) / (p.t - i) - TURN_GAP_S) * CHARS_PER_S
             longer = [*one, *two]
             for _ in range(2):  # up to four tails where the pair needs a long talk before T
                 longer += [f"{c} {_cap(rng.choice(rest))}" for c in longer[-3:]
                            if (rest := [y for y in pool if y not in c])]
-            short = 3 if i == p.t - 1 else 1  # the last turn before T: rather over than under the onset
-            best = min([core, *longer], key=lambda c: max(len(c) - want, short * (want - len(c))))
-            steer["turn"].add(len(best))
-            return best
-        return steer["turn"].pick(rng, [core, *one, *two], k=4 if p.onset_s else 2)  # after T: back to the mean
+            return onset_pick([*bare, *longer], i)
+        return steer["turn"].pick(rng, [*bare, *one, *two], k=4 if p.onset_s else 2)  # after T: back to the mean
+
+    def onset_pick(candidates: list[str], i: int) -> str:
+        """Before T (paper profile): the candidate whose length keeps this pair on its T onset."""
+        spent = sum(len(x.text) / CHARS_PER_S + TURN_GAP_S for x in turns)
+        want = ((p.onset_s - spent) / (p.t - i) - TURN_GAP_S) * CHARS_PER_S
+        short = 10 if i == p.t - 1 else 1  # the last turn before T: rather over than under the onset
+        best = min(candidates, key=lambda c: max(len(c) - want, short * (want - len(c))))
+        steer["turn"].add(len(best))
+        return best
 
     def say(template: str, i: int, kind: str, target: Target) -> tuple[str, Target]:
         template = fill_in(template, i)
@@ -448,20 +599,37 @@ def _make_pair(rng: random.Random, pair_id: str, p: _Plan, profile: Profile,
             template = f"{rng.choice(openers)}, {_decap(template)}{rng.choice(V.CLOSERS)}"
         return tail(template, "ask" if question else kind, i), target
 
-    def ask(f: _Fact, name: str | None, said: bool, closer: bool = True) -> str:
-        """A question about ``f`` from the pools T is made of, the reasons drawn as T's are;
-        ``said``: the teller has said the fact (a reason may name them)."""
-        why = _reasons(rng, rng.choice(REASON_COUNTS), names[teller] if said else None)
-        return _question(rng.choice(openers), name, why, rng.choice(f.frames), rng.choice(V.CLOSERS) if closer else "",
-                         rng.random() < 0.7)
+    def ask(frames: tuple[str, ...], name: str | None, by: str | None, i: int,
+            closers: tuple[str, ...] = V.CLOSERS) -> tuple[str, _Ask]:
+        """A question turn made as T is (:func:`_ask_candidates`: the same pools, the same number of
+        reasons as an implicit T, tail sentences, the length steered to the implicit T's mean);
+        ``by``: the name of who said the fact (a reason may name them; ``None``: nobody has)."""
+        pool = [x.format(**fill, other=other(i, addressee(i))) for x in V.TAILS["ask"]] if profile.tails else []
+        cands = _ask_candidates(rng, openers, frames, name, lambda: _reasons(rng, _reason_count(rng), by),
+                                closers, pool)
+        if i < p.t and p.onset_s and not ONSET_STEERED_S[0] <= p.onset_s <= ONSET_STEERED_S[1]:
+            # a pair with a very early or very late T: its questions before T get the length it needs
+            longer = [(f"{c} {' '.join(_cap(x) for x in rng.sample(pool, k))}", a) for c, a in cands[:4]
+                      for k in (2, 3, 4) if len(pool) >= k]
+            text = onset_pick([c for c, _ in cands + longer], i)
+            return next(c for c in cands + longer if c[0] == text)
+        best = steer["question"].pick(rng, cands, k=5)
+        steer["turn"].add(len(best[0]))
+        return best
 
-    fill = {"event": rng.choice(setting.events), "item": rng.choice(setting.items), "activity": activity}
+    def trivia() -> tuple[_Fact, str]:
+        """A general-knowledge question the scene's N4 events do not ask, as a fact, and the reply a
+        person gives to it (``{asker}`` to fill): people ask each other such things too."""
+        q, _, reply = trivia_pool.pop()
+        return _Fact("trivia", _unname(reply), _unname(reply)[:-1], (q,), q, ""), reply
+
     t_tails = [x.format(**fill, other=names[rng.choice([s for s in speakers if s not in (asker, teller)])])
                for x in V.TAILS["ask"]] if profile.tails else []
     explicit_t, implicit_t = _t_texts(rng, p, fact, openers, names[teller], t_tails, steer)
     relay_pair = rng.choice(V.RELAYS)
     side: _Fact | None = None
-    said: list[_Fact] = []  # facts other than T's said so far (an N4 question may ask for one)
+    said: list[tuple[_Fact, str]] = []  # facts other than T's said so far and who said them (N4 may ask)
+    side_reply = ""  # a general-knowledge question's reply, for the answer turn after it
 
     turns: list[Turn] = []
     implicit_turns: list[Turn] = []
@@ -472,79 +640,114 @@ def _make_pair(rng: random.Random, pair_id: str, p: _Plan, profile: Profile,
             alt = implicit_t
         elif kind == "relay":
             rel_e, rel_i = (_cap(r.format(asker=names[asker], topic=fact.topic)) for r in relay_pair)
-            text = tail(rel_e, "aria", i)  # the same tail in both versions: only the reference differs
+            text = tail(rel_e, "self" if p.relabel else "aria", i)  # one tail in both versions: the reference differs
             turn = Turn(who[i], text, Label.N1, Target.HUMAN)
             alt = rel_i + text[len(rel_e):]
+            if p.relabel:  # rewritten as the people saying they do not know: N2 to the asker
+                line = rng.choice([x for x in V.DONT_KNOW if "{asker}" in x and "{topic}" in x])
+                alt = _cap(line.format(asker=names[asker], topic=fact.topic)) + text[len(rel_e):]
+                implicit_turns.append(Turn(who[i], alt, Label.N2, Target.HUMAN))
+                turns.append(turn)
+                continue
         elif kind == "keeper":
             text = tail(_cap(rng.choice(V.KEEPER_LINES).format(topic=fact.topic)), "aria", i)
             turn = Turn(who[i], text, Label.N1, Target.GROUP)
         elif kind == "holder":
-            text = tail(_cap(rng.choice(V.HOLDER_LINES).format(statement=fact.plain + ".")), "aria", i)
+            text = tail(_cap(rng.choice(V.HOLDER_LINES).format(statement=fact.plain + ".")), "fact", i)
             turn = Turn(who[i], text, Label.N1, Target.GROUP)
         elif kind == "present":
             turn = Turn(who[i], tail(fill_in(rng.choice(V.PRESENT_LINES), i), "aria", i), Label.N1, Target.GROUP)
-        elif kind == "dunno":
-            text = tail(rng.choice(V.DONT_KNOW).format(asker=names[asker], topic=fact.topic), "self", i)
-            turn = Turn(who[i], text, Label.N2, Target.HUMAN)
+        elif kind == "dunno":  # to the asker by name, or to everyone
+            line = rng.choice([x for x in V.DONT_KNOW if ("{asker}" in x) == (i in p.human)])
+            text = tail(fill_in(line.replace("{asker}", names[asker]).replace("{topic}", fact.topic), i), "self", i)
+            turn = Turn(who[i], text, Label.N2, aim(i))
         elif kind in ("ask_t", "ask"):
-            if kind == "ask":
+            side_reply, by = "", names[teller] if kind == "ask_t" else None
+            if kind == "ask" and rng.random() < TRIVIA_P:
+                side, side_reply = trivia()
+            elif kind == "ask" and said and rng.random() < REASK_P:  # asked again, as T asks: who said it answers
+                side, by = rng.choice(said)
+            elif kind == "ask":
                 side = _fact(rng, setting, avoid=fact.kind, avoid_topic=fact.topic)
-                said.append(side)
-            room = kind == "ask" and rng.random() < ROOM_ASK_P  # to everyone; whoever knows answers
-            name = (rng.choice(V.ROOM_CALLS) if room else names[addressee(i)]) if rng.random() < VOCATIVE_P else None
-            text = tail(ask(fact if kind == "ask_t" else side, name, kind == "ask_t"), "ask", i)
-            turn = Turn(who[i], text, Label.N2, Target.GROUP if room else Target.HUMAN)
+                said.append((side, names[who[i + 1]]))
+            text = ask((fact if kind == "ask_t" else side).frames, vocative(i), by, i)[0]
+            turn = Turn(who[i], text, Label.N2, aim(i))
         elif kind in ("fact", "answer"):
             f = fact if kind == "fact" else side
             answering = i > 0 and kinds[i - 1] in ("ask", "ask_fact")
-            if answering:
-                st, target = f"{rng.choice(V.REPLIES)} {_decap(f.statement)}", Target.HUMAN
-            elif rng.random() < 0.5:
-                st, target = f"{names[addressee(i)]}, {f.statement}", Target.HUMAN
+            if kind == "answer" and side_reply and i in p.human:  # a general-knowledge answer, to the asker
+                st = side_reply.format(asker=names[who[i - 1]])
+            elif answering:
+                st = f"{rng.choice(V.REPLIES)} {_decap(f.statement)}"
+            elif i in p.human:
+                st = f"{names[addressee(i)]}, {f.statement}"
             else:
-                st, target = _cap(f.statement), Target.GROUP
-            turn = Turn(who[i], tail(st, "fact", i), Label.N2, target)
+                st = _cap(f.statement)
+            turn = Turn(who[i], tail(st, "fact", i), Label.N2, aim(i))
         elif kind == "ask_fact":  # a person asks the teller for the fact, who answers next
-            name = names[addressee(i)] if rng.random() < VOCATIVE_P else None
-            turn = Turn(who[i], tail(ask(fact, name, False), "ask", i), Label.N2, Target.HUMAN)
+            turn = Turn(who[i], ask(fact.frames, vocative(i), None, i)[0], Label.N2, aim(i))
         elif kind == "N1":
-            text, target = say(pools["N1"].pop(), i, "aria", Target.GROUP)
-            turn = Turn(who[i], text, Label.N1, target)
-        elif kind == "N3":
-            if rng.random() < SELF_QUESTION_P:  # wondering aloud, in the words a question to someone uses
-                text = tail(ask(_fact(rng, setting, avoid=fact.kind, avoid_topic=fact.topic), None, False, False),
-                            "ask", i)
+            if rng.random() < 2 * RETRACT_P:  # almost asked Aria, takes it back (the words N4_R uses)
+                line = rng.choice(V.N1_RETRACTIONS).replace(
+                    "{never_mind}", f"{rng.choice(V.N4_NEVER_MIND)}, {rng.choice(V.N4_NEVER_MIND_WHY)}")
             else:
-                text, _ = say(pools["N3"].pop(), i, "self", Target.NONE)
+                line = next((x for x in pools["N1"] if ("{name}" in x) == (i in p.human)), pools["N1"][-1])
+                pools["N1"].remove(line)
+            if i in p.human and "{name}" not in line:
+                line = f"{{name}}, {_decap(line)}"
+            text, _ = say(line, i, "aria", aim(i))
+            turn = Turn(who[i], text, Label.N1, aim(i))
+        elif kind == "N3":
+            if rng.random() < SELF_QUESTION_P:  # wondering aloud, in the words of a question to someone
+                u = rng.random()
+                if u < TRIVIA_P:
+                    f, by = trivia()[0], None
+                elif said and u < 0.5:  # about something said earlier: a reason may name who said it
+                    f, by = rng.choice(said)
+                else:
+                    f, by = _fact(rng, setting, avoid=fact.kind, avoid_topic=fact.topic), None
+                text = ask(f.frames, None, by, i, V.NEUTRAL_CLOSERS)[0]
+            else:
+                line = pools["N3"].pop()
+                if "?" not in line and rng.random() < 2 * RETRACT_P:  # thinking better of it, as N4_R may
+                    line = f"{line} {_never_mind(rng)}"
+                text, _ = say(line, i, "self", Target.NONE)
             turn = Turn(who[i], text, Label.N3, Target.NONE)
-        elif kind == "N2":
-            weights = {"person": 0.62, "room": 0.2, "device": 0.18}
-            group = rng.choices(list(weights), [w if pools[g] else 0.0 for g, w in weights.items()])[0]
-            target = {"person": Target.HUMAN, "room": Target.GROUP, "device": Target.DEVICE}[group]
-            text, target = say(pools[group].pop(), i, group, target)
-            turn = Turn(who[i], text, Label.N2, target)
-        elif kind == "N4_Q":
+        elif kind == "dev":  # to the device or assistant of the scene's device context
+            text, _ = say(pools["device"].pop(), i, "device", Target.DEVICE)
+            turn = Turn(who[i], text, Label.N2, Target.DEVICE)
+        elif kind == "N2" and (i in p.human or (pools["room"] and len(said) >= p.n4 and rng.random() < ROOM_LINE_P)):
+            group = "person" if i in p.human else "room"
+            text, _ = say(pools[group].pop(), i, group, aim(i))
+            turn = Turn(who[i], text, Label.N2, aim(i))
+        elif kind == "N2":  # news for everyone: a fact of the setting (an N4 question may ask for it later)
+            news = _fact(rng, setting, avoid=fact.kind, avoid_topic=fact.topic)
+            said.append((news, names[who[i]]))
+            plain = len(news.statement.split()) <= 14 and not news.statement.startswith(
+                ("heads up", "oh,", "if anyone", "write this"))
+            opener = f"{rng.choice(V.NEWS_OPENERS)} " if plain and rng.random() < 0.5 else ""
+            turn = Turn(who[i], tail(_cap(f"{opener}{news.statement}"), "fact", i), Label.N2, Target.GROUP)
+        elif kind == "N4_Q":  # made as T is: the name only sometimes, the context says who is asked
             q_text, answer, reply = n4_items.pop()
+            by = None
             if said and rng.random() < N4_SCENE_P:  # about something a person said earlier, not trivia
-                f = said.pop(rng.randrange(len(said)))
-                q_text, answer = rng.choice(f.frames), f"As far as I heard earlier, {f.plain}."
+                f, by = said.pop(rng.randrange(len(said)))
+                q_text, answer = rng.choice(f.frames), (_cap(f.statement) if f.kind == "trivia"
+                                                        else f"{_heard(f.plain)}, {f.plain}.")
                 reply = f"{{asker}}, {_decap(f.statement)}"
-            opener, closer, first = rng.choice(openers), rng.choice(V.CLOSERS), rng.random() < 0.7
-            why = _reasons(rng, rng.choice(REASON_COUNTS), None)
-            core = _question(opener, ASSISTANT_NAME, why, q_text, closer, first)
-            text = tail(core, "ask", i)
+            named = p.n4_edit or rng.random() < N4_NAME_P
+            text, parts = ask((q_text,), ASSISTANT_NAME if named else None, by, i)
             turn = Turn(who[i], text, Label.N4_Q, Target.ARIA, answer=answer)
-            if p.n4_edit:  # a follow-up to the one who just answered, without the name
-                follow = [*why, rng.choice(V.FOLLOW_UPS)]
-                alt = _question(opener, None, follow, q_text, closer, first) + text[len(core):]
+            if p.n4_edit:  # the implicit version drops the name, as its T does
+                alt = _question(parts.opener, None, parts.why, parts.question, parts.closer, parts.first) + parts.after
         else:  # N4_R
             if self_resolve[i]:
-                head = f"{rng.choice(('Oh', 'Actually', 'Wait', 'No', 'Sorry', 'Hmm'))}, {rng.choice(V.N4_NEVER_MIND)},"
-                why = f"{rng.choice(V.N4_NEVER_MIND_WHY)}."
-                text = tail(f"{head} {ASSISTANT_NAME}, {why}", "self", i)
+                named = p.n4_edit or rng.random() < N4_NAME_P
+                core = _never_mind(rng, ASSISTANT_NAME if named else None)
+                text = tail(core, "self", i)
                 turn = Turn(who[i], text, Label.N4_R, Target.ARIA)
                 if p.n4_edit:
-                    alt = f"{head} {why}" + text[len(f"{head} {ASSISTANT_NAME}, {why}"):]
+                    alt = _unnamed(core) + text[len(core):]
             else:
                 turn = Turn(who[i], reply.format(asker=names[who[i - 1]]), Label.N4_R, Target.HUMAN)
                 steer["turn"].add(len(turn.text))
@@ -559,6 +762,10 @@ def _make_pair(rng: random.Random, pair_id: str, p: _Plan, profile: Profile,
         "register": register,
         "implicit_cue": p.cue,
     }
+    if p.drop:  # the paper's N4 edits with unequal turn counts: one version lacks the last N4 event
+        short = turns if p.drop == "explicit" else implicit_turns
+        q = max(k for k, x in enumerate(short) if x.label is Label.N4_Q)
+        del short[q:q + 2]
     explicit, implicit = (
         Scene(f"{pair_id}-{cond}", pair_id, cond, speakers, tuple(ts), fact.gold, dict(attributes), p.bucket,
               speaker_names=dict(names))
@@ -567,7 +774,30 @@ def _make_pair(rng: random.Random, pair_id: str, p: _Plan, profile: Profile,
     return explicit, implicit
 
 
-_PROPER = frozenset({"I", ASSISTANT_NAME, *V.NAMES})
+_PROPER = frozenset({"I", ASSISTANT_NAME, *V.NAMES, *V.TRIVIA_PROPER})
+
+
+def _unname(reply: str) -> str:
+    """A reply that names its ``{asker}`` ("It's Canberra, {asker}, everyone gets that wrong.") without
+    the name ("It's Canberra, everyone gets that wrong.")."""
+    return _cap(reply.replace("{asker}, ", "").replace(", {asker}", ""))
+
+
+def _never_mind(rng: random.Random, name: str | None = None) -> str:
+    """Taking a question back: "Oh, never mind, Aria, I remember now." (``name`` said after the
+    never-mind, or no name)."""
+    head = f"{rng.choice(V.NEVER_MIND_HEADS)}, {rng.choice(V.N4_NEVER_MIND)},"
+    return f"{head}{f' {name},' if name else ''} {rng.choice(V.N4_NEVER_MIND_WHY)}."
+
+
+def _heard(plain: str) -> str:
+    """How the reference answer to an N4 question about something said earlier starts (10-16 words in all)."""
+    return "As far as I heard earlier" if len(plain.split()) <= 10 else "As far as I heard"
+
+
+def _unnamed(line: str) -> str:
+    """A never-mind line (:func:`_never_mind`) without the assistant's name."""
+    return line.replace(f" {ASSISTANT_NAME},", "", 1)
 
 
 def _decap(text: str) -> str:
@@ -603,6 +833,8 @@ def _layout(rng: random.Random, p: _Plan) -> list[str]:
     if p.relay:
         kinds[t - 1] = "relay"
         put("fact", 0, t - 1)
+        if p.relabel:  # the implicit version's cue: the assistant follows the talk, the people do not know
+            put("present", 0, t - 1)
     elif p.cue == "keeper":
         f = put("fact", 0, t - 1)
         put("keeper", f + 1, t)
@@ -614,7 +846,7 @@ def _layout(rng: random.Random, p: _Plan) -> list[str]:
         put("fact", 0, t - 1)
     free = [i for i, k in enumerate(kinds) if k == "o"]
     rng.shuffle(free)
-    for _ in range(p.n1 - 1):  # every cue uses one N1 turn (the relay turn, keeper, holder, present)
+    for _ in range(p.n1 - 1 - p.relabel):  # every cue uses one N1 turn (relay, keeper, holder, present)
         kinds[free.pop()] = "N1"
     for _ in range(p.n3):
         kinds[free.pop()] = "N3"
@@ -622,19 +854,35 @@ def _layout(rng: random.Random, p: _Plan) -> list[str]:
         kinds[i] = "N2"
     if p.cue == "unknown" and kinds[t - 2] == "N2" and rng.random() < 0.6:
         kinds[t - 2] = "ask_t"  # the asker asks a person first, who does not know either
-    for i in range(n - 1):  # questions to a person, answered by that person
+    return kinds
+
+
+def _converse(rng: random.Random, kinds: list[str]) -> None:
+    """Make some pairs of adjacent plain N2 turns a question and its answer (in place)."""
+    for i in range(len(kinds) - 1):  # questions, answered by the next speaker
         if kinds[i] == "N2" and kinds[i + 1] == "N2" and rng.random() < ASK_P:
             kinds[i], kinds[i + 1] = "ask", "answer"
         elif kinds[i] == "N2" and kinds[i + 1] == "fact" and rng.random() < ASK_P:
             kinds[i] = "ask_fact"
-    return kinds
 
 
 _TRAILING = ("because", "so ", "since", "before")  # reasons said after the question, not before it
 
 
+TELLER_P = 0.4  # chance that T's reasons may name who said the fact (questions about said facts may too)
 REASON_COUNTS = (0, 1, 1, 2)  # reason clauses of a question turn, T or not (drawn from these)
 EXTRA_REASON_P = 0.6  # chance that the implicit T gives one more reason (where the explicit one says the name)
+TURN_AIM = 0.97  # the mean turn length aimed at, relative to the paper's (see generate_pairs)
+QUESTION_CHARS = 116.0  # mean length a question turn other than T is steered to (T: 111.6 explicit, 123.3 implicit)
+BARE_MIN_CHARS = 45  # paper profile: a line shorter than this gets at least one tail sentence
+ONSET_STEERED_S = (20.0, 100.0)  # pairs whose T onset target is outside: questions before T steered to it too
+NAME_FIRST_P = 0.9  # chance that a question saying a name says it after the opener (else at the end)
+
+
+def _reason_count(rng: random.Random) -> int:
+    """Reason clauses of a question other than T: as many as an implicit T gives (the explicit T's
+    count, and one more at :data:`EXTRA_REASON_P`), so that the count does not tell T apart."""
+    return rng.choice(REASON_COUNTS) + (rng.random() < EXTRA_REASON_P)
 
 
 def _reasons(rng: random.Random, k: int, teller: str | None, have: list[str] | None = None) -> list[str]:
@@ -660,22 +908,48 @@ def _question(opener: str, name: str | None, reasons: list[str], question: str, 
     return _join(head, *body) + closer
 
 
+@dataclass(frozen=True)
+class _Ask:
+    """The parts of a question turn (:func:`_question` plus tail sentences ``after``)."""
+
+    opener: str
+    why: list[str]
+    question: str
+    closer: str
+    first: bool
+    after: str
+
+
+def _ask_candidates(rng: random.Random, openers: tuple[str, ...], frames: tuple[str, ...], name: str | None,
+                    reasons: Any, closers: tuple[str, ...], tails: list[str], n: int = 12) -> list[tuple[str, _Ask]]:
+    """``n`` candidate question turns from the shared pools, each ``(text, parts)``: an opener, the
+    ``reasons()`` drawn, one of ``frames``, a closer, the name (if any) first or last, and zero to two
+    of ``tails`` (already filled in) after it."""
+    out = []
+    for _ in range(n):
+        parts = _Ask(rng.choice(openers), reasons(), rng.choice(frames), rng.choice(closers),
+                     rng.random() < NAME_FIRST_P,
+                     "".join(f" {_cap(x)}" for x in rng.sample(tails, min(len(tails), rng.choice((0, 1, 1, 2))))))
+        out.append((_question(parts.opener, name, parts.why, parts.question, parts.closer, parts.first) + parts.after,
+                    parts))
+    return out
+
+
 def _t_texts(rng: random.Random, p: _Plan, fact: _Fact, openers: tuple[str, ...], teller: str,
              tails: list[str], steer: dict[str, _Steer]) -> tuple[str, str]:
-    """The explicit and implicit T texts, from the pools every question turn uses: the same opener,
-    reasons, question, closer and (paper profile, ``tails``) tail sentences; the explicit one names
-    Aria (first or last), the implicit one names no one and may give one more reason (the paper's
-    implicit T are 11.7 characters longer)."""
+    """The explicit and implicit T texts, made as every question turn is (:func:`_ask_candidates`):
+    the same opener, reasons, question, closer and (paper profile, ``tails``) tail sentences; the
+    explicit one names Aria (first or last), the implicit one names no one and may give one more
+    reason (the paper's implicit T are 11.7 characters longer)."""
+    by = teller if rng.random() < TELLER_P else None  # a reason may name who said it, as others' may
+
+    def reasons() -> list[str]:
+        return _reasons(rng, rng.choice(REASON_COUNTS), by)
+
     candidates = []
-    for _ in range(12):
-        opener, closer = rng.choice(openers), rng.choice(V.CLOSERS)
-        q = rng.choice(fact.frames)
-        why = _reasons(rng, rng.choice(REASON_COUNTS), teller)
-        more = _reasons(rng, 1, teller, why) if rng.random() < EXTRA_REASON_P else why
-        first = rng.random() < 0.7
-        after = "".join(f" {_cap(x)}" for x in rng.sample(tails, min(len(tails), rng.choice((0, 1, 1, 2)))))
-        candidates.append((_question(opener, ASSISTANT_NAME, why, q, closer, first) + after,
-                           _question(opener, None, more, q, closer, first) + after))
+    for text, a in _ask_candidates(rng, openers, fact.frames, ASSISTANT_NAME, reasons, V.CLOSERS, tails):
+        more = _reasons(rng, 1, by, a.why) if rng.random() < EXTRA_REASON_P else a.why
+        candidates.append((text, _question(a.opener, None, more, a.question, a.closer, a.first) + a.after))
     se, si = steer["explicit"], steer["implicit"]
 
     def cost(c: tuple[str, str]) -> float:
@@ -724,9 +998,11 @@ def generate_pairs(n_pairs: int, seed: int, four_party_share: float = 0.25, n4_s
     prof = PROFILES[profile]
     rng = random.Random(seed)
     plans = _plan_corpus(rng, n_pairs, four_party_share, n4_share, prof)
-    target_turn = PAPER_SPEECH_S * CHARS_PER_S / 13.09  # chars per turn: 26,182 turns over 2,000 scenes
+    # chars per turn: 26,182 turns over 2,000 scenes, aimed TURN_AIM low: the turns whose length another
+    # target fixes (T, the other questions, the turns before T) run a little over the mean
+    target_turn = PAPER_SPEECH_S * CHARS_PER_S / 13.09 * TURN_AIM
     steer = {"explicit": _Steer(PAPER_T_CHARS["explicit"]), "implicit": _Steer(PAPER_T_CHARS["implicit"]),
-             "turn": _Steer(target_turn)}
+             "turn": _Steer(target_turn), "question": _Steer(QUESTION_CHARS)}
     scenes: list[Scene] = []
     for idx, p in enumerate(plans):
         explicit, implicit = _make_pair(rng, f"p{idx:05d}", p, prof, steer)

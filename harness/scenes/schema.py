@@ -372,7 +372,9 @@ def check_content(explicit: Scene, implicit: Scene) -> None:
     * ``gold_in_t``: T does not itself say the gold answer;
     * ``n1_no_assistant``: every N1 turn refers to the assistant (by name, role or device);
     * ``n3_addressed``: no N3 turn addresses a person in the room by name;
-    * ``pair_layout``: both versions have the same speakers, labels and targets turn by turn;
+    * ``pair_layout``: both versions have the same speakers, labels and targets turn by turn, except
+      that one version may lack one N4 event (an N4_Q and its N4_R: the paper's N4 edits with unequal
+      turn counts) and the rewritten turn before T may be N1 in one version and N2 in the other;
     * ``pair_diff``: they differ only at T, the turn right before it (a rewrite) and N4 turns (edits).
     """
     gold = set(_WORDS.findall(explicit.gold_answer.lower()))
@@ -387,15 +389,37 @@ def check_content(explicit: Scene, implicit: Scene) -> None:
                 raise SceneError(s.scene_id, k, "n1_no_assistant", "an N1 turn must refer to the assistant")
             if turn.label is Label.N3 and any(addresses_by_name(turn.text, n) for n in s.speaker_names.values()):
                 raise SceneError(s.scene_id, k, "n3_addressed", "an N3 turn (no addressee) addresses a person by name")
-    layout = [[(x.speaker, x.label, x.target) for x in s.turns] for s in (explicit, implicit)]
-    if layout[0] != layout[1]:
+    t = explicit.t_index
+    e_turns, i_turns = aligned_turns(explicit, implicit)
+
+    def layout(turns: Sequence[Turn]) -> list[tuple]:
+        return [(x.speaker, Label.N1 if k == t - 1 and x.label is Label.N2 else x.label, x.target)
+                for k, x in enumerate(turns)]
+
+    if layout(e_turns) != layout(i_turns) or implicit.t_index != t:
         raise SceneError(explicit.pair_id, None, "pair_layout",
                          "the versions differ in turn count, speakers, labels or targets")
-    t = explicit.t_index
-    for k, (a, b) in enumerate(zip(explicit.turns, implicit.turns, strict=True)):
+    for k, (a, b) in enumerate(zip(e_turns, i_turns, strict=True)):
         if a != b and k not in (t, t - 1) and a.label not in (Label.N4_Q, Label.N4_R):
             raise SceneError(explicit.pair_id, k, "pair_diff",
                              "the versions may differ only at T, the turn before it and N4 turns")
+
+
+def aligned_turns(explicit: Scene, implicit: Scene) -> tuple[Sequence[Turn], Sequence[Turn]]:
+    """The two versions' turns, lined up turn by turn: where one version has two turns more, the
+    first N4 event (N4_Q, N4_R) after T whose removal lines the speakers and labels up is taken out
+    of it (the paper's N4 edits with unequal turn counts: an event in one version only). Versions of
+    equal length, or that no such event lines up, come back as they are."""
+    a, b, t = explicit.turns, implicit.turns, explicit.t_index
+    if abs(len(a) - len(b)) != 2:
+        return a, b
+    longer, shorter = (a, b) if len(a) > len(b) else (b, a)
+    for q in range(t + 1, len(longer) - 1):
+        if longer[q].label is Label.N4_Q and longer[q + 1].label is Label.N4_R:
+            cut = (*longer[:q], *longer[q + 2:])
+            if [(x.speaker, x.label) for x in cut] == [(x.speaker, x.label) for x in shorter]:
+                return (cut, shorter) if longer is a else (shorter, cut)
+    return a, b
 
 
 def validate_scenes(items: Iterable[Scene | SceneError], strict: bool = False

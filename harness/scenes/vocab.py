@@ -325,33 +325,52 @@ SETTINGS: tuple[Setting, ...] = (
             ("the good brushes", "the palette knife", "the studio key")),
 )
 
-# device context key -> (description, N2 lines to that device or assistant)
+# device context key -> (description, N2 lines to that device or assistant): commands, not questions
+# (a device-directed turn is an N2 silence window; {event}, {item}, {other} as in the module docstring)
 DEVICES: dict[str, tuple[str, tuple[str, ...]]] = {
     "none": ("none", ()),
     "nova": ("a phone assistant called Nova", (
-        "Nova, set a timer for ten minutes.", "Nova, what's the weather like tomorrow?",
-        "Nova, play something relaxing.", "Nova, remind me to call the bank.")),
+        "Nova, set a timer for ten minutes.", "Nova, remind me about {event} tomorrow morning.",
+        "Nova, play something relaxing.", "Nova, remind me to call the bank.",
+        "Nova, text {other} that we're running late.", "Nova, add {item} to my packing list.",
+        "Nova, set a timer for twenty minutes.", "Nova, turn on do not disturb.",
+        "Nova, send {other} the address for {event}.", "Nova, note that {item} is with {other}.")),
     "milo": ("a smart speaker in the hallway called Milo", (
-        "Milo, turn the music down.", "Milo, play the news.", "Milo, stop the music.", "Milo, what song is this?")),
+        "Milo, turn the music down.", "Milo, play the news.", "Milo, stop the music.", "Milo, play some jazz.",
+        "Milo, skip this song.", "Milo, volume to four.", "Milo, add milk to the shopping list.",
+        "Milo, play {other}'s playlist.", "Milo, remind everyone about {event} at six.")),
     "juno": ("a tablet assistant called Juno", (
-        "Juno, show me the photos from Saturday.", "Juno, open the shopping list.",
-        "Juno, what's on my calendar today?")),
+        "Juno, show me the photos from Saturday.", "Juno, open the shopping list.", "Juno, show my calendar for today.",
+        "Juno, put {event} in the calendar.", "Juno, open my notes about {event}.", "Juno, make the screen brighter.",
+        "Juno, show {other} the list for {event}.", "Juno, add {item} to the checklist.")),
     "watch": ("a smart watch that takes voice commands", (
-        "Watch, start a walking workout.", "Watch, set an alarm for six.", "Watch, how many steps today?")),
+        "Watch, start a walking workout.", "Watch, set an alarm for six.", "Watch, show my steps for today.",
+        "Watch, start a five minute timer.", "Watch, stop the workout.", "Watch, remind me about {event} in an hour.",
+        "Watch, remind me to bring {item}.", "Watch, message {other} that I'm on my way.")),
     "orbit": ("a robot vacuum called Orbit", (
-        "Orbit, go back to your dock.", "Orbit, clean the hallway later.", "Orbit, stop, you're too loud.")),
+        "Orbit, go back to your dock.", "Orbit, clean the hallway later.", "Orbit, stop, you're too loud.",
+        "Orbit, clean under the table.", "Orbit, pause for now.", "Orbit, skip the kitchen today.")),
     "tilly": ("a kids' learning tablet called Tilly", (
-        "Tilly, start the spelling game.", "Tilly, read the next page.", "Tilly, turn the volume down.")),
+        "Tilly, start the spelling game.", "Tilly, read the next page.", "Tilly, turn the volume down.",
+        "Tilly, pause the story.", "Tilly, go back to the counting game.")),
     "sola": ("a smart thermostat called Sola", (
-        "Sola, set the heating to twenty one.", "Sola, turn the heating off.", "Sola, make it a bit warmer.")),
+        "Sola, set the heating to twenty one.", "Sola, turn the heating off.", "Sola, make it a bit warmer.",
+        "Sola, lower it by two degrees.", "Sola, switch to eco mode tonight.")),
     "kai": ("a laptop voice assistant called Kai", (
-        "Kai, open my email.", "Kai, mute the notifications.", "Kai, what's the battery level?")),
+        "Kai, open my email.", "Kai, mute the notifications.", "Kai, show the battery level.",
+        "Kai, open the document about {event}.", "Kai, start the slide show.", "Kai, save this file to the desktop.",
+        "Kai, email {other} the plan for {event}.", "Kai, add {item} to my to do list.")),
     "lumen": ("smart lights called Lumen", (
-        "Lumen, dim the lights a bit.", "Lumen, turn on the lamp.", "Lumen, make it brighter in here.")),
+        "Lumen, dim the lights a bit.", "Lumen, turn on the lamp.", "Lumen, make it brighter in here.",
+        "Lumen, switch to warm light.", "Lumen, turn off the hallway lights.")),
     "pip": ("a translation earpiece called Pip", (
-        "Pip, translate that last sentence.", "Pip, switch to Spanish.", "Pip, repeat that more slowly.")),
+        "Pip, translate that last sentence.", "Pip, switch to Spanish.", "Pip, repeat that more slowly.",
+        "Pip, switch back to English.", "Pip, translate the sign over there.",
+        "Pip, translate what {other} just said.", "Pip, save that phrase about {event}.")),
     "rex": ("a navigation app called Rex", (
-        "Rex, find the nearest gas station.", "Rex, call home.", "Rex, how long until we arrive?")),
+        "Rex, find the nearest gas station.", "Rex, call home.", "Rex, show the time to arrival.",
+        "Rex, avoid the highway.", "Rex, add a stop for coffee.", "Rex, mute the directions for a bit.",
+        "Rex, share our arrival time with {other}.", "Rex, find parking near {event}.")),
 }
 # devices that belong to a home, and where the others fit (a device context fits its setting)
 HOME_DEVICES = frozenset({"milo", "sola", "lumen", "orbit", "tilly"})
@@ -421,8 +440,12 @@ ASK_REASONS: tuple[str, ...] = (
     "since I wasn't paying attention",
     "because I honestly have no idea",
 )
-CLOSERS: tuple[str, ...] = ("",) * 6 + (" Thanks.", " Thank you.", " Just the short version.", " Please.",
-                            " I'd really appreciate it.", " We need to know before we go on.",
+# closers: the neutral ones fit any question, wondering aloud included; the others a question put to
+# a listener (T, N4_Q, questions to people or the room)
+NEUTRAL_CLOSERS: tuple[str, ...] = ("",) * 6 + (" Hmm.", " I should know this.", " It's on the tip of my tongue.",
+                                               " It's driving me crazy.")
+CLOSERS: tuple[str, ...] = (*NEUTRAL_CLOSERS * 4, " Thanks.", " Thank you.", " Just the short version.",
+                            " Please.", " I'd really appreciate it.", " We need to know before we go on.",
                             " Sorry to interrupt.", " Any idea?", " Do you know?")
 # cue turns before T, the same in both versions (so a pair still differs only at T):
 #   keeper: an N1 turn gives Aria the job of keeping track of {topic}, by name;
@@ -456,9 +479,20 @@ PRESENT_LINES: tuple[str, ...] = (
     "I love that Aria hears every word in this room.",
     "Aria remembers everything we say, which is a bit scary.",
     "Honestly, Aria follows our conversations better than we do.",
+    "Aria has been following everything about {event}, by the way.",
+    "Aria catches every word about {activity} in here.",
+    "Since we set Aria up for {event}, it listens to all of this.",
+    "{other} says Aria hears more of {activity} than we do.",
+    "Aria has been listening since we started {activity}, you know.",
+    "Don't worry about {event}, Aria hears all of it.",
 )
+# {asker}: said to the one who asked (human-directed); the others are said to everyone
 DONT_KNOW: tuple[str, ...] = (
+    "I have no idea either, sorry.", "Don't look at me, I missed that part.",
+    "No clue, honestly, it went right past me.", "No idea, I was busy with {activity} the whole time.",
+    "Don't ask me, I was thinking about {event}.", "I missed that, I was too busy with {activity}.",
     "No idea, {asker}, I wasn't listening either.", "Don't ask me, I have no clue about {topic}.",
+    "Sorry, {asker}, I have no idea about {topic}.", "No clue about {topic}, {asker}, I wasn't listening.",
     "I've forgotten already, sorry, {asker}.", "Sorry, {asker}, I missed that part completely.",
     "No clue, I was busy with something else.", "Honestly, {asker}, I don't remember {topic} at all.",
     "Not a clue, sorry, I wasn't paying attention.", "I really don't know, {asker}, I thought you heard it.",
@@ -484,13 +518,20 @@ N1_LINES: tuple[str, ...] = (
     "Let's not bother Aria with this one.", "Aria always knows the best recipes.",
     "My sister wants an assistant like Aria now.", "{name}, I told my mom all about Aria.",
     "Honestly, Aria is better at dates than I am.", "Aria's voice is so calm, I like it.",
-    "{name}, did you know Aria can tell jokes?", "We should update Aria's settings at some point.",
+    "{name}, Aria can tell jokes, you know.", "We should update Aria's settings at some point.",
     "I read that Aria got a new update this week.", "{name}, don't let Aria hear you say that.",
     "Aria woke me up right on time today.", "Last week Aria found us a great restaurant.",
-    "I don't think Aria likes my music.", "{name}, remember when Aria mixed up our names?",
+    "I don't think Aria likes my music.", "{name}, remember when Aria mixed up our names.",
     "My kids talk to Aria more than to me.", "Aria saved me when I forgot the anniversary.",
     "{name}, I trust Aria more than my own calendar.", "Funny, Aria sounds a bit like my aunt.",
     "We used Aria for the whole trip planning.", "I keep forgetting Aria is even here.",
+    "Don't tell Aria I said that, please.", "Let's keep Aria out of this one, please.",
+)
+# an N1 turn that almost asked Aria and takes it back ({never_mind}: "never mind, I remember now")
+N1_RETRACTIONS: tuple[str, ...] = (
+    "I was about to ask Aria about {event}, but {never_mind}.",
+    "I nearly asked Aria about {item}, {never_mind}.",
+    "I wanted Aria to look up {event}, but {never_mind}.",
 )
 
 N2_PERSON: tuple[str, ...] = (
@@ -513,6 +554,7 @@ N3_GENERIC: tuple[str, ...] = (
     "Why is this so complicated?", "I really need a vacation.", "Wait, did I lock the door?",
     "Hmm, what was I going to say?", "Note to self, buy batteries.", "Ugh, I'm so sleepy.",
     "Where did I put my glasses?", "Come on, phone, load already.", "Hmm, that's strange.",
+    "Come on, zip, close, please.", "Okay, work this time, please.", "Just stay on, please.",
 )
 # paper profile: turns are longer; a tail follows the line's core (kind -> tails). Slots: {event}
 # and {item} (the setting's), {activity} (the scene's), {other} (another person in the scene)
@@ -573,7 +615,11 @@ TAILS: dict[str, tuple[str, ...]] = {
         "I'd look it up, but my hands are full.",
     ),
     "device": ("And keep it down, please.", "Thanks, that's all for now.", "Right away, if you can.",
-               "We'll need it in a minute."),
+               "We'll need it in a minute.", "I always forget it otherwise.", "Then we can get back to {activity}.",
+               "It'll help with {event}.", "Just for the next hour or so.", "That should do it for now.",
+               "I set it up last week and it's been great.", "I don't want to miss {event}.",
+               "{other} showed me how to do that.", "It's much easier than doing it by hand.", "Just this once.",
+               "I keep forgetting it can do that.", "That's for {event}, by the way.", "Before {activity} gets busy."),
     "fact": ("It matters for {event}, so keep it in mind.", "{other} already knows, I told them before.",
              "I'll remind everyone again before {event}.", "Just so everyone knows.", "I only found out this morning.",
              "Don't forget it this time.",
@@ -657,10 +703,10 @@ N4_EVENTS: tuple[tuple[str, str, str], ...] = (
      "Pride and Prejudice was written by Jane Austen and first published in eighteen thirteen.",
      "That was Jane Austen, {asker}."),
     ("how far away is the moon?",
-     "The moon is about two hundred and forty thousand miles away from Earth on average.",
+     "The moon is roughly two hundred forty thousand miles away from Earth on average.",
      "Roughly a quarter million miles, {asker}, I read that yesterday."),
     ("what can I use instead of butter in a cake?",
-     "You can use the same amount of coconut oil, or applesauce for about half of it.",
+     "Instead of butter, use the same amount of coconut oil, or applesauce for half.",
      "Use coconut oil, {asker}, it works fine."),
     ("how do you say thank you in Japanese?",
      "In Japanese you say arigato, or arigato gozaimasu if you want to be more polite.",
@@ -687,7 +733,7 @@ N4_EVENTS: tuple[tuple[str, str, str], ...] = (
      "The Mona Lisa was painted by Leonardo da Vinci in the early fifteen hundreds.",
      "Leonardo da Vinci, {asker}."),
     ("how many minutes are in a day?",
-     "There are one thousand four hundred and forty minutes in a single day.",
+     "There are fourteen hundred and forty minutes in a single day, which adds up fast.",
      "Fourteen hundred and forty, {asker}, I did that in school."),
     ("what's the longest river in the world?",
      "The Nile is usually called the longest river, though some measurements favor the Amazon.",
@@ -750,7 +796,7 @@ N4_EVENTS: tuple[tuple[str, str, str], ...] = (
      "A violin has four strings, tuned to G, D, A and E from low to high.",
      "Four, {asker}, my niece plays one."),
     ("which country has the most people?",
-     "India now has the largest population in the world, having recently overtaken China.",
+     "India is now the country with the most people, having recently overtaken China.",
      "India, {asker}, it passed China recently."),
     ("how often is a leap year?",
      "A leap year comes every four years, with a few exceptions for some century years.",
@@ -759,18 +805,64 @@ N4_EVENTS: tuple[tuple[str, str, str], ...] = (
      "Plants take in carbon dioxide from the air and release oxygen during photosynthesis.",
      "Carbon dioxide, {asker}."),
 )
-# the implicit version's N4 question in the N4-edited pairs: a follow-up to the one who answered T
-FOLLOW_UPS: tuple[str, ...] = ("since you knew that one", "while you're at it", "one more for you then",
-                               "and since you're so good at this", "you seem to know everything today",
-                               "another one for you")
+# taking a question back: N4_R ("Oh, never mind, Aria, I remember now."), and the same words in
+# self-talk and N1 (a retraction is not one label's)
+NEVER_MIND_HEADS: tuple[str, ...] = ("Oh", "Actually", "Wait", "No", "Sorry", "Hmm")
 N4_NEVER_MIND: tuple[str, ...] = ("never mind", "forget it", "don't worry about it", "scratch that",
                                   "forget I asked", "no need")
 N4_NEVER_MIND_WHY: tuple[str, ...] = (
     "I just looked it up", "I remember now", "it doesn't matter", "it came back to me", "I'll check later",
     "it's not important right now", "I found it on my phone", "we can sort it out later",
 )
+# how news for everyone may start
+NEWS_OPENERS: tuple[str, ...] = ("By the way,", "Oh, and", "Just so you all know,", "Okay, news,", "Right,",
+                                 "Before I forget,")
 # a question put to everyone names them so (where a question to a person may name them)
 ROOM_CALLS: tuple[str, ...] = ("everyone", "guys", "folks", "anyone")
 # what a person says first when answering a question put to them
 REPLIES: tuple[str, ...] = ("Oh,", "Yes,", "Hmm,", "Right,", "Sure,", "Yeah,", "Well,", "Let me think,", "Okay,",
                             "Good question,")
+# general knowledge as a fact a person states and T may ask for (as N4 questions and people do):
+# question of N4_EVENTS -> (gold answer, said word for word in the N4 answer; topic)
+TRIVIA: dict[str, tuple[str, str]] = {
+    "how long should I boil an egg?": ("about six minutes", "the eggs"),
+    "what's the capital of Australia?": ("Canberra", "the capital of Australia"),
+    "how many ounces are in a pound?": ("sixteen ounces", "ounces in a pound"),
+    "who wrote Pride and Prejudice?": ("Jane Austen", "Pride and Prejudice"),
+    "how far away is the moon?": ("two hundred forty thousand miles", "the moon"),
+    "what can I use instead of butter in a cake?": ("coconut oil", "the butter"),
+    "how do you say thank you in Japanese?": ("arigato", "thank you in Japanese"),
+    "how many legs does a spider have?": ("eight legs", "spiders"),
+    "at what temperature does water boil in Fahrenheit?": ("two hundred and twelve degrees", "boiling water"),
+    "which planet is the largest?": ("Jupiter", "the planets"),
+    "how long does it take to walk a mile?": ("fifteen to twenty minutes", "walking a mile"),
+    "what's the tallest mountain in the world?": ("Mount Everest", "the tallest mountain"),
+    "what's the chemical symbol for gold?": ("A U", "the symbol for gold"),
+    "who painted the Mona Lisa?": ("Leonardo da Vinci", "the Mona Lisa"),
+    "how many minutes are in a day?": ("fourteen hundred and forty minutes", "minutes in a day"),
+    "what's the longest river in the world?": ("the Nile", "the longest river"),
+    "how many players are on a soccer team?": ("eleven players", "soccer teams"),
+    "what's the freezing point of water in Celsius?": ("zero degrees Celsius", "freezing water"),
+    "how many continents are there?": ("seven continents", "the continents"),
+    "who invented the telephone?": ("Alexander Graham Bell", "the telephone"),
+    "how many teaspoons are in a tablespoon?": ("three teaspoons", "teaspoons"),
+    "what's the fastest land animal?": ("the cheetah", "the fastest animal"),
+    "how many bones are in the human body?": ("two hundred and six bones", "bones"),
+    "what language do they speak in Brazil?": ("Portuguese", "Brazil"),
+    "how long is a marathon?": ("twenty six point two miles", "the marathon"),
+    "what's the smallest planet?": ("Mercury", "the smallest planet"),
+    "how many hours of sleep do adults need?": ("between seven and nine hours", "sleep"),
+    "which ocean is the biggest?": ("the Pacific", "the oceans"),
+    "how do you say good morning in Spanish?": ("buenos dias", "good morning in Spanish"),
+    "what year did people first land on the moon?": ("nineteen sixty nine", "the moon landing"),
+    "how many cups are in a quart?": ("four cups", "quarts"),
+    "who composed the Four Seasons?": ("Antonio Vivaldi", "the Four Seasons"),
+    "how deep is the ocean at its deepest point?": ("almost thirty six thousand feet", "the deepest ocean"),
+    "what's the main ingredient in guacamole?": ("avocado", "guacamole"),
+    "how many strings does a violin have?": ("four strings", "violins"),
+    "which country has the most people?": ("India", "the world population"),
+    "how often is a leap year?": ("every four years", "leap years"),
+    "what gas do plants take in?": ("carbon dioxide", "plants"),
+}
+# first words of N4 answers that are names (kept capitalised after a comma)
+TRIVIA_PROPER: frozenset[str] = frozenset({"Pride", "Jupiter", "Mount", "Alexander", "Mercury", "India"})

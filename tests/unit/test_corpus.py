@@ -22,6 +22,7 @@ from harness.scenes.schema import (
     Target,
     Turn,
     addresses_by_name,
+    aligned_turns,
     context_singles_out_assistant,
     import_manifest,
     iter_manifest,
@@ -64,6 +65,32 @@ def test_exact_paper_counts(stats):
         w = stats[cond]["windows"]
         assert (w["T"], w["N4_Q"], w["N4_R"]) == (2000, 1911, 1911)
         assert w["N1"] + w["N2"] + w["N3"] == 20360
+        assert {k: w[k] for k in ("N1", "N2", "N3")} == {k: PAPER["windows"][cond][k] for k in ("N1", "N2", "N3")}
+        assert stats[cond]["scenes_with_n4"] == 968
+    # the paper's N4 edits: 1,661 pairs differ only at T, 339 elsewhere too, 16 of them with unequal turn counts
+    assert (stats["pairs_differ_only_at_t"], stats["pairs_unequal_turns"]) == (1661, 16)
+
+
+def test_silence_mix_is_the_papers(stats):
+    """Device-directed / human-directed / statements / self-talk windows: the paper's breakdown read
+    as windows per condition (docs/corpus.md), exactly, in both conditions."""
+    by_type = stats["diagnostic"]["silence_by_type"]
+    assert by_type["paper"] == {"device_directed": 2570, "human_directed": 2134, "statements": 12389,
+                                "self_talk": 3267}
+    assert by_type["explicit"] == by_type["implicit"] == by_type["paper"]
+
+
+def test_targets_fit_the_text(paper):
+    """A device-directed turn addresses the scene's device, which fits the setting; a human-directed
+    N2 turn names a person, answers one, or asks the next speaker; a statement names no person."""
+    for s in paper[0][::2]:
+        names = set(s.speaker_names.values())
+        device = s.attributes["device_context"]
+        for turn in s.turns:
+            if turn.target is Target.DEVICE:
+                assert device != "none" and turn.text.split(",")[0].lower() in device.lower(), (device, turn.text)
+            elif turn.label is Label.N2 and turn.target is Target.GROUP:
+                assert not any(addresses_by_name(turn.text, n) for n in names), turn.text
 
 
 def test_within_one_percent_elsewhere(stats):
@@ -83,7 +110,8 @@ def test_late_middle_t_scenes_get_two_n4_events(paper):
 def test_the_conversation_singles_out_the_assistant(paper):
     """Implicit T say no name and no role noun (the relay pairs' rewritten turn may, as people do):
     the cue is in the conversation before T (issue 22)."""
-    want = {"relay": {"designator"}, "keeper": {"job"}, "holder": {"job"}, "unknown": {"unknown", "job"}}
+    want = {"relay": {"designator", "unknown", "job"}, "keeper": {"job"}, "holder": {"job"},
+            "unknown": {"unknown", "job"}}
     for e, i in zip(paper[0][::2], paper[0][1::2], strict=True):
         t = i.turns[i.t_index]
         cue = i.attributes["implicit_cue"]
@@ -91,7 +119,12 @@ def test_the_conversation_singles_out_the_assistant(paper):
         assert not any(addresses_by_name(t.text, n) for n in i.speaker_names.values()), t.text
         assert context_singles_out_assistant(i, cue == "relay") in want[cue], (cue, t.text)
         before = i.turns[: i.t_index]
-        if cue == "relay":
+        if cue == "relay" and i.turns[i.t_index - 1].label is Label.N2:  # rewritten as "I don't know" (2 pairs)
+            prev = i.turns[i.t_index - 1]
+            assert context_singles_out_assistant(i, True) in {"unknown", "job"}
+            assert not names_assistant_or_designates(prev.text)
+            assert e.turns[e.t_index - 1].label is Label.N1 and names_assistant(e.turns[e.t_index - 1].text)
+        elif cue == "relay":
             prev = i.turns[i.t_index - 1]
             assert prev != e.turns[e.t_index - 1] and names_assistant_or_designates(prev.text)
             assert prev.label is Label.N1 and e.turns[e.t_index - 1].label is Label.N1
@@ -106,14 +139,26 @@ def test_the_conversation_singles_out_the_assistant(paper):
 
 
 def test_versions_differ_at_t_the_rewritten_turn_or_the_edited_n4_turns(paper, stats):
+    unequal = {"explicit": 0, "implicit": 0}
     for e, i in zip(paper[0][::2], paper[0][1::2], strict=True):
+        if len(e.turns) != len(i.turns):  # one version lacks one N4 event, else they match turn by turn
+            longer, shorter = (e, i) if len(e.turns) > len(i.turns) else (i, e)
+            unequal[shorter.condition] += 1
+            t = e.t_index
+            same = [a == b or k == t for k, (a, b) in enumerate(zip(longer.turns, shorter.turns, strict=False))]
+            q = same.index(False) if False in same else len(shorter.turns)  # the missing event (or the last two)
+            assert len(longer.turns) == len(shorter.turns) + 2 and longer.turns[q].label is Label.N4_Q
+            assert longer.turns[q + 2:] == shorter.turns[q:]
+            continue
         differ = [k for k, (a, b) in enumerate(zip(e.turns, i.turns, strict=True)) if a != b]
         if i.attributes["implicit_cue"] == "relay":
             assert differ == [e.t_index - 1, e.t_index]
         else:
             assert differ[0] == e.t_index and all(e.turns[k].label in (Label.N4_Q, Label.N4_R) for k in differ[1:])
-    # the paper's N4 edits: 1,661 pairs differ only at T, 339 elsewhere too (42 of them rewrite the turn before T)
+    # the paper's N4 edits: 1,661 pairs differ only at T, 339 elsewhere too (42 of them rewrite the turn before T,
+    # 16 have unequal turn counts: half of them the explicit version shorter, so each condition keeps 1,911 events)
     assert (stats["pairs_differ_only_at_t"], stats["rewritten_previous_turn"]) == (1661, 42)
+    assert unequal == {"explicit": 8, "implicit": 8}
 
 
 def test_labels_as_the_spec_says(paper):
@@ -244,6 +289,19 @@ def test_strict_rules_check_where_the_versions_differ():
         validate_pair(e, _insert(i, 4, Turn("A", "Hmm, okay.", Label.N3, Target.NONE)), strict=True)
 
 
+def test_strict_rules_allow_an_n4_event_in_one_version_only():
+    """The paper's N4 edits with unequal turn counts: one version may lack one N4 event after T."""
+    job = Turn("C", "Aria keeps track of the bus for us.", Label.N1, Target.GROUP)
+    e, i = (_insert(s, 1, job) for s in _pair())
+    q = Turn("A", "How far away is the moon?", Label.N4_Q, Target.ARIA, answer="About a quarter million miles.")
+    r = Turn("B", "Sam, never mind, I know it.", Label.N4_R, Target.HUMAN)
+    longer = _insert(_insert(e, 3, q), 4, r)
+    validate_pair(longer, i, strict=True)
+    assert [t.label for t in aligned_turns(longer, i)[0]] == [t.label for t in i.turns]
+    with pytest.raises(SceneError, match=r"\[rule pair_layout\]$"):  # not an N4 event
+        validate_pair(_insert(_insert(e, 3, q), 4, dataclasses.replace(r, label=Label.N2)), i, strict=True)
+
+
 def _with_turn(scene: Scene, k: int, text: str, **changes) -> Scene:
     turns = list(scene.turns)
     turns[k] = dataclasses.replace(turns[k], text=text, **changes)
@@ -255,8 +313,7 @@ def _insert(scene: Scene, k: int, turn: Turn) -> Scene:
 
 
 def test_the_corpus_tests_addressee_inference(stats):
-    """Issue 22's targets on the paper-scale corpus, where they are met; the surface AUC (not yet at
-    0.65) held where it is, so that a change that brings the tells back fails."""
+    """Issue 22's targets on the paper-scale corpus."""
     d, on = stats["diagnostic"], stats["diagnostic"]["t_onset"]
     assert d["designator"]["share"] <= 0.25
     for c in ("explicit", "implicit"):
@@ -264,8 +321,15 @@ def test_the_corpus_tests_addressee_inference(stats):
     assert stats["reuse"]["distinct_speech_h"] >= 58 and d["repeats"]["share"] <= 0.10
     dev = on["deviation"]
     assert all(abs(x) <= 0.10 for x in (dev["min"], dev["max"], *dev["tertile_edges"])) and on["before_paper_min"] == 0
-    assert d["surface_auc"]["implicit"]["best_auc"] <= 0.82  # target 0.65; today's 0.801
+    assert d["surface_auc"]["implicit"]["best_auc"] <= 0.65
     assert on["t_second_turn_pairs"] == 0 and on["gold_just_before_t_pairs"] == 0
+    # no retraction, politeness or general-knowledge phrase is one label's (issue 22: N4_R "scratch that",
+    # N2 ", please .", N4_Q "in the world"); N4_Q no longer says the name as a rule
+    for c in ("explicit", "implicit"):
+        for label, phrase in (("N4_R", ", scratch that"), ("N4_R", ", forget it"), ("N4_R", ", no need"),
+                              ("N2", ", please ."), ("N4_Q", "in the world"), ("N4_Q", "boil")):
+            assert phrase not in d["exclusive"][c][label]["top"], (c, label, phrase)
+        assert d["exclusive"][c]["N4_Q"]["covered_share"] < 0.05
 
 
 def _lines(*scenes: Scene | dict) -> list[str]:

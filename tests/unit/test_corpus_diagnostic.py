@@ -109,3 +109,51 @@ def test_stats_and_report_carry_it():
     assert "diagnostic" not in corpus_stats(_corpus(3), diagnose=False)
     head = D.headline(stats["diagnostic"])
     assert head["designator_share"] == 1.0 and head["t_only_chars_implicit"] == ":"
+
+
+# --- the template generator, measured by the diagnostic (issue 22) ---------------------------------
+
+@pytest.fixture(scope="module")
+def generated():
+    from harness.scenes.generator import generate_pairs
+
+    scenes = generate_pairs(400, 20260902, 0.25, 0.5, profile="paper")
+    return {c: [s for s in scenes if s.condition == c] for c in ("explicit", "implicit")}
+
+
+def test_generated_implicit_requests_have_no_surface_tell(generated):
+    """A single-turn classifier barely separates the implicit T from the other question turns (the
+    paper-scale corpus: <= 0.65; 400 pairs leave more noise), no phrase or character is T's alone;
+    the explicit T still says the name (the classifier finds it)."""
+    assert D.surface_auc(generated["implicit"])["best_auc"] <= 0.68
+    assert D.surface_auc(generated["explicit"])["best_auc"] >= 0.9
+    t = D.exclusive_phrases(generated["implicit"])["T"]
+    assert t["phrases"] == 0 and t["chars"] == {}
+    pairs = list(zip(generated["explicit"], generated["implicit"], strict=True))
+    assert D.designator_share(pairs)["share"] <= 0.25
+
+
+@pytest.mark.parametrize("profile, n_pairs", [("paper", 150), ("compact", 60), ("compact", 7)])
+def test_generated_silence_mix_is_exact(profile, n_pairs):
+    """The device-directed and human-directed windows are the paper's shares of the corpus's silence
+    windows, exactly (round(total * 2,570 / 20,360) and round(total * 2,134 / 20,360)), in both versions."""
+    from harness.scenes.generator import generate_pairs
+
+    scenes = generate_pairs(n_pairs, 5, 0.25, 0.5, profile=profile)
+    for cond in ("explicit", "implicit"):
+        mix = D.silence_by_type([s for s in scenes if s.condition == cond])
+        total = sum(mix.values())
+        assert mix["device_directed"] == round(total * D.PAPER_SILENCE_BY_TYPE["device_directed"] / 20360)
+        assert mix["human_directed"] == round(total * D.PAPER_SILENCE_BY_TYPE["human_directed"] / 20360)
+
+
+def test_generated_unequal_pairs_keep_the_n4_count():
+    """The N4 edits that drop an event from one version: as many from each condition, so both keep
+    the same number of N4 events, and every pair still validates."""
+    from harness.scenes.generator import generate_pairs
+
+    scenes = generate_pairs(500, 3, 0.25, 0.5, profile="paper")
+    stats = corpus_stats(scenes, diagnose=False)
+    assert stats["pairs_unequal_turns"] == 4  # 16 per 2,000 pairs
+    assert stats["explicit"]["n4_events"] == stats["implicit"]["n4_events"] == round(round(0.5 * 500) * 1911 / 968)
+    assert stats["explicit"]["windows"]["N1"] - stats["implicit"]["windows"]["N1"] == 0  # 2 per 2,000: none here
