@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import contextlib
 import dataclasses
 import logging
 import signal
@@ -233,6 +234,10 @@ def same_run(run: RunConfig, store: ObjectStore, job: str) -> None:
         stored = get_json(store, RunLayout(run.run_id).run_manifest())["config"]
     except FileNotFoundError:
         return  # a new run
+    # as this code reads it: a setting added since run.json was written has its default, not a change
+    # (a key this code no longer knows: compared as stored, so it differs)
+    with contextlib.suppress(ConfigError):
+        stored = RunConfig.from_dict(stored).to_dict()
     fixed = [k for k in config_changes(stored, run.to_dict()) if k.startswith(FIXED_BY_THE_RUN)]
     if fixed:
         fail(f"config error: {job}: run {run.run_id!r} exists and fixed {', '.join(fixed[:6])} at its first invocation "

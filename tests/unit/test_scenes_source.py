@@ -242,3 +242,17 @@ def test_make_corpus_takes_a_seed(tmp_path, capsys):
     with pytest.raises(SystemExit):
         main(["--llm", "anthropic", "--manifest", str(tmp_path / "5" / "scenes.jsonl")])
     assert "cannot be combined with --manifest" in capsys.readouterr().err
+
+
+def test_a_run_started_before_these_settings_resumes(tmp_path):
+    """run.json written before scenes.source / strict / llm existed: their defaults are not a change."""
+    from jobs import _entry
+
+    cfg = _cfg(tmp_path, n_pairs=N_PAIRS)
+    store = LocalStore(cfg.store.root)
+    old = cfg.to_dict()
+    old["scenes"] = {k: v for k, v in old["scenes"].items() if k not in ("source", "strict", "llm")}
+    store.put(RunPlan.from_config(cfg).layout.run_manifest(), json.dumps({"config": old}).encode())
+    _entry.same_run(cfg, store, "jobs.pipeline")  # resumes
+    with pytest.raises(SystemExit):  # scripting it instead is other scenes: a new run
+        _entry.same_run(replace(cfg, scenes=replace(cfg.scenes, source="llm")), store, "jobs.pipeline")
