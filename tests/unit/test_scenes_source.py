@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import hashlib
 import json
+import re
 import shutil
 from dataclasses import replace
 
@@ -20,13 +21,14 @@ from harness.runtime.plan import RunPlan
 from harness.runtime.preflight import problems
 from harness.runtime.projection import project
 from harness.scenes import settings as scene_settings
+from harness.scenes.generator import generate_pairs
 from harness.scenes.llm import PROMPT
 from harness.scoring.judge.llm import PROMPTS_DIR
 from harness.stages import run_stage
 from harness.store.base import LocalStore, get_json
 from tests.fixtures.fake_llm import ProviderAPI, provider_env
 from tests.fixtures.keys import KEYS
-from tests.fixtures.runs import SILENT, one_pair_manifest, tiny_config
+from tests.fixtures.runs import SILENT, tiny_config
 from tests.fixtures.scripts import script
 
 N_PAIRS = 3
@@ -143,8 +145,23 @@ def test_the_llm_hash_reads_the_prompt_by_content(tmp_path):
     assert edited.scenes != llm.scenes
 
 
+def _manifest(path, unsupported: bool = False):
+    """A JSONL manifest of one generated pair; ``unsupported``: its gold answer no longer said before T
+    (every mention of it replaced): the form is fine, the content (rule ``support``) is not."""
+    pair = generate_pairs(1, 3, 0.0, 0.0)
+    lines = []
+    for scene in pair:
+        d = scene.to_dict()
+        if unsupported:
+            gold = re.compile(re.escape(scene.gold_answer), re.IGNORECASE)
+            d["turns"] = [t | {"text": gold.sub("that", t["text"])} for t in d["turns"]]
+        lines.append(json.dumps(d))
+    path.write_text("\n".join(lines) + "\n", encoding="utf-8")
+    return path
+
+
 def test_strict_enters_the_hash_only_when_true(tmp_path):
-    m = str(one_pair_manifest(tmp_path / "scenes.jsonl"))
+    m = str(_manifest(tmp_path / "scenes.jsonl"))
     lax = RunPlan.from_config(_cfg(tmp_path, manifest=m))
     assert RunPlan.from_config(_cfg(tmp_path, manifest=m, strict=False)).scenes == lax.scenes
     assert RunPlan.from_config(_cfg(tmp_path, manifest=m, strict=True)).scenes != lax.scenes
@@ -214,10 +231,7 @@ def test_the_preflight_names_a_missing_prompt_file(tmp_path):
 # -- strict imports ------------------------------------------------------------------------------------
 def test_strict_refuses_an_imported_scene_the_lax_import_accepts(tmp_path):
     """The gold answer is no longer said before T: the form is fine, the content (support) is not."""
-    m = one_pair_manifest(tmp_path / "scenes.jsonl")
-    m.write_text(m.read_text().replace("thirty dollars.", "a lot.").replace("thirty dollars", "a lot"))
-    m.write_text("\n".join(json.dumps(d | {"gold_answer": "thirty dollars"})
-                           for d in map(json.loads, m.read_text().splitlines())) + "\n")
+    m = _manifest(tmp_path / "scenes.jsonl", unsupported=True)
     store = LocalStore(tmp_path / "store")
     lax = _cfg(tmp_path, manifest=str(m))
     lax_set = SceneSet.read(store, RunPlan.from_config(lax).layout, run_stage("scenes", lax, store))
