@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import contextlib
 import dataclasses
 import logging
 import signal
@@ -226,7 +225,7 @@ def same_run(run: RunConfig, store: ObjectStore, job: str) -> None:
     id must not change what the run fixed at its first invocation (its scenes and shard plan):
     that would silently split the run in two while ``run.json``, status and reduce describe the
     first. Exits with :data:`CONFIG_ERROR` naming the keys; a new run id is a new run."""
-    from harness.runtime.manifest import config_changes
+    from harness.runtime.manifest import as_read, config_changes
     from harness.store.base import get_json
     from harness.store.layout import RunLayout
 
@@ -234,11 +233,7 @@ def same_run(run: RunConfig, store: ObjectStore, job: str) -> None:
         stored = get_json(store, RunLayout(run.run_id).run_manifest())["config"]
     except FileNotFoundError:
         return  # a new run
-    # as this code reads it: a setting added since run.json was written has its default, not a change
-    # (a key this code no longer knows: compared as stored, so it differs)
-    with contextlib.suppress(ConfigError):
-        stored = RunConfig.from_dict(stored).to_dict()
-    fixed = [k for k in config_changes(stored, run.to_dict()) if k.startswith(FIXED_BY_THE_RUN)]
+    fixed = [k for k in config_changes(as_read(stored), run.to_dict()) if k.startswith(FIXED_BY_THE_RUN)]
     if fixed:
         fail(f"config error: {job}: run {run.run_id!r} exists and fixed {', '.join(fixed[:6])} at its first invocation "
              f"(run.json); this command changes them. Use a new run_id for other scenes, or repeat the run's own "

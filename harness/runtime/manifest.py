@@ -27,7 +27,7 @@ from harness.audio.preamble import PAPER_PREAMBLE_S
 from harness.audio.tts import SynthesisError, build_tts
 from harness.audio.tts.settings import TtsSettings
 from harness.metrics.stats import BOOTSTRAP_SEED
-from harness.runtime.config import RunConfig
+from harness.runtime.config import ConfigError, RunConfig
 from harness.runtime.shard import new_attempt_id
 from harness.store.base import ObjectStore, get_json, put_json
 from harness.store.layout import RunLayout
@@ -133,7 +133,7 @@ def write_run_manifest(cfg: RunConfig, store: ObjectStore) -> dict[str, Any]:
     put_json(store, lay.run_manifest(), mine, if_absent=True)
     stored = get_json(store, lay.run_manifest())
     put_json(store, lay.invocation(new_attempt_id()), mine)  # this invocation's own manifest
-    changed = [k for k in config_changes(stored.get("config", {}), mine["config"])
+    changed = [k for k in config_changes(as_read(stored.get("config", {})), mine["config"])
                if k.split(".")[0] not in WHERE_IT_RUNS]
     if changed:
         log.warning("run %s: this invocation changes %s from run.json (which keeps the first invocation's "
@@ -157,6 +157,16 @@ def load_run_config(store: ObjectStore, current: RunConfig, keep_budget: bool = 
     if not keep_budget:
         d["budget"] = here["budget"]
     return RunConfig.from_dict(d)
+
+
+def as_read(config: dict[str, Any]) -> dict[str, Any]:
+    """A stored ``run.json`` config as this code reads it (``RunConfig.from_dict(...).to_dict()``): a
+    setting added since it was written has its default (e.g. ``scenes.source: template``), so it is
+    not taken for a change. One this code does not know (a :class:`ConfigError`): as stored."""
+    try:
+        return RunConfig.from_dict(config).to_dict()
+    except ConfigError:
+        return config
 
 
 def config_changes(stored: dict[str, Any], current: dict[str, Any], prefix: str = "") -> list[str]:

@@ -6,7 +6,7 @@ import pytest
 
 from harness.runtime.config import RunConfig
 from harness.runtime.manifest import build_manifest, load_run_config, write_run_manifest
-from harness.store.base import LocalStore, get_json
+from harness.store.base import LocalStore, get_json, put_json
 from harness.store.layout import RunLayout
 
 
@@ -65,3 +65,18 @@ def test_a_copied_manifest_reproduces_the_run_under_the_new_id_and_budget_is_kep
     with caplog.at_level("WARNING"):
         write_run_manifest(_cfg(metrics={"min_n": 10}, budget={"gpu_hours": 9.0}), store)
     assert "changes metrics.min_n from run.json" in caplog.text and "budget" not in caplog.text
+
+
+def test_a_setting_added_since_run_json_was_written_is_not_a_change(tmp_path, caplog):
+    """run.json from before scenes.source / strict / llm existed: their defaults are what it ran."""
+    store = LocalStore(tmp_path)
+    cfg = _cfg()
+    old = build_manifest(cfg)
+    old["config"]["scenes"] = {k: v for k, v in old["config"]["scenes"].items() if k not in ("source", "strict", "llm")}
+    put_json(store, RunLayout("m").run_manifest(), old)
+    with caplog.at_level("WARNING"):
+        write_run_manifest(cfg, store)
+    assert "changes" not in caplog.text
+    with caplog.at_level("WARNING"):
+        write_run_manifest(_cfg(scenes={"n_pairs": 5, "seed": 11, "source": "llm"}), store)
+    assert "changes scenes.source from run.json" in caplog.text
