@@ -30,7 +30,7 @@ from harness.store.layout import RunLayout, settings_hash
 from harness.vad.silero import VadSettings
 
 # v3: issue 22 (contextual implicit requests, shared question pools, N4 edits); v4: paper-profile T onsets (bbe607d)
-GENERATOR_VERSION = "templates-v4"
+GENERATOR_VERSION = "templates-v5"
 # the synth stage's outputs (recorded in its marker): v1 is the layout before stage versions existed, so it
 # is not in the synth hash; the first bump adds it there (a new prefix: clips are made again)
 SYNTH_VERSION = "synth-v1"
