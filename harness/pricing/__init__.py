@@ -275,13 +275,19 @@ def spend_row(stage: str, who: str, usages: Iterable[Mapping[str, Any] | None], 
 
 
 def spend_rows(ledgers: Iterable[Any], scoring: Mapping[str, Mapping[str, Any]], reference: Mapping[str, Any] | None,
-               table: PriceTable, reference_name: str = "reference") -> list[dict[str, Any]]:
+               table: PriceTable, reference_name: str = "reference",
+               scenes: Mapping[str, Any] | None = None) -> list[dict[str, Any]]:
     """The API spend of a run from the usage ledger, one :func:`spend_row` per metered spender:
-    each model's infer usage (``ledgers``: :class:`~harness.products.infer.ModelLedger`, completed
-    shards and failed attempts), the LLM judge's paid calls per model (``scoring``: ``{model: score
-    marker}``) and the text reference's and its judge's (``reference``: the reference marker, if any)."""
-    rows = [spend_row("infer", led.model, [*led.usage.values(), *led.failed_usage.values()], table)
-            for led in ledgers]
+    the script writer's paid calls (``scenes``: the scenes marker, whose ``llm`` holds them with
+    ``scenes.source=llm``), each model's infer usage (``ledgers``:
+    :class:`~harness.products.infer.ModelLedger`, completed shards and failed attempts), the LLM
+    judge's paid calls per model (``scoring``: ``{model: score marker}``) and the text reference's
+    and its judge's (``reference``: the reference marker, if any)."""
+    scripts = (scenes or {}).get("llm") or {}
+    rows = [spend_row("scenes (scripts)", f"{scripts.get('backend')}/{scripts.get('model')}", [scripts.get("usage")],
+                      table, "calls")] if scripts else []
+    rows += [spend_row("infer", led.model, [*led.usage.values(), *led.failed_usage.values()], table)
+             for led in ledgers]
     rows += [spend_row("score (judge)", name, (s.get("usage") or {}).values(), table, "calls")
              for name, s in scoring.items()]
     cost = (reference or {}).get("cost") or {}

@@ -446,8 +446,9 @@ def _api_table(api: dict) -> Table:
     unpriced = any(r["usd"] is None for r in api["rows"])
     rows.append(("total", "", "", "", "", "", f"{total:.4f}" + (" + unpriced" if unpriced else "")))
     return Table(("stage", "spender", "provider/model", "billed", "tokens in", "tokens out", "USD"), rows,
-                 caption=f"Raw usage from the usage ledger (infer shard markers and failed attempts, the score and "
-                         f"reference markers) priced with {api['table']}. Unpriced usage is never counted as $0. "
+                 caption=f"Raw usage from the usage ledger (the scenes marker's script calls, infer shard markers and "
+                         f"failed attempts, the score and reference markers) priced with {api['table']}. "
+                         "Unpriced usage is never counted as $0. "
                          "Re-pricing needs no rerun: `make status ARGS=budget.price_table=N` re-prices the infer "
                          "usage at once, and rerunning reduce the whole table.")
 

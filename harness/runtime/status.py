@@ -65,7 +65,9 @@ def run_status(cfg: RunConfig, store: ObjectStore) -> str:
                if store.exists(lay.marker(plan.score[m.name]))}
     reference = get_json(store, lay.marker(plan.reference)) if store.exists(lay.marker(plan.reference)) else None
     lines += [f"  api       {r['stage']} of {r['who']}: {describe_row(r)} ({table.label})"  # LLM judge, reference
-              for r in spend_rows([], scoring, reference, table, f"reference ({cfg.reference.kind})")]
+              for r in spend_rows([], scoring, reference, table, f"reference ({cfg.reference.kind})",
+                                  get_json(store, lay.marker(plan.scenes)) if store.exists(lay.marker(plan.scenes))
+                                  else None)]
     for stage in ("vad", "score"):
         for m in cfg.models:
             lines.append(f"  {stage:9} {m.name:10} {mark(getattr(plan, stage)[m.name])}")

@@ -138,7 +138,7 @@ class ReduceStage(Stage):
         table = load_prices(cfg.budget.price_table)
         statistics["api_cost"] = {"table": table.label, "rows": spend_rows(  # the usage ledger, priced now
             ledgers.values(), spend, read_reference_cost(store, lay, plan.reference), table,
-            f"reference ({cfg.reference.kind})")}
+            f"reference ({cfg.reference.kind})", get_json(store, lay.marker(plan.scenes)))}
         all_rows = [r for rows in rows_by_model.values() for r in rows]
         examples = {m: example_conversations(rows) for m, rows in rows_by_model.items()}
         report = render_report(cfg, metrics, statistics, scene_set.stats, error_list, invalid, plan,

@@ -270,3 +270,18 @@ def test_a_run_started_before_these_settings_resumes(tmp_path):
     _entry.same_run(cfg, store, "jobs.pipeline")  # resumes
     with pytest.raises(SystemExit):  # scripting it instead is other scenes: a new run
         _entry.same_run(replace(cfg, scenes=replace(cfg.scenes, source="llm")), store, "jobs.pipeline")
+
+
+def test_the_script_calls_are_a_row_of_the_api_spend(tmp_path, monkeypatch):
+    from harness.pricing import load_prices, spend_rows
+
+    provider_env(monkeypatch)
+    _on(ProviderAPI(script, input_tokens=2000, output_tokens=800), monkeypatch)
+    cfg = _cfg(tmp_path, **LLM)
+    store = LocalStore(cfg.store.root)
+    marker = get_json(store, RunPlan.from_config(cfg).layout.marker(run_stage("scenes", cfg, store)))
+    (row,) = spend_rows([], {}, None, load_prices(None), scenes=marker)
+    assert (row["stage"], row["who"], row["count"], row["tokens_in"]) == ("scenes (scripts)",
+                                                                         "anthropic/claude-sonnet-4-5", 3, 6000)
+    assert row["usd"] == pytest.approx(3 * (2000 * 3 + 800 * 15) / 1e6)
+    assert spend_rows([], {}, None, load_prices(None), scenes={"scenes": 6, "invalid": 0}) == []  # templates
