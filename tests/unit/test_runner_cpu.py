@@ -71,7 +71,7 @@ def test_scoring_only_live_rows_keeps_their_probabilities():
 
 
 def test_detector_threads_change_speed_not_numbers(monkeypatch):
-    """Rows scored in groups (150 rows: three groups of 50) give the same numbers bit for bit on one
+    """Rows scored in groups (150 rows: two groups of 75) give the same numbers bit for bit on one
     thread or two, and agree with one batch of every row within the promised tolerance."""
     rng = np.random.default_rng(2)
     audio = (rng.standard_normal((150, 1920 * 6)) * 0.1).astype(np.float32)
