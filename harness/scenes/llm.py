@@ -41,6 +41,7 @@ from harness.scenes.schema import (
     Scene,
     SceneError,
     Turn,
+    extra_event,
     names_assistant_or_designates,
     validate_pair,
 )
@@ -59,6 +60,8 @@ REWRITE_NOTE = ("- The turn marked \"rewrite\" comes right before T and is the r
                 "of that\"); its \"implicit_text\" says the same without the name, calling the device what people "
                 "here would call it (the speaker, the tablet, the car, the assistant); the implicit T itself may "
                 "then be just the question.")
+ONLY_NOTE = ("- The two turns marked \"only\" (a question to Aria and its retraction) are said in that version "
+             "only: write them so that the conversation also reads well without them.")
 _WORD = re.compile(r"[a-z']+")
 _MENTION = re.compile(r"\b(Aria|assistant)\b", re.IGNORECASE)  # what an N2 or N3 turn may not say
 
@@ -78,15 +81,26 @@ class ScriptResult:
     attempts: dict[str, int] = field(default_factory=dict)
 
 
+def _base(explicit: Scene, implicit: Scene) -> tuple[Scene, tuple[str, int] | None]:
+    """The version whose turns the layout follows (the one with every turn: the explicit one unless
+    only the implicit has the N4 event of :func:`~harness.scenes.schema.extra_event`) and that event."""
+    extra = extra_event(explicit, implicit)
+    return (implicit if extra and extra[0] == implicit.condition else explicit), extra
+
+
 def layout_of(explicit: Scene, implicit: Scene) -> list[dict[str, Any]]:
-    """The layout the model fills: per turn its speaker, label, target, and ``rewrite`` for the
-    turn before T when this pair's implicit version rewrites it."""
+    """The layout the model fills: per turn its speaker, label, target, ``rewrite`` for the turn
+    before T when this pair's implicit version rewrites it, and ``only`` (a condition) for the two
+    turns of an N4 event that one version lacks (the paper's N4 edits with unequal turn counts)."""
+    base, extra = _base(explicit, implicit)
     t = explicit.t_index
     rows = []
-    for i, (a, b) in enumerate(zip(explicit.turns, implicit.turns, strict=True)):
+    for i, a in enumerate(base.turns):
         row = {"turn": i, "speaker": a.speaker, "label": a.label.value, "target": a.target.value}
-        if i == t - 1 and a != b:
+        if i == t - 1 and explicit.turns[i] != implicit.turns[i]:
             row["rewrite"] = True
+        if extra and extra[1] <= i <= extra[1] + 1:
+            row["only"] = extra[0]
         rows.append(row)
     return rows
 
@@ -128,7 +142,8 @@ class LLMScriptWriter:
             attributes=json.dumps({k: v for k, v in explicit.attributes.items() if k != "implicit_cue"}, indent=1),
             layout="\n".join(json.dumps(r) for r in layout),
             names=", ".join(f"{s} = {n}" for s, n in explicit.speaker_names.items()),
-            rewrite=REWRITE_NOTE if any(r.get("rewrite") for r in layout) else "",
+            rewrite="\n".join(note for note, key in ((REWRITE_NOTE, "rewrite"), (ONLY_NOTE, "only"))
+                              if any(r.get(key) for r in layout)),
             chars=chars)
 
     def _reply(self, prompt: str, key: dict[str, Any]) -> str:
@@ -212,13 +227,13 @@ def build_pair(reply: str, explicit: Scene, implicit: Scene) -> tuple[Scene, Sce
     gold, rows = d.get("gold_answer"), d.get("turns")
     if not isinstance(gold, str) or not gold.strip():
         raise SceneError(sid, None, "gold_answer", "reply has no gold_answer")
-    if not isinstance(rows, list) or len(rows) != len(explicit.turns):
-        raise SceneError(sid, None, "layout", f"reply has {len(rows) if isinstance(rows, list) else 0} turns, "
-                                              f"the layout {len(explicit.turns)}")
-    t = explicit.t_index
     layout = layout_of(explicit, implicit)
+    if not isinstance(rows, list) or len(rows) != len(layout):
+        raise SceneError(sid, None, "layout", f"reply has {len(rows) if isinstance(rows, list) else 0} turns, "
+                                              f"the layout {len(layout)}")
+    t = explicit.t_index
     e_turns, i_turns = [], []
-    for i, (row, tmpl) in enumerate(zip(rows, explicit.turns, strict=True)):
+    for i, (row, tmpl) in enumerate(zip(rows, _base(explicit, implicit)[0].turns, strict=True)):
         if not isinstance(row, dict) or not isinstance(row.get("text"), str):
             raise SceneError(sid, i, "layout", "turn without a text")
         answer = row.get("answer") if tmpl.label is Label.N4_Q else None
@@ -231,9 +246,12 @@ def build_pair(reply: str, explicit: Scene, implicit: Scene) -> tuple[Scene, Sce
             raise SceneError(sid, i, "layout", "T turn without an implicit_text")
         if alt is not None and not may_differ and alt.strip() != turn.text:
             raise SceneError(sid, i, "layout", "only T (and a turn marked rewrite) may differ between versions")
-        e_turns.append(turn)
-        i_turns.append(Turn(turn.speaker, alt.strip(), turn.label, turn.target, answer)
-                       if may_differ and isinstance(alt, str) and alt.strip() else turn)
+        only = layout[i].get("only")
+        if only != implicit.condition:
+            e_turns.append(turn)
+        if only != explicit.condition:
+            i_turns.append(Turn(turn.speaker, alt.strip(), turn.label, turn.target, answer)
+                           if may_differ and isinstance(alt, str) and alt.strip() else turn)
     pair = tuple(
         Scene(f"{sid}-{cond}", sid, cond, explicit.speakers, tuple(ts), gold.strip(), dict(explicit.attributes),
               explicit.t_position, speaker_names=dict(explicit.speaker_names))

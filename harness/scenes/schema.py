@@ -405,21 +405,33 @@ def check_content(explicit: Scene, implicit: Scene) -> None:
                              "the versions may differ only at T, the turn before it and N4 turns")
 
 
-def aligned_turns(explicit: Scene, implicit: Scene) -> tuple[Sequence[Turn], Sequence[Turn]]:
-    """The two versions' turns, lined up turn by turn: where one version has two turns more, the
-    first N4 event (N4_Q, N4_R) after T whose removal lines the speakers and labels up is taken out
-    of it (the paper's N4 edits with unequal turn counts: an event in one version only). Versions of
-    equal length, or that no such event lines up, come back as they are."""
+def extra_event(explicit: Scene, implicit: Scene) -> tuple[str, int] | None:
+    """The paper's N4 edit with unequal turn counts: where one version has an N4 event (N4_Q,
+    N4_R) after T that the other lacks, ``(condition of the version that has it, index of its
+    N4_Q)``, the first such event whose removal lines the speakers and labels up; else None."""
     a, b, t = explicit.turns, implicit.turns, explicit.t_index
     if abs(len(a) - len(b)) != 2:
-        return a, b
-    longer, shorter = (a, b) if len(a) > len(b) else (b, a)
+        return None
+    (longer, cond), shorter = ((a, explicit.condition), b) if len(a) > len(b) else ((b, implicit.condition), a)
     for q in range(t + 1, len(longer) - 1):
         if longer[q].label is Label.N4_Q and longer[q + 1].label is Label.N4_R:
             cut = (*longer[:q], *longer[q + 2:])
             if [(x.speaker, x.label) for x in cut] == [(x.speaker, x.label) for x in shorter]:
-                return (cut, shorter) if longer is a else (shorter, cut)
-    return a, b
+                return cond, q
+    return None
+
+
+def aligned_turns(explicit: Scene, implicit: Scene) -> tuple[Sequence[Turn], Sequence[Turn]]:
+    """The two versions' turns, lined up turn by turn: the event of :func:`extra_event` is taken out
+    of the version that has it. Versions of equal length, or that no such event lines up, come back
+    as they are."""
+    extra = extra_event(explicit, implicit)
+    if extra is None:
+        return explicit.turns, implicit.turns
+    cond, q = extra
+    if cond == explicit.condition:
+        return (*explicit.turns[:q], *explicit.turns[q + 2:]), implicit.turns
+    return explicit.turns, (*implicit.turns[:q], *implicit.turns[q + 2:])
 
 
 def validate_scenes(items: Iterable[Scene | SceneError], strict: bool = False

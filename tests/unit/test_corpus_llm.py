@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import json
 import re
+from pathlib import Path
 
 import pytest
 
@@ -134,3 +135,30 @@ def test_a_rewritten_relay_may_call_the_device_what_people_call_it(env):
     e, i = build_pair(script(writer.prompt_text(explicit, implicit), "When is it now?"), explicit, implicit)
     t = i.t_index
     assert "the speaker" in i.turns[t - 1].text and "Aria" in e.turns[t - 1].text
+
+
+def test_a_pair_with_an_n4_event_in_one_version_only_is_scripted_on_both_layouts(env):
+    """The paper's N4 edits with unequal turn counts (schema.extra_event): the model writes every turn
+    once, the event's two turns marked ``only``, and each version keeps exactly its template's turns."""
+    import yaml
+
+    from harness.scenes.generator import generate_pairs
+    from harness.scenes.llm import layout_of
+
+    c = yaml.safe_load((Path(__file__).resolve().parents[2] / "conf" / "scenes" / "paper.yaml").read_text())
+    s = generate_pairs(200, c["seed"], c["four_party_share"], c["n4_share"], "paper")
+    unequal = [(e, i) for e, i in zip(s[::2], s[1::2], strict=True) if len(e.turns) != len(i.turns)]
+    assert {len(e.turns) > len(i.turns) for e, i in unequal} == {True, False}  # an extra event in either version
+    writer, fake = _writer(script)
+    for e, i in unequal:
+        rows = layout_of(e, i)
+        assert len(rows) == max(len(e.turns), len(i.turns))
+        only = [r for r in rows if "only" in r]
+        assert [r["label"] for r in only] == ["N4_Q", "N4_R"] and only[1]["turn"] == only[0]["turn"] + 1
+        assert {r["only"] for r in only} == {(e if len(e.turns) > len(i.turns) else i).condition}
+        pair, error, _ = writer.write_pair(e, i)
+        assert pair is not None, error
+        for got, tmpl in zip(pair, (e, i), strict=True):
+            assert [(t.speaker, t.label, t.target) for t in got.turns] == \
+                [(t.speaker, t.label, t.target) for t in tmpl.turns]
+    assert "said in that version only" in fake.prompt(0)
