@@ -62,6 +62,10 @@ REWRITE_NOTE = ("- The turn marked \"rewrite\" comes right before T and is the r
                 "then be just the question.")
 ONLY_NOTE = ("- The two turns marked \"only\" (a question to Aria and its retraction) are said in that version "
              "only: write them so that the conversation also reads well without them.")
+RELABEL_NOTE = ("- A rewrite turn that also has an \"implicit_label\" is a different kind of turn in the implicit "
+                "version: its \"implicit_text\" instead says the speaker does not know (N2, to the same "
+                "person), without referring to Aria or any device, so that the implicit T is not preceded by "
+                "a relay.")
 _WORD = re.compile(r"[a-z']+")
 _MENTION = re.compile(r"\b(Aria|assistant)\b", re.IGNORECASE)  # what an N2 or N3 turn may not say
 
@@ -91,7 +95,9 @@ def _base(explicit: Scene, implicit: Scene) -> tuple[Scene, tuple[str, int] | No
 def layout_of(explicit: Scene, implicit: Scene) -> list[dict[str, Any]]:
     """The layout the model fills: per turn its speaker, label, target, ``rewrite`` for the turn
     before T when this pair's implicit version rewrites it, and ``only`` (a condition) for the two
-    turns of an N4 event that one version lacks (the paper's N4 edits with unequal turn counts)."""
+    turns of an N4 event that one version lacks (the paper's N4 edits with unequal turn counts), and
+    ``implicit_label`` where the implicit version's turn has another label (a relay rewritten as an
+    "I don't know", N1 -> N2: the paper's implicit N1/N2 counts)."""
     base, extra = _base(explicit, implicit)
     t = explicit.t_index
     rows = []
@@ -99,6 +105,8 @@ def layout_of(explicit: Scene, implicit: Scene) -> list[dict[str, Any]]:
         row = {"turn": i, "speaker": a.speaker, "label": a.label.value, "target": a.target.value}
         if i == t - 1 and explicit.turns[i] != implicit.turns[i]:
             row["rewrite"] = True
+            if implicit.turns[i].label is not explicit.turns[i].label:
+                row["implicit_label"] = implicit.turns[i].label.value
         if extra and extra[1] <= i <= extra[1] + 1:
             row["only"] = extra[0]
         rows.append(row)
@@ -142,7 +150,8 @@ class LLMScriptWriter:
             attributes=json.dumps({k: v for k, v in explicit.attributes.items() if k != "implicit_cue"}, indent=1),
             layout="\n".join(json.dumps(r) for r in layout),
             names=", ".join(f"{s} = {n}" for s, n in explicit.speaker_names.items()),
-            rewrite="\n".join(note for note, key in ((REWRITE_NOTE, "rewrite"), (ONLY_NOTE, "only"))
+            rewrite="\n".join(note for note, key in ((REWRITE_NOTE, "rewrite"), (ONLY_NOTE, "only"),
+                                                      (RELABEL_NOTE, "implicit_label"))
                               if any(r.get(key) for r in layout)),
             chars=chars)
 
@@ -250,7 +259,8 @@ def build_pair(reply: str, explicit: Scene, implicit: Scene) -> tuple[Scene, Sce
         if only != implicit.condition:
             e_turns.append(turn)
         if only != explicit.condition:
-            i_turns.append(Turn(turn.speaker, alt.strip(), turn.label, turn.target, answer)
+            label = Label(layout[i].get("implicit_label", turn.label.value))
+            i_turns.append(Turn(turn.speaker, alt.strip(), label, turn.target, answer)
                            if may_differ and isinstance(alt, str) and alt.strip() else turn)
     pair = tuple(
         Scene(f"{sid}-{cond}", sid, cond, explicit.speakers, tuple(ts), gold.strip(), dict(explicit.attributes),

@@ -137,28 +137,39 @@ def test_a_rewritten_relay_may_call_the_device_what_people_call_it(env):
     assert "the speaker" in i.turns[t - 1].text and "Aria" in e.turns[t - 1].text
 
 
-def test_a_pair_with_an_n4_event_in_one_version_only_is_scripted_on_both_layouts(env):
-    """The paper's N4 edits with unequal turn counts (schema.extra_event): the model writes every turn
-    once, the event's two turns marked ``only``, and each version keeps exactly its template's turns."""
+def test_the_paper_profiles_edited_pairs_are_scripted_on_their_layouts(env):
+    """The paper's N4 edits (unequal turn counts: an N4 event in one version only, schema.extra_event;
+    and the relay rewritten as an N2 "I don't know"): the model writes every turn once, the event's two
+    turns marked ``only`` and the relay's implicit label given, and each version gets exactly its
+    template's speakers, labels and targets (so an LLM corpus keeps the paper's per-condition counts)."""
     import yaml
 
     from harness.scenes.generator import generate_pairs
     from harness.scenes.llm import layout_of
 
     c = yaml.safe_load((Path(__file__).resolve().parents[2] / "conf" / "scenes" / "paper.yaml").read_text())
-    s = generate_pairs(200, c["seed"], c["four_party_share"], c["n4_share"], "paper")
-    unequal = [(e, i) for e, i in zip(s[::2], s[1::2], strict=True) if len(e.turns) != len(i.turns)]
-    assert {len(e.turns) > len(i.turns) for e, i in unequal} == {True, False}  # an extra event in either version
+    s = generate_pairs(2000, c["seed"], c["four_party_share"], c["n4_share"], "paper")
+    pairs = list(zip(s[::2], s[1::2], strict=True))
+    unequal = [(e, i) for e, i in pairs if len(e.turns) != len(i.turns)]
+    relabelled = [(e, i) for e, i in pairs if len(e.turns) == len(i.turns)
+                  and [t.label for t in e.turns] != [t.label for t in i.turns]]
+    assert len(unequal) == 16 and {len(e.turns) > len(i.turns) for e, i in unequal} == {True, False}
+    assert len(relabelled) == 2
     writer, fake = _writer(script)
-    for e, i in unequal:
+    for e, i in unequal + relabelled:
         rows = layout_of(e, i)
         assert len(rows) == max(len(e.turns), len(i.turns))
         only = [r for r in rows if "only" in r]
-        assert [r["label"] for r in only] == ["N4_Q", "N4_R"] and only[1]["turn"] == only[0]["turn"] + 1
-        assert {r["only"] for r in only} == {(e if len(e.turns) > len(i.turns) else i).condition}
+        if (e, i) in unequal:
+            assert [r["label"] for r in only] == ["N4_Q", "N4_R"] and only[1]["turn"] == only[0]["turn"] + 1
+            assert {r["only"] for r in only} == {(e if len(e.turns) > len(i.turns) else i).condition}
+        else:
+            assert not only and [r.get("implicit_label") for r in rows if r.get("rewrite")] == ["N2"]
         pair, error, _ = writer.write_pair(e, i)
         assert pair is not None, error
         for got, tmpl in zip(pair, (e, i), strict=True):
             assert [(t.speaker, t.label, t.target) for t in got.turns] == \
                 [(t.speaker, t.label, t.target) for t in tmpl.turns]
-    assert "said in that version only" in fake.prompt(0)
+    prompts = [fake.prompt(k) for k in range(len(fake.calls))]
+    assert any("said in that version only" in p for p in prompts)
+    assert any("says the speaker does not know" in p for p in prompts)
