@@ -149,7 +149,11 @@ def test_pipeline_on_a_three_node_cluster_survives_losing_a_worker(bucket, tmp_p
 
         extra = ["scenes=tiny", "scenes.n_pairs=4", "store.addressing_style=path", "infer.shard_size=1",
                  "model.silent.num_gpus=1", "model.silent.num_cpus=0.5", "infer.allow_cpu_for_gpu_actors=true",
-                 "cluster.resource_wait_s=60", "cluster.shard_attempts=2"]
+                 "cluster.resource_wait_s=60", "cluster.shard_attempts=2",
+                 # 240 s of tail after the last turn: a shard (one conversation of `silent`) then takes seconds, not
+                 # about one, so the second wave is still running when the watch below sees it (a make test run saw
+                 # all 8 markers written by the time it read them)
+                 "protocol.tail_s=240"]
         entrypoint = _rendered_entrypoint(bucket, extra, tmp)
         assert entrypoint.startswith("python -m jobs.pipeline cluster=kuberay store=s3 model=[silent] ")
         first = _submit(dashboard, entrypoint, env)
@@ -186,7 +190,7 @@ def test_pipeline_on_a_three_node_cluster_survives_losing_a_worker(bucket, tmp_p
                 markers = _shard_markers(bucket, infer_prefix)
                 assert len(markers) < N_SHARDS, "infer ended before worker-b could be killed"
                 break
-            time.sleep(1.0)
+            time.sleep(0.5)
         where = f"alive ShardRunners per node {dict(alive_per_node)}, actors running shards {runners}, " \
                 f"actor classes {seen_classes}"
         assert set(alive_per_node) | set(runners) <= {"worker-a", "worker-b"}, where  # none on the head (no CPU/GPU)
