@@ -40,6 +40,7 @@ from harness.scenes.schema import (
     Label,
     Scene,
     SceneError,
+    Target,
     Turn,
     extra_event,
     names_assistant_or_designates,
@@ -85,20 +86,14 @@ class ScriptResult:
     attempts: dict[str, int] = field(default_factory=dict)
 
 
-def _base(explicit: Scene, implicit: Scene) -> tuple[Scene, tuple[str, int] | None]:
-    """The version whose turns the layout follows (the one with every turn: the explicit one unless
-    only the implicit has the N4 event of :func:`~harness.scenes.schema.extra_event`) and that event."""
-    extra = extra_event(explicit, implicit)
-    return (implicit if extra and extra[0] == implicit.condition else explicit), extra
-
-
 def layout_of(explicit: Scene, implicit: Scene) -> list[dict[str, Any]]:
     """The layout the model fills: per turn its speaker, label, target, ``rewrite`` for the turn
     before T when this pair's implicit version rewrites it, and ``only`` (a condition) for the two
     turns of an N4 event that one version lacks (the paper's N4 edits with unequal turn counts), and
     ``implicit_label`` where the implicit version's turn has another label (a relay rewritten as an
     "I don't know", N1 -> N2: the paper's implicit N1/N2 counts)."""
-    base, extra = _base(explicit, implicit)
+    extra = extra_event(explicit, implicit)  # the layout follows the version that has every turn
+    base = implicit if extra and extra[0] == implicit.condition else explicit
     t = explicit.t_index
     rows = []
     for i, a in enumerate(base.turns):
@@ -242,25 +237,26 @@ def build_pair(reply: str, explicit: Scene, implicit: Scene) -> tuple[Scene, Sce
                                               f"the layout {len(layout)}")
     t = explicit.t_index
     e_turns, i_turns = [], []
-    for i, (row, tmpl) in enumerate(zip(rows, _base(explicit, implicit)[0].turns, strict=True)):
+    for i, (row, slot) in enumerate(zip(rows, layout, strict=True)):
         if not isinstance(row, dict) or not isinstance(row.get("text"), str):
             raise SceneError(sid, i, "layout", "turn without a text")
-        answer = row.get("answer") if tmpl.label is Label.N4_Q else None
-        if tmpl.label is Label.N4_Q and not (isinstance(answer, str) and answer.strip()):
+        label = Label(slot["label"])
+        answer = row.get("answer") if label is Label.N4_Q else None
+        if label is Label.N4_Q and not (isinstance(answer, str) and answer.strip()):
             raise SceneError(sid, i, "n4_answer", "N4_Q turn without an answer")
-        turn = Turn(tmpl.speaker, row["text"].strip(), tmpl.label, tmpl.target, answer)
+        turn = Turn(slot["speaker"], row["text"].strip(), label, Target(slot["target"]), answer)
         alt = row.get("implicit_text")
-        may_differ = i == t or layout[i].get("rewrite")
+        may_differ = i == t or slot.get("rewrite")
         if i == t and not (isinstance(alt, str) and alt.strip()):
             raise SceneError(sid, i, "layout", "T turn without an implicit_text")
         if alt is not None and not may_differ and alt.strip() != turn.text:
             raise SceneError(sid, i, "layout", "only T (and a turn marked rewrite) may differ between versions")
-        only = layout[i].get("only")
+        only = slot.get("only")
         if only != implicit.condition:
             e_turns.append(turn)
         if only != explicit.condition:
-            label = Label(layout[i].get("implicit_label", turn.label.value))
-            i_turns.append(Turn(turn.speaker, alt.strip(), label, turn.target, answer)
+            i_label = Label(slot.get("implicit_label", label))
+            i_turns.append(Turn(turn.speaker, alt.strip(), i_label, turn.target, answer)
                            if may_differ and isinstance(alt, str) and alt.strip() else turn)
     pair = tuple(
         Scene(f"{sid}-{cond}", sid, cond, explicit.speakers, tuple(ts), gold.strip(), dict(explicit.attributes),
