@@ -218,6 +218,16 @@ class DuplexModel(ABC):
     def close(self, row: int) -> None:  # noqa: B027 - optional hook
         """``row``'s stream has ended (finished or failed): release its state (weights stay loaded)."""
 
+    def fit_streams(self, longest_s: float) -> float | None:
+        """Size the model's context to the streams about to run, called with no row open before each
+        shard (infer) with the longest any of them can last (seconds, whatever the model says:
+        :func:`harness.runtime.projection.longest_stream_bound`). A model that sizes its context
+        (Moshi with ``context_steps="auto"``: its ring KV cache) returns the seconds of stream its
+        context now holds exactly when that is less than ``info.context_s``; the infer worker then
+        fails, never scores, a stream that outlasts it (a wrong bound). None: the model's fixed or
+        full context, ``info.context_s``, whose overruns reduce flags. Default: None."""
+        return None
+
     def admit(self) -> bool:
         """May a new stream be opened now? The runner leaves free rows empty while this is False
         and asks again at the next refill (a hosted API's rate limit slows admission instead of

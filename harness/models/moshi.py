@@ -18,7 +18,9 @@ streams instead (moshi's own ``set_attention_context`` on the LM's transformer, 
 opens; issue 24, item 2): the ring's memory and the attention's reads scale with it, and a stream
 shorter than the ring attends exactly as with the full ring (its slots past the stream are masked
 either way: greedy tokens identical, tested), while a longer one attends to its last
-``context_steps`` and is flagged like any overrun (``ModelInfo.context_s``).
+``context_steps`` and is flagged like any overrun (``ModelInfo.context_s``). ``context_steps="auto"``
+sizes it per shard (:meth:`MoshiModel.fit_streams`) to the longest stream the shard's scripts allow
+whatever the model says, never past the checkpoint's: exact for every stream of the shard.
 
 Upstream behaviours handled here, once:
 
@@ -63,6 +65,7 @@ from __future__ import annotations
 
 import copy
 import dataclasses
+import math
 
 import numpy as np
 
@@ -100,6 +103,7 @@ TINY_LM = {
     "depformer_max_period": 10000, "depformer_gating": "silu", "depformer_pos_emb": "none",
     "depformer_weights_per_step": True, "delays": [0, 0, 1, 1, 1, 1, 1, 1, 1, 0, 1, 1, 1, 1, 1, 1, 1],
 }
+AUTO = "auto"  # context_steps: the ring sized per shard to its longest possible stream (fit_streams)
 FORCED_TEXT = ("model", "pad")  # the text stream while a row is teacher-forced (docs/models.md)
 
 
@@ -108,6 +112,14 @@ def mimi_twin(mimi):
     not copied), its own streaming state. Call before ``mimi`` starts streaming (a state held
     then would be copied with it)."""
     return copy.deepcopy(mimi, {id(t): t for t in (*mimi.parameters(), *mimi.buffers())})
+
+
+def _set_context(lm, steps: int) -> None:
+    """The ring capacity of ``lm``'s transformer (moshi's ``set_attention_context``; the depformer
+    keeps its own per-step ring). Takes effect in the next streaming state."""
+    from moshi.modules.transformer import set_attention_context
+
+    set_attention_context(lm.transformer, steps)
 
 
 def _fit_codebooks(mimi) -> None:
@@ -149,12 +161,13 @@ class MoshiModel(DuplexModel):
             model's own inner-monologue prediction, ``"pad"`` the text padding token
             (docs/models.md, "Teacher forcing").
         context_steps: steps of 80 ms the LM's ring KV cache holds and attends over (None: the
-            checkpoint's, 3,000 = 240 s; a random instance: its ``lm_kwargs["context"]``); see the
-            module docstring ("Context").
+            checkpoint's, 3,000 = 240 s; a random instance: its ``lm_kwargs["context"]``; ``"auto"``:
+            per shard, the longest stream its scripts allow, at most the checkpoint's,
+            :meth:`fit_streams`); see the module docstring ("Context").
 
     Raises:
         ValueError: ``forced_text`` is neither ``"model"`` nor ``"pad"``; ``context_steps`` is not a
-            positive integer; from ``load``, a
+            positive integer or ``"auto"``; from ``load``, a
             checkpoint whose agent codebooks have acoustic delays other than 0 and 1 frames
             (teacher forcing relies on Moshi's layout).
     """
@@ -165,12 +178,14 @@ class MoshiModel(DuplexModel):
                  weights_path: str | None = None, temp: float = 0.8, temp_text: float = 0.7, top_k: int = 250,
                  top_k_text: int = 25, use_sampling: bool = True, seed: int = 0, max_batch: int = 64,
                  dtype: str = "bfloat16", tiny: bool = False, lm_kwargs: dict | None = None,
-                 mimi_config: dict | None = None, forced_text: str = "model", context_steps: int | None = None):
+                 mimi_config: dict | None = None, forced_text: str = "model",
+                 context_steps: int | str | None = None):
         if forced_text not in FORCED_TEXT:
             raise ValueError(f"moshi forced_text must be one of {FORCED_TEXT}, got {forced_text!r}")
-        if context_steps is not None and (isinstance(context_steps, bool) or not isinstance(context_steps, int)
-                                          or context_steps < 1):
-            raise ValueError(f"moshi context_steps must be a positive integer (steps of 80 ms), got {context_steps!r}")
+        if context_steps not in (None, AUTO) and (isinstance(context_steps, bool) or not isinstance(context_steps, int)
+                                                  or context_steps < 1):
+            raise ValueError("moshi context_steps must be a positive integer (steps of 80 ms) or 'auto', "
+                             f"got {context_steps!r}")
         self.context_steps = context_steps
         self.forced_text = forced_text
         self.hf_repo, self.revision, self.weights_path = hf_repo, revision, weights_path
@@ -179,7 +194,10 @@ class MoshiModel(DuplexModel):
         self.seed, self.dtype, self.tiny = seed, dtype, tiny
         self.lm_kwargs, self.mimi_config = lm_kwargs, mimi_config
         weights = "random:tiny" if self.random else str(self._repo())
-        context = context_steps or ((self.lm_kwargs or TINY_LM).get("context") if self.random else LM_CONTEXT_STEPS)
+        # the checkpoint's context, the most "auto" sizes the ring to
+        self._full = (self.lm_kwargs or TINY_LM).get("context") if self.random else LM_CONTEXT_STEPS
+        context = self._full if context_steps in (None, AUTO) else context_steps
+        self._ring = context  # the ring's capacity now (auto: fit_streams changes it per shard)
         self.info = ModelInfo("moshi", RATE, RATE, FRAME, FRAME, max_batch, frozenset({TEACHER_FORCING}),
                               weights=weights, context_s=None if context is None else context * FRAME / RATE)
         self._rows = 0  # R of the current streaming state (0: none yet)
@@ -217,10 +235,8 @@ class MoshiModel(DuplexModel):
             mimi = loaders.get_mimi(root / MIMI_FILE, device=device)
             lm = loaders.get_moshi_lm(root / MOSHI_FILE, device=device, dtype=dtype)
             self.info = dataclasses.replace(self.info, weights=loaded(repo, root))
-        if self.context_steps is not None:  # the ring's capacity is the context (moshi RingKVCache)
-            from moshi.modules.transformer import set_attention_context
-
-            set_attention_context(lm.transformer, self.context_steps)  # not the depformer's: its own per-step ring
+        if isinstance(self.context_steps, int):  # the ring's capacity is the context (moshi RingKVCache)
+            _set_context(lm, self.context_steps)
         delays = lm.delays[1:1 + lm.dep_q]  # the agent's codebooks: semantic, then acoustic
         if not set(delays) <= {0, 1}:
             raise ValueError(f"moshi teacher forcing needs acoustic delays of 0 or 1 frame, got {delays}")
@@ -235,11 +251,32 @@ class MoshiModel(DuplexModel):
                             on_text_hook=self._force_text if self.forced_text == "pad" else None, **self.sampling)
         self._streams = None
 
-    def _start(self, rows: int) -> None:
-        """A fresh streaming state for ``rows`` rows (every row fresh)."""
+    def fit_streams(self, longest_s: float) -> float | None:
+        """:meth:`DuplexModel.fit_streams`: with ``context_steps="auto"``, the ring holds the steps of
+        ``longest_s`` seconds and one more (never more than the checkpoint's context); a changed size
+        takes effect with a fresh streaming state at the next step (no row is open). Returns the
+        seconds it holds exactly, or None at the checkpoint's context (or with a fixed
+        ``context_steps``)."""
+        if self.context_steps != AUTO:
+            return None
+        need = math.ceil(longest_s * RATE / FRAME) + 1
+        steps = need if self._full is None else min(self._full, need)
+        if steps != self._ring:
+            _set_context(self.lm, steps)
+            self._ring = steps
+            self._close_streams()
+            self._rows = 0  # the next step starts a streaming state with the new ring
+        return None if steps == self._full else (steps - 1) * FRAME / RATE
+
+    def _close_streams(self) -> None:
         if self._streams is not None:
             for ctx in self._streams:
                 ctx.close()
+            self._streams = None
+
+    def _start(self, rows: int) -> None:
+        """A fresh streaming state for ``rows`` rows (every row fresh)."""
+        self._close_streams()
         self._streams = (self.mimi.streaming(rows), self.forced_mimi.streaming(rows), self.lm_gen.streaming(rows))
         self._rows = rows
         self._all = self.torch.ones(rows, dtype=self.torch.bool, device=self.device)

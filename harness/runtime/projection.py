@@ -58,9 +58,7 @@ def stream_seconds(turn_samples: Sequence[int], labels: Sequence[Label], preambl
     """Seconds a model streams one conversation when it answers T at once for ``answer_s`` (clipped to
     the response cap; 0 or under the detector's ``min_speech``: it stays silent): the real
     :class:`~harness.protocol.scheduler.Scheduler`, told what a detector would see at its decision."""
-    sched = Scheduler(turn_samples, labels, preamble_samples, protocol)
-    t_index = next(i for i, label in enumerate(labels) if Label(label) is Label.T)
-    t_end = sched.turn_placement(t_index).end
+    sched, t_end = _scheduler(turn_samples, labels, preamble_samples, protocol)
     min_speech, min_silence = rules.samples(protocol.sample_rate)
     cap = protocol.s(protocol.response_cap_s)
     answer = min(protocol.s(answer_s), cap)
@@ -69,7 +67,52 @@ def stream_seconds(turn_samples: Sequence[int], labels: Sequence[Label], preambl
         decided = min(t_end + answer + protocol.s(protocol.endpoint_silence_s), t_end + cap)
     else:  # silent: decided once the onset window has passed
         segments, decided = (), t_end + protocol.s(protocol.fresh_onset_window_s) + 1
-    sched.advance(decided, SpeechView(decided, segments, None, None, min_speech, min_silence))
+    return _finish(sched, decided, SpeechView(decided, segments, None, None, min_speech, min_silence), protocol)
+
+
+def longest_stream_seconds(turn_samples: Sequence[int], labels: Sequence[Label], preamble_samples: int,
+                           protocol: ProtocolSettings, rules: SegmentRules) -> float:
+    """The longest one conversation's stream can last, whatever the model says (seconds): the real
+    :class:`~harness.protocol.scheduler.Scheduler` with the model silent at T's end and speaking
+    without end from the last instant of the fresh-onset window, so the response runs to its cap
+    (spec section 4: T end + ``fresh_onset_window_s`` + ``response_cap_s``, 65 s) and the later turns,
+    the N4 answer windows and the tail follow as scripted. Speaking at T's end caps 5 s sooner and
+    every other wait is fixed, so no stream of this script is longer at its rule times; the decision
+    itself can come a little after its rule time (the runner advances the scheduler once per model
+    step, the detector lags the output), a margin the caller adds (:func:`longest_stream_bound`)."""
+    sched, t_end = _scheduler(turn_samples, labels, preamble_samples, protocol)
+    min_speech, min_silence = rules.samples(protocol.sample_rate)
+    onset = t_end + protocol.s(protocol.fresh_onset_window_s)
+    cap = onset + protocol.s(protocol.response_cap_s)
+    return _finish(sched, cap, SpeechView(cap, (), onset, cap, min_speech, min_silence), protocol)
+
+
+def longest_stream_bound(streams: Iterable[tuple[Sequence[int], Sequence[Label]]], preamble_samples: int,
+                         protocol: ProtocolSettings, rules: SegmentRules, step_s: float,
+                         max_duration_s: float) -> float:
+    """The longest of ``streams`` (each conversation's turn lengths in timeline samples and labels)
+    can last (seconds; 0.0 for none): :func:`longest_stream_seconds` plus the decision's lag behind its
+    rule time (two model steps of ``step_s`` seconds and :data:`DECISION_LAG_S`), and never more than
+    ``max_duration_s`` (``infer.max_duration_s``: the runner fails a longer stream)."""
+    longest = max((longest_stream_seconds(n, labels, preamble_samples, protocol, rules) for n, labels in streams),
+                  default=None)
+    return 0.0 if longest is None else min(longest + 2 * step_s + DECISION_LAG_S, max_duration_s)
+
+
+DECISION_LAG_S = 1.0  # the detector's lag behind the output (a Silero window, the resamplers) with room to spare
+
+
+def _scheduler(turn_samples: Sequence[int], labels: Sequence[Label], preamble_samples: int,
+               protocol: ProtocolSettings) -> tuple[Scheduler, int]:
+    """A conversation's scheduler and the sample where its T ends."""
+    sched = Scheduler(turn_samples, labels, preamble_samples, protocol)
+    t_index = next(i for i, label in enumerate(labels) if Label(label) is Label.T)
+    return sched, sched.turn_placement(t_index).end
+
+
+def _finish(sched: Scheduler, now: int, view: SpeechView, protocol: ProtocolSettings) -> float:
+    """Seconds the stream of ``sched`` lasts once it is told ``view`` at ``now``."""
+    sched.advance(now, view)
     if not sched.done:  # the scheduler asked for more than this view says: a changed rule, not a guess to hide
         raise RuntimeError(f"the scheduler did not finish a projected conversation (phase {sched.phase})")
     return sched.end / protocol.sample_rate

@@ -25,6 +25,7 @@ an attempt whose actor died has no such record (its usage is unknown).
 
 from __future__ import annotations
 
+import dataclasses
 import hashlib
 import io
 import os
@@ -48,6 +49,7 @@ from harness.products.scenes import SceneSet
 from harness.products.timeline import ClipReader, Timeline
 from harness.runtime.config import ModelSettings, RunConfig
 from harness.runtime.plan import RunPlan
+from harness.runtime.projection import longest_stream_bound
 from harness.runtime.runner import (
     ConversationInput,
     ConversationResult,
@@ -344,6 +346,9 @@ class InferWorker(ShardWorker):
         scenes, timeline = self._inputs()
         order = longest_first(scene_ids, timeline)
         sr = self.cfg.protocol.sample_rate
+        longest = self._longest_s(scene_ids, scenes, timeline)
+        held = self.thread.call("fit_streams", self.model.fit_streams, longest,
+                                timeout_s=self.msettings.step_timeout_s or self.cfg.infer.step_timeout_s)
         rows = max(1, self.msettings.batch_size)
         statuses: dict[str, tuple[str, str]] = {}
         audio_s = 0.0
@@ -357,6 +362,11 @@ class InferWorker(ShardWorker):
 
         def on_result(_: int, r: ConversationResult) -> None:
             nonlocal audio_s
+            if held is not None and r.output is not None and len(r.output) / sr > held:
+                r = dataclasses.replace(r, status="error", output=None, speech_probs=None, reason=(
+                    f"the stream lasted {len(r.output) / sr:.2f} s, past the {held:.2f} s the model's context was "
+                    f"sized to for this shard (fit_streams with the longest its scripts allow, {longest:.2f} s): "
+                    "a wrong bound, so its output is not scored"))
             statuses[r.scene_id] = (r.status, r.reason)
             attempt.add_usage(r.usage)
             if r.output is not None:
@@ -378,7 +388,19 @@ class InferWorker(ShardWorker):
                 for f in pending:
                     f.cancel()
         attempt.details["runner"] = stats.to_dict()
+        if held is not None:
+            attempt.details["context_s"] = round(held, 3)
         return {sid: statuses[sid] for sid in scene_ids}, audio_s  # the marker in the shard's order, not the finish's
+
+    def _longest_s(self, scene_ids: list[str], scenes: dict[str, Scene], timeline: Timeline) -> float:
+        """The longest any stream of the shard can last, whatever the model says (seconds;
+        :func:`~harness.runtime.projection.longest_stream_bound`): what ``fit_streams`` sizes to.
+        Conversations whose inputs are missing are left out (their load fails anyway)."""
+        cfg, info = self.cfg, self.model.info
+        streams = [([t.n for t in timeline.conversations[sid]], [t.label for t in scenes[sid].turns])
+                   for sid in scene_ids if sid in timeline.conversations and sid in scenes]
+        return longest_stream_bound(streams, timeline.preamble.n, cfg.protocol, cfg.detector.rules,
+                                    info.frame_in / info.input_rate, cfg.infer.max_duration_s)
 
 
 WRITERS = 4  # threads writing a shard's outputs (a store's latency, e.g. S3's, off the model's loop)

@@ -1,7 +1,8 @@
 """Infer memory bounded by the rows, not the shard (issue 24, items 6 and 7): the runner reads each
 input only when a row frees up and hands each result over as it ends; a shard's conversations are
 written under the attempt's prefix as they end (a failure later commits nothing), longest script
-first; the runner counts idle row-steps; the clip cache is bounded by bytes."""
+first; the runner counts idle row-steps; the clip cache is bounded by bytes. And the model's context
+sized per shard (item 2, ``fit_streams``)."""
 
 from __future__ import annotations
 
@@ -13,8 +14,10 @@ import pytest
 from harness.audio.io import encode
 from harness.models.base import DuplexModel, ModelInfo, StreamContext
 from harness.products.infer import InferIncomplete, read_entries, read_ledger
+from harness.products.scenes import SceneSet
 from harness.products.timeline import ClipReader, Timeline
 from harness.protocol.scheduler import ProtocolSettings
+from harness.runtime.projection import DECISION_LAG_S, longest_stream_seconds
 from harness.runtime.runner import ConversationInput, InputUnavailable, ModelFailure, stream_conversations
 from harness.runtime.shard import InferWorker, longest_first, script_samples
 from harness.scenes.schema import Label, Scene, Target, Turn
@@ -191,3 +194,46 @@ def cfg_layout(cfg):
 
     plan = RunPlan.from_config(cfg)
     return plan.layout, plan.synth
+
+
+class Fitted(Counting):
+    """:class:`Counting` whose context is sized per shard: :meth:`fit_streams` logs the longest stream
+    it is told of (``asked``) and returns ``held`` (None: its full context)."""
+
+    def __init__(self, held: float | None = None, **kw):
+        super().__init__(**kw)
+        self.held, self.asked = held, []
+
+    def fit_streams(self, longest_s: float) -> float | None:
+        self.asked.append(longest_s)
+        return self.held
+
+
+def _fitted(tmp_path, held: float | None):
+    cfg = tiny_config(tmp_path, "fit", {"fit": {"target": "tests.unit.test_infer_streaming:Fitted", "batch_size": 2,
+                                                "params": {"rows": 2, "held": held}}}, n_pairs=2)
+    store, plan, ids = planned(cfg)
+    worker = InferWorker(cfg, cfg.models[0], store)
+    worker.run("shard-00000", ids)
+    marker = get_json(store, plan.layout.marker(plan.layout.shard(plan.infer["fit"], "shard-00000")))
+    return cfg, store, plan, ids, worker.model, marker
+
+
+def test_the_model_is_fitted_to_the_shards_longest_possible_stream_before_it_streams(tmp_path):
+    cfg, store, plan, ids, model, marker = _fitted(tmp_path, None)
+    scenes = SceneSet.read(store, plan.layout, plan.scenes).by_id
+    timeline = Timeline.read(store, plan.layout, plan.synth)
+    longest = max(longest_stream_seconds([t.n for t in timeline.conversations[sid]],
+                                         [t.label for t in scenes[sid].turns], timeline.preamble.n, cfg.protocol,
+                                         cfg.detector.rules) for sid in ids)
+    assert model.asked == [pytest.approx(longest + 2 * FRAME / SR + DECISION_LAG_S)]  # two 80 ms steps of lag
+    assert marker["ok"] == len(ids) and "context_s" not in marker  # its full context: nothing held short
+
+
+def test_a_stream_outlasting_the_context_it_was_fitted_to_is_an_error_never_scored(tmp_path):
+    _, _, _, ids, _, marker = _fitted(tmp_path, 1.0)  # a wrong bound: every stream is longer than 1 s
+    assert marker["ok"] == 0 and marker["error"] == len(ids) and marker["context_s"] == 1.0
+    for entry in marker["conversations"].values():
+        assert entry["status"] == "error"
+        assert "past the 1.00 s the model's context was sized to for this shard" in entry["reason"]
+        assert set(entry["objects"]) == {"json"}  # no audio, no probabilities: nothing to score

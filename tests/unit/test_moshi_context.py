@@ -1,6 +1,7 @@
 """Moshi's ring KV cache sized to the streams (issue 24, item 2; ``MoshiModel(context_steps=...)``) on
 the tiny model, greedy, on CPU: a stream shorter than the ring gives the tokens of the full ring; the
-ring really is smaller; a stream longer than it attends to its last ``context_steps`` only."""
+ring really is smaller; a stream longer than it attends to its last ``context_steps`` only; ``"auto"``
+sizes it per shard (``fit_streams``)."""
 
 from __future__ import annotations
 
@@ -21,14 +22,18 @@ def _no_compile(monkeypatch):
 STEPS = 22  # the LM reads positions up to the step count
 
 
-def _run(**kw):
-    """The tiny model (``kw``: its settings) over STEPS steps of noise at 2 rows: (model, tokens int[STEPS, 2, 9])."""
+def _tokens(m) -> np.ndarray:
+    """``m`` over STEPS steps of noise at 2 rows: its tokens ``int[STEPS, 2, 9]``."""
     rng = np.random.default_rng(5)
     level = 10 ** rng.uniform(-2, -0.3, (STEPS, 2, 1))
     heard = (rng.standard_normal((STEPS, 2, FRAME)) * level).astype(np.float32)
+    return drive(m, heard, np.zeros_like(heard), np.zeros((STEPS, 2), bool))[1]
+
+
+def _run(**kw):
+    """The tiny model (``kw``: its settings) over STEPS steps of noise at 2 rows: (model, tokens int[STEPS, 2, 9])."""
     m = tiny_moshi(**kw)
-    _, tokens = drive(m, heard, np.zeros_like(heard), np.zeros((STEPS, 2), bool))
-    return m, tokens
+    return m, _tokens(m)
 
 
 @pytest.fixture(scope="module")
@@ -59,6 +64,27 @@ def test_a_stream_longer_than_the_ring_attends_to_its_last_steps_only(full_ring)
     _, tokens = _run(context_steps=short)
     np.testing.assert_array_equal(tokens[:short - 1], full_ring[:short - 1])  # identical while it fits
     assert (tokens[short + 1:] != full_ring[short + 1:]).any()  # then it forgets the start
+
+
+def test_auto_sizes_the_ring_per_shard_to_its_longest_stream(full_ring):
+    m = tiny_moshi(context_steps="auto")
+    full = TINY_LM["context"]
+    assert m.info.context_s == pytest.approx(full * 0.08)  # overruns of the checkpoint's context are flagged
+    held = m.fit_streams(STEPS * 0.08)  # a shard whose longest stream is STEPS steps: STEPS + 1 slots
+    assert held == pytest.approx(STEPS * 0.08)
+    np.testing.assert_array_equal(_tokens(m), full_ring)
+    assert _ring_slots(m) == {STEPS + 1}
+    # the next shard's streams may outlast the checkpoint's context: its full ring, in a fresh state
+    assert m.fit_streams(full * 0.08 + 1.0) is None
+    np.testing.assert_array_equal(_tokens(m), full_ring)  # a fresh stream: the same tokens again
+    assert _ring_slots(m) == {full}
+
+
+def test_a_fixed_context_is_never_refitted():
+    m = tiny_moshi(context_steps=30)
+    assert m.fit_streams(1.0) is None
+    _tokens(m)
+    assert _ring_slots(m) == {30}
 
 
 @pytest.mark.parametrize("bad", [0, -3, 2.5, True, "100"])

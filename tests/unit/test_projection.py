@@ -18,14 +18,20 @@ from harness.protocol.scheduler import ProtocolSettings
 from harness.runtime.config import ConfigError, RunConfig
 from harness.runtime.driver import write_objects
 from harness.runtime.plan import RunPlan
-from harness.runtime.projection import project, projection_lines, stream_seconds
+from harness.runtime.projection import (
+    longest_stream_bound,
+    longest_stream_seconds,
+    project,
+    projection_lines,
+    stream_seconds,
+)
 from harness.runtime.shard import InferWorker
 from harness.runtime.status import run_status
 from harness.scenes.schema import Label
 from harness.scenes.settings import make_scenes
 from harness.store.base import LocalStore, get_json, put_json
 from harness.vad.segments import SegmentRules
-from tests.fixtures.runs import planned, tiny_config
+from tests.fixtures.runs import babble_shard, planned, tiny_config
 
 ESTIMATE = {"device_hours_per_audio_hour": 0.5, "basis": "measured", "source": "timed here"}
 L = Label
@@ -43,6 +49,36 @@ def test_stream_seconds_follow_the_scheduler_by_hand():
     assert stream_seconds(turns, labels, 1000, p, rules, 0.1) == (silent + after_t) / 1000  # 0.1 s < 120 ms
     capped = 5500 + 60_000  # a response is cut at the 60 s cap
     assert stream_seconds(turns, labels, 1000, p, rules, 100.0) == (capped + after_t) / 1000
+
+
+def test_the_longest_stream_by_hand_bounds_every_answer():
+    """The conversation above, at 1 kHz: silent at T's end, then speaking without end from the last
+    instant of the 5 s onset window, so the response is cut at onset + 60 s."""
+    p, rules = ProtocolSettings(sample_rate=1000), SegmentRules()
+    turns, labels = [2000, 1500, 1000, 500, 800], [L.N2, L.T, L.N4_Q, L.N4_R, L.N3]
+    after_t = 1000 + 3000 + 500 + 500 + 800 + 2000
+    longest = longest_stream_seconds(turns, labels, 1000, p, rules)
+    assert longest == (5500 + 5000 + 60_000 + after_t) / 1000
+    assert all(stream_seconds(turns, labels, 1000, p, rules, a / 4) < longest for a in range(0, 300))
+    # two model steps and the detector's lag on top, never past the runner's duration limit
+    two = [(turns, labels), ([2000, 1500, 800], [L.N2, L.T, L.N3])]
+    assert longest_stream_bound(two, 1000, p, rules, 0.08, 1800.0) == pytest.approx(longest + 0.16 + 1.0)
+    assert longest_stream_bound([(turns, labels)], 1000, p, rules, 0.08, 30.0) == 30.0
+    assert longest_stream_bound([], 1000, p, rules, 0.08, 1800.0) == 0.0
+
+
+def test_a_model_talking_all_the_time_streams_within_the_bound(tmp_path):
+    """babble (speech all the time, real Silero on its output) runs every T wait to a cap: each stream
+    is within the bound, and within its last 5 s (the onset window it did not need) and the margin."""
+    cfg, store, plan, entries = babble_shard(tmp_path, "bound")
+    scenes = SceneSet.read(store, plan.layout, plan.scenes).by_id
+    timeline = Timeline.read(store, plan.layout, plan.synth)
+    sr = cfg.protocol.sample_rate
+    for sid, entry in entries.items():
+        stream = ([t.n for t in timeline.conversations[sid]], [t.label for t in scenes[sid].turns])
+        bound = longest_stream_bound([stream], timeline.preamble.n, cfg.protocol, cfg.detector.rules, 0.08, 1800.0)
+        streamed = entry.record(store).n_samples / sr
+        assert bound - 5.0 - 2.16 - 0.5 <= streamed <= bound, (sid, streamed, bound)
 
 
 def _with_audio(tmp_path, models, **sections):
