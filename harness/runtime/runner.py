@@ -217,6 +217,15 @@ class ModelStalled(ModelFailure):
     """A model call did not return within the watchdog's timeout (``infer.step_timeout_s``)."""
 
 
+def model_failure(thread: ModelThread, model: str, where: str, e: Exception, setting: str) -> ModelFailure:
+    """What a model call on ``thread`` that raised ``e`` fails the attempt with: :class:`ModelStalled`
+    when the call timed out (``thread`` is then unusable; ``setting`` names the timeout's setting),
+    else :class:`ModelFailure` naming ``where`` and the exception. Raise it ``from e`` unless stalled."""
+    if isinstance(e, TimeoutError) and thread.stuck is not None:
+        return ModelStalled(f"model {model}: {e} ({setting}); the actor must be discarded")
+    return ModelFailure(f"model {model}: {where} raised {type(e).__name__}: {e}")
+
+
 class OutputContractError(ValueError):
     """A model's step output is not a floating-point ``[B, frame_out]`` array (fails every row)."""
 
@@ -433,12 +442,8 @@ class RowBatch:
                 self.fail(range(n_rows), f"model {info.name} {where} raised RowError for rows {sorted(e.reasons)} "
                                          "without the output of the other rows (RowError.output)")
             return e.output
-        except TimeoutError as e:
-            if self.thread.stuck is None:  # the model itself raised TimeoutError
-                raise ModelFailure(f"model {info.name}: {where} raised TimeoutError: {e}") from e
-            raise ModelStalled(f"model {info.name}: {e} ({setting}); the actor must be discarded") from None
         except Exception as e:
-            raise ModelFailure(f"model {info.name}: {where} raised {type(e).__name__}: {e}") from e
+            raise model_failure(self.thread, info.name, where, e, setting) from (None if self.thread.stuck else e)
 
     def deliver(self, index: int, result: Any) -> None:
         """Item ``index``'s final result: to ``on_result``, else into :attr:`results`."""

@@ -55,6 +55,7 @@ from harness.runtime.runner import (
     ConversationResult,
     InputUnavailable,
     ModelThread,
+    model_failure,
     stream_conversations,
 )
 from harness.scenes.schema import Scene
@@ -347,8 +348,12 @@ class InferWorker(ShardWorker):
         order = longest_first(scene_ids, timeline)
         sr = self.cfg.protocol.sample_rate
         longest = self._longest_s(scene_ids, scenes, timeline)
-        held = self.thread.call("fit_streams", self.model.fit_streams, longest,
-                                timeout_s=self.msettings.step_timeout_s or self.cfg.infer.step_timeout_s)
+        try:
+            held = self.thread.call("fit_streams", self.model.fit_streams, longest,
+                                    timeout_s=self.msettings.step_timeout_s or self.cfg.infer.step_timeout_s)
+        except Exception as e:  # a stalled thread (an earlier shard's stuck step) or the model's own fault
+            raise model_failure(self.thread, self.model.info.name, "fit_streams", e,
+                                "infer.step_timeout_s") from (None if self.thread.stuck else e)
         rows = max(1, self.msettings.batch_size)
         statuses: dict[str, tuple[str, str]] = {}
         audio_s = 0.0

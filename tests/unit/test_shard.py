@@ -87,7 +87,7 @@ def test_a_stalled_model_fails_the_attempt_and_its_worker_takes_no_more(tmp_path
         with pytest.raises(ModelStalled, match=r"^model stalling: step 2 at 0\.16 s of the run did not return "
                                                r"within 0\.2 s \(infer\.step_timeout_s\)"):
             worker.run("shard-00000", ids)
-        with pytest.raises(ModelStalled, match=r"admission to row 0 not started: an earlier call "
+        with pytest.raises(ModelStalled, match=r"^model stalling: fit_streams not started: an earlier call "
                                                r"\(step 2 at 0\.16 s of the run\) never returned"):
             worker.run("shard-00000", ids)
     finally:
