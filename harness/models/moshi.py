@@ -22,6 +22,12 @@ either way: greedy tokens identical, tested), while a longer one attends to its 
 sizes it per shard (:meth:`MoshiModel.fit_streams`) to the longest stream the shard's scripts allow
 whatever the model says, never past the checkpoint's: exact for every stream of the shard.
 
+Attention (issue 24, item 1): the LM attends every step over its whole ring with a boolean mask
+(``attention="dense"``, upstream's). ``attention="flex"`` reads only the slots each row has filled
+(``harness.models.moshi_attention``: FlexAttention with a block mask from the ring's per-row lengths
+on the device, compiled on CUDA; the same mask, so the same attention up to float rounding: greedy
+tokens identical on CPU, tested), for the LM's transformer only (Mimi and the depformer keep theirs).
+
 Upstream behaviours handled here, once:
 
 * ``LMGen.step`` yields no tokens for a stream's first step (``offset <= max_delay``): that
@@ -105,6 +111,7 @@ TINY_LM = {
 }
 AUTO = "auto"  # context_steps: the ring sized per shard to its longest possible stream (fit_streams)
 FORCED_TEXT = ("model", "pad")  # the text stream while a row is teacher-forced (docs/models.md)
+ATTENTIONS = ("dense", "flex")  # the LM's attention over its ring (module docstring, "Attention")
 
 
 def mimi_twin(mimi):
@@ -164,12 +171,17 @@ class MoshiModel(DuplexModel):
             checkpoint's, 3,000 = 240 s; a random instance: its ``lm_kwargs["context"]``; ``"auto"``:
             per shard, the longest stream its scripts allow, at most the checkpoint's,
             :meth:`fit_streams`); see the module docstring ("Context").
+        attention: the LM's attention over its ring KV cache: ``"dense"`` (upstream's: every slot,
+            masked) or ``"flex"`` (only the filled slots: FlexAttention, compiled on CUDA, eager
+            elsewhere); see the module docstring ("Attention").
 
     Raises:
         ValueError: ``forced_text`` is neither ``"model"`` nor ``"pad"``; ``context_steps`` is not a
-            positive integer or ``"auto"``; from ``load``, a
-            checkpoint whose agent codebooks have acoustic delays other than 0 and 1 frames
+            positive integer or ``"auto"``; ``attention`` is neither ``"dense"`` nor ``"flex"``; from
+            ``load``, a checkpoint whose agent codebooks have acoustic delays other than 0 and 1 frames
             (teacher forcing relies on Moshi's layout).
+        RuntimeError: from ``load`` with ``attention="flex"``, an installed moshi whose attention code
+            differs from moshi 0.2.13's (``harness.models.moshi_attention.use_flex_attention``).
     """
 
     SOURCE_DIRS: tuple[str, ...] = ()
@@ -179,9 +191,12 @@ class MoshiModel(DuplexModel):
                  top_k_text: int = 25, use_sampling: bool = True, seed: int = 0, max_batch: int = 64,
                  dtype: str = "bfloat16", tiny: bool = False, lm_kwargs: dict | None = None,
                  mimi_config: dict | None = None, forced_text: str = "model",
-                 context_steps: int | str | None = None):
+                 context_steps: int | str | None = None, attention: str = "dense"):
         if forced_text not in FORCED_TEXT:
             raise ValueError(f"moshi forced_text must be one of {FORCED_TEXT}, got {forced_text!r}")
+        if attention not in ATTENTIONS:
+            raise ValueError(f"moshi attention must be one of {ATTENTIONS}, got {attention!r}")
+        self.attention = attention
         if context_steps not in (None, AUTO) and (isinstance(context_steps, bool) or not isinstance(context_steps, int)
                                                   or context_steps < 1):
             raise ValueError("moshi context_steps must be a positive integer (steps of 80 ms) or 'auto', "
@@ -237,6 +252,10 @@ class MoshiModel(DuplexModel):
             self.info = dataclasses.replace(self.info, weights=loaded(repo, root))
         if isinstance(self.context_steps, int):  # the ring's capacity is the context (moshi RingKVCache)
             _set_context(lm, self.context_steps)
+        if self.attention == "flex":
+            from harness.models.moshi_attention import use_flex_attention
+
+            use_flex_attention(lm.transformer, compiled=torch.device(device).type == "cuda")
         delays = lm.delays[1:1 + lm.dep_q]  # the agent's codebooks: semantic, then acoustic
         if not set(delays) <= {0, 1}:
             raise ValueError(f"moshi teacher forcing needs acoustic delays of 0 or 1 frame, got {delays}")

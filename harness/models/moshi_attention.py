@@ -1,0 +1,152 @@
+"""Attention over the filled slots of Moshi's ring KV cache (issue 24, item 1): ``attention="flex"``.
+
+Moshi's LM (moshi 0.2.13, ``moshi/modules/transformer.py``) attends every step over its whole
+ring KV cache (``RingKVCache``: ``context_steps`` slots, 3,000 in the 7B config) with a boolean
+mask, although a row that has run ``n`` steps since its last reset has filled only the slots
+``[0, min(n, capacity))``. :func:`use_flex_attention` turns the LM transformer's
+``StreamingMultiheadAttention`` modules into :class:`FlexStreamingAttention`: upstream's forward
+with its ``scaled_dot_product_attention`` replaced by ``torch.nn.attention.flex_attention`` over
+a block mask (:func:`filled_attention`)
+
+* whose blocks of :data:`BLOCK` slots are, per row, those below the row's filled length, read from
+  the ring's own per-row counter (``RingKVCache.end_offset``) on the device: no host sync, and
+  every tensor has the same shape at every step, as capture in a CUDA graph needs;
+* whose mask within those blocks is upstream's own predicate over the positions the ring returns
+  (``pos_k >= 0`` and ``0 <= pos_q - pos_k < context``): positions, the context window
+  (``set_attention_context``, ``context_steps`` including ``auto``), per-row resets and exec masks
+  keep their meaning.
+
+Exact: ``RingKVCache.complete`` gives every slot at or past the row's ``end_offset`` (after this
+step's write) position -1, which the predicate drops, so the blocks skipped hold no slot the mask
+keeps, and the output is SDPA's over the same mask up to float rounding. The one difference: a row
+whose mask keeps nothing (only a row outside the LM's exec mask at its first position; the adapter
+never sets one) gets zeros where SDPA gives NaN.
+
+Compiled (``torch.compile``, static shapes) the kernel reads only the listed blocks; that is the
+form for CUDA. Eager, flex_attention is its unfused reference: every slot scored, then the
+predicate applied (exact, not faster), the form the CPU tests use for exactness.
+"""
+
+from __future__ import annotations
+
+import functools
+import hashlib
+import inspect
+from importlib.metadata import version
+
+import torch
+from einops import rearrange
+from moshi.modules.transformer import RingKVCache, StreamingMultiheadAttention
+from torch.nn.attention.flex_attention import BlockMask, flex_attention
+
+MOSHI_VERSION = "0.2.13"
+# upstream code FlexStreamingAttention mirrors (forward) or relies on (complete's positions): sha256 of
+# its source (first 16 hex digits) in moshi 0.2.13
+UPSTREAM = {"StreamingMultiheadAttention.forward": (StreamingMultiheadAttention.forward, "a8c043a35c11dabe"),
+            "RingKVCache.complete": (RingKVCache.complete, "dcc8258a6e553665")}
+BLOCK = 128  # slots per block of the block mask (flex_attention's default sparse block)
+
+
+def _digest(fn) -> str:
+    return hashlib.sha256(inspect.getsource(fn).encode()).hexdigest()[:16]
+
+
+@functools.cache
+def _flex(compiled: bool):
+    return torch.compile(flex_attention, dynamic=False) if compiled else flex_attention
+
+
+def filled_attention(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, offset: torch.Tensor, pos_k: torch.Tensor,
+                     filled: torch.Tensor, context: int | None, compiled: bool) -> torch.Tensor:
+    """Causal attention of ``q`` over a ring's slots that reads only the blocks below each row's filled length.
+
+    Args:
+        q: ``[B, H, T, D]`` queries at positions ``offset[b] + t``.
+        k, v: ``[B, H, S, D]`` the ring's slots (same dtype as ``q``).
+        offset: ``int64[B]`` position of each row's first query.
+        pos_k: ``int64[B, S]`` position held in each slot, -1 where the slot holds none
+            (``RingKVCache.complete``'s positions).
+        filled: ``int64[B]`` slots written per row since its reset (``RingKVCache.end_offset`` after
+            the write; may pass ``S``): every slot at or past it has ``pos_k == -1``.
+        context: a query at position ``p`` sees positions ``(p - context, p]`` (None: ``[0, p]``).
+        compiled: run flex_attention compiled (reads only the listed blocks; the CUDA form) or eager.
+
+    Returns:
+        ``[B, H, T, D]`` in ``q``'s dtype: softmax(q k^T / sqrt(D)) v over the slots with
+        ``pos_k >= 0`` and ``0 <= pos_q - pos_k < context``; zeros for a query that sees none.
+    """
+    rows, _, steps, _ = q.shape
+    slots = k.shape[2]
+
+    def keep(b, h, q_idx, kv_idx):  # moshi's attn_bias (StreamingMultiheadAttention.forward), per element
+        pos = pos_k[b, kv_idx]
+        delta = offset[b] + q_idx - pos
+        kept = (pos >= 0) & (delta >= 0)
+        return kept if context is None else kept & (delta < context)
+
+    q_blocks, kv_blocks = -(-steps // BLOCK), -(-slots // BLOCK)
+    count = (filled.clamp(max=slots) + BLOCK - 1) // BLOCK  # blocks holding a filled slot, per row
+    num = count.to(torch.int32).view(rows, 1, 1).expand(rows, 1, q_blocks).contiguous()
+    indices = torch.arange(kv_blocks, device=q.device, dtype=torch.int32).expand(rows, 1, q_blocks, kv_blocks)
+    mask = BlockMask.from_kv_blocks(num, indices.contiguous(), BLOCK_SIZE=BLOCK, mask_mod=keep,
+                                    seq_lengths=(steps, slots), compute_q_blocks=False)
+    return _flex(compiled)(q, k, v, block_mask=mask)
+
+
+class FlexStreamingAttention(StreamingMultiheadAttention):
+    """moshi 0.2.13's ``StreamingMultiheadAttention`` (a causal self-attention, one set of weights, no
+    repeated KV heads) whose streaming forward attends with :func:`filled_attention`; made by
+    :func:`use_flex_attention`, never constructed. Outside streaming it is upstream's forward.
+    ``compiled``: run flex_attention compiled."""
+
+    compiled: bool = False
+
+    def forward(self, query: torch.Tensor, key: torch.Tensor, value: torch.Tensor) -> torch.Tensor:
+        """``query`` ``[B, T, embed_dim]`` -> ``[B, T, embed_dim]`` (``key`` and ``value`` are ``query``:
+        a self-attention)."""
+        state = self._streaming_state
+        if state is None:
+            return super().forward(query, key, value)
+        steps = query.shape[1]
+        q, k, v = rearrange(self.in_projs[0](query), "b t (p h d) -> p b h t d", p=3, h=self.num_heads)
+        if self.rope:
+            q, k = self.rope(q, k, state.offset, time_before_heads=False)
+        k, v, pos_k = state.kv_cache.complete(k, v, state.exec_mask)
+        x = filled_attention(q, k, v, state.offset, pos_k, state.kv_cache.end_offset, self.context, self.compiled)
+        x = self.out_projs[0](rearrange(x, "b h t d -> b t (h d)"))
+        state.offset[:] = torch.where(state.exec_mask, state.offset + steps, state.offset)
+        state.offset_cpu += steps
+        return x
+
+
+def use_flex_attention(transformer: torch.nn.Module, compiled: bool) -> int:
+    """Make every attention of ``transformer`` (Moshi's LM transformer, ``lm.transformer``; not Mimi's,
+    not the depformer's) a :class:`FlexStreamingAttention`, in place, before any stream opens.
+
+    Args:
+        transformer: a module holding moshi ``StreamingMultiheadAttention`` modules.
+        compiled: run flex_attention compiled (CUDA) or eager (CPU).
+
+    Returns:
+        The number of attention modules changed.
+
+    Raises:
+        RuntimeError: the installed moshi's code that this mirrors differs from moshi 0.2.13's (the
+            message names both versions); or ``transformer`` has no attention, or one that is not a
+            causal self-attention with one set of weights and no repeated KV heads.
+    """
+    for name, (fn, digest) in UPSTREAM.items():
+        if _digest(fn) != digest:
+            raise RuntimeError(f"moshi attention 'flex' mirrors moshi {MOSHI_VERSION}'s {name}, whose code differs "
+                               f"in the installed moshi {version('moshi')}: use attention 'dense', or port "
+                               "harness/models/moshi_attention.py to it")
+    found = [m for m in transformer.modules() if isinstance(m, StreamingMultiheadAttention)]
+    odd = [m for m in found if m.cross_attention or not m.causal or m.weights_per_step or m.kv_repeat != 1]
+    if not found or odd:
+        raise RuntimeError(f"moshi attention 'flex' takes causal self-attentions with one set of weights and no "
+                           f"repeated KV heads (moshi {MOSHI_VERSION}'s LM): found {len(found)}, {len(odd)} of "
+                           "another kind")
+    for module in found:
+        module.__class__ = FlexStreamingAttention
+        module.compiled = compiled
+    return len(found)
