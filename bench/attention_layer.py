@@ -7,8 +7,10 @@ kernel. This measures, for ``--rows`` rows whose filled lengths are drawn unifor
 ``[1, --slots]`` (a shard's rows at different points of their streams):
 
 * ``dense``: ``F.scaled_dot_product_attention`` with moshi's boolean mask over every slot (today);
-* ``flex``: ``torch.nn.attention.flex_attention`` with a block mask from the per-row lengths (device
-  tensors, no host sync; compiled on CUDA, where fully masked blocks are skipped);
+* ``flex``: the adapter's ``attention="flex"`` (``harness.models.moshi_attention.filled_attention``:
+  ``torch.nn.attention.flex_attention`` with a block mask from the per-row lengths, device tensors, no
+  host sync; compiled on CUDA, where the blocks past a row's length are skipped), over the positions
+  a ring of ``--slots`` steps holds;
 * ``prefix``: dense SDPA over the slots ``[0, max length)`` only (what slicing the ring to its
   longest stream would read; needs that length on the host).
 
@@ -27,9 +29,12 @@ import json
 import statistics
 import sys
 import time
+from pathlib import Path
 
 import torch
 import torch.nn.functional as F
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 
 def inputs(rows: int, heads: int, slots: int, dim: int, dtype, device, seed: int = 0):
@@ -49,16 +54,14 @@ def dense(q, k, v, lengths):
 
 
 def flex_variant(compiled: bool):
-    from torch.nn.attention.flex_attention import create_block_mask, flex_attention
-
-    attend = torch.compile(flex_attention, dynamic=False) if compiled else flex_attention
+    from harness.models.moshi_attention import filled_attention
 
     def flex(q, k, v, lengths):
-        def filled(b, h, q_idx, kv_idx):
-            return kv_idx < lengths[b]
-
-        block = create_block_mask(filled, q.shape[0], None, q.shape[2], k.shape[2], device=str(k.device))
-        return attend(q, k, v, block_mask=block)
+        """The adapter's attention at each row's position ``length - 1``: slot ``i`` holds position ``i``
+        below the length, none past it (``RingKVCache.complete`` before the ring wraps)."""
+        slots = torch.arange(k.shape[2], device=k.device)
+        pos_k = torch.where(slots[None, :] < lengths[:, None], slots[None, :], -1)
+        return filled_attention(q, k, v, lengths - 1, pos_k, lengths, k.shape[2], compiled)
 
     return flex
 

@@ -26,11 +26,13 @@ size it prints:
 ``--compile on|off`` switches moshi's ``torch.compile`` (moshi skips it for any non-empty
 ``NO_TORCH_COMPILE``, so ``off`` sets it to 1 and ``on`` removes it; default on, off with
 ``--smoke``); ``--context STEPS`` sizes the LM's ring KV cache (``MoshiModel(context_steps=...)``,
-issue 24 item 2; default the checkpoint's 3,000).
+issue 24 item 2; default the checkpoint's 3,000); ``--attention dense|flex`` is the LM's attention over
+it (``MoshiModel(attention=...)``, issue 24 item 1: flex reads only each row's filled slots, its
+FlexAttention compiled on CUDA whatever ``--compile`` says; default dense).
 
 The last line is one JSON object: ``batch`` (the batch size with the highest aggregate whose
 per-stream factor stays >= 1), its ``aggregate_rtf`` and ``per_stream_rtf``, ``compile``,
-``context``, and every batch size's figures under ``runs``. ``--smoke`` uses a tiny model on CPU
+``context``, ``attention``, and every batch size's figures under ``runs``. ``--smoke`` uses a tiny model on CPU
 (the test suite runs it). Targets on one H200 (issue 9): aggregate >= 64x with per-stream >= 1x;
 under 2.5 GPU-hours (issue 24: 250x end to end at per-stream >= 1.5x).
 
@@ -116,16 +118,17 @@ def cue_inputs(n: int, context_s: float, window_s: float, seed: int = 0) -> list
     return out
 
 
-def build(smoke: bool, device: str, max_batch: int, context: int | None = None):
+def build(smoke: bool, device: str, max_batch: int, context: int | None = None, attention: str = "dense"):
     from harness.models.moshi import MoshiModel
 
     if smoke:
-        model = MoshiModel(tiny=True, dtype="float32", max_batch=max_batch, context_steps=context)
+        model = MoshiModel(tiny=True, dtype="float32", max_batch=max_batch, context_steps=context,
+                           attention=attention)
     else:
         from moshi.models import loaders
 
         model = MoshiModel(lm_kwargs=dict(loaders._lm_kwargs), mimi_config=dict(loaders._mimi_config),
-                           dtype="bfloat16", max_batch=max_batch, context_steps=context)
+                           dtype="bfloat16", max_batch=max_batch, context_steps=context, attention=attention)
     model.load(device)
     return model
 
@@ -346,7 +349,7 @@ def runner_figures(model, batches: list[int], turn_s: float, protocol: ProtocolS
     best = max(keeping_pace, key=lambda r: r["aggregate_rtf"])
     return {"batch": best["batch"], "aggregate_rtf": best["aggregate_rtf"], "per_stream_rtf": best["per_stream_rtf"],
             "projected_gpu_hours": best["projected_gpu_hours"], "device": device, "smoke": args.smoke,
-            "compile": args.compile, "context": args.context, "runs": runs}
+            "compile": args.compile, "context": args.context, "attention": model.attention, "runs": runs}
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -373,6 +376,8 @@ def main(argv: list[str] | None = None) -> int:
                     help="moshi's torch.compile (default: on, off with --smoke)")
     ap.add_argument("--context", type=int, default=None,
                     help="steps of the LM's ring KV cache (MoshiModel context_steps; default: the checkpoint's)")
+    ap.add_argument("--attention", choices=("dense", "flex"), default="dense",
+                    help="the LM's attention over its ring (MoshiModel attention; flex: compiled on CUDA)")
     ap.add_argument("--engine-steps", type=int, default=50, help="timed engine-only steps per batch size")
     ap.add_argument("--profile", action="store_true", help="a torch.profiler summary of engine steps per batch size")
     ap.add_argument("--profile-steps", type=int, default=10, help="engine steps --profile records")
@@ -390,10 +395,10 @@ def main(argv: list[str] | None = None) -> int:
         args.steps, args.warmup_steps, args.cue_context_s, args.cue_window_s = 4, 2, 0.8, 0.4
         args.engine_steps, args.profile_steps = 4, 2
     t0 = time.perf_counter()
-    model = build(args.smoke, device, max(batches), args.context)
+    model = build(args.smoke, device, max(batches), args.context, args.attention)
     print(f"model built on {device} in {time.perf_counter() - t0:.1f} s ({'tiny' if args.smoke else 'full size'}, "
           f"random weights; torch.compile {args.compile}, context {args.context or 'the checkpoint'}"
-          f"{' steps' if args.context else ''})", flush=True)
+          f"{' steps' if args.context else ''}, attention {args.attention})", flush=True)
     if args.teacher_forcing:
         figures = forcing_figures(model, batches[-1:] if args.smoke else batches, args, device)
     else:

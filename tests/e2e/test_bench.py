@@ -41,3 +41,12 @@ def test_gpu_throughput_smoke_streams_tiny_moshi_with_refills():
     for r in figures["runs"]:
         assert r["errors"] == 0 and r["conversations"] == 2 * r["batch"]
         assert r["aggregate_rtf"] > 0 and r["per_stream_rtf"] > 0 and r["projected_gpu_hours"] > 0
+
+
+def test_gpu_throughput_smoke_streams_with_flex_attention():
+    """``--attention flex`` reaches the model (the figures report the model's own setting); it streams
+    with refills without errors."""
+    pytest.importorskip("moshi")
+    figures = bench("gpu_throughput.py", "--smoke", "--attention", "flex")
+    assert figures["attention"] == "flex"
+    assert all(r["errors"] == 0 and r["conversations"] == 2 * r["batch"] for r in figures["runs"])
