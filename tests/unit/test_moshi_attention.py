@@ -24,6 +24,7 @@ from tests.fixtures.moshi_attention import (
     STEPS,
     assert_same,
     layer_difference,
+    layers,
     stream_with_refills,
     unfilled_blocks_are_never_read,
 )
@@ -41,6 +42,15 @@ def test_one_layer_over_a_ring_with_resets_and_an_exec_mask_matches_dense():
 
 def test_compiled_flex_never_reads_the_blocks_past_a_rows_filled_slots():
     unfilled_blocks_are_never_read()
+
+
+def test_outside_streaming_a_flex_layer_is_upstreams():
+    import torch
+
+    dense, flex = layers(compiled=False)
+    x = torch.randn(2, 5, 16, generator=torch.Generator().manual_seed(3))
+    with torch.no_grad():
+        torch.testing.assert_close(flex(x, x, x), dense(x, x, x), rtol=0, atol=0)
 
 
 @pytest.fixture(scope="module")
