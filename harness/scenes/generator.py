@@ -917,8 +917,8 @@ def _layout(rng: random.Random, p: _Plan) -> list[str]:
         put("holder", 0, t - 1)
     else:  # unknown: the asker asks a person, who does not know either
         kinds[t - 2], kinds[t - 1] = "ask_t", "dunno"
+        put("fact", 0, t - 3)  # not right before the question: the asker would have just heard it
         put("present", 0, t - 2)
-        put("fact", 0, t - 2)
     free = [i for i, k in enumerate(kinds) if k == "o"]
     rng.shuffle(free)
     for _ in range(p.n1 - 1 - p.relabel):  # every cue uses one N1 turn (relay, keeper, holder, present)
