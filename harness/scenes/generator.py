@@ -20,8 +20,9 @@ reply. Other N2 turns are the setting's lines or news (a fact of the setting sai
 told to a person, until the scene has one for each of its N4 questions). N3 turns often wonder
 aloud, to no one: "I wonder when the ferry is now.", "Hmm, what was the gate code again?", with the
 openers, reasons, closers and tails that address no listener. The setting, activity, relationship
-and register shape the lines (the register picks most openers of the scene's questions, the others
-are those of wondering aloud); values fit what they measure, device contexts fit the setting; a
+and register shape the lines (a question's opener is the register's or, a little more often, one of
+wondering aloud, which addresses no one: so that muttered questions are no N3 tell); values fit what
+they measure and the setting (:data:`~harness.scenes.vocab.FITS`), device contexts fit the setting; a
 scene gives a thing one value and a value to one thing. An N4 question asks for a fact another
 person said earlier (not in the turn before it) or a general-knowledge one. Nobody asks for what
 they said themselves, and no question names who said the fact (asking Aria what a person in the
@@ -577,7 +578,7 @@ def _make_pair(rng: random.Random, pair_id: str, p: _Plan, profile: Profile,
     fill = {"event": rng.choice(setting.events), "item": rng.choice(setting.items), "activity": activity}
     trivia_pool = [x for x in V.N4_EVENTS if x not in n4_items]
     rng.shuffle(trivia_pool)
-    # a question's opener: mostly the register's, else one that addresses no one (as wondering aloud has)
+    # a question's opener: the register's (about 40 %) or one that addresses no one, as wondering aloud has
     openers = (*V.OPENERS[register] * 3, *V.SELF_OPENERS)
 
     def aim(i: int) -> Target:
