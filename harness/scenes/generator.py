@@ -12,14 +12,21 @@ another assistant when the device context has one) and N3 (self-talk, including 
 "Come on, jar, open up" is not device-directed). Some pairs get one or two N4 events (N4_Q then
 N4_R) after T.
 
-Conversation. Most pairs of adjacent N2 slots become a question (to a person or to the room) and
+Conversation. Pairs of adjacent N2 slots become a question (to a person or to the room) and
 its answer by the next speaker, which states another fact of the setting, or asks again for one
-said earlier (who said it answers); a question rarely says a name (:data:`VOCATIVE_P`: the one who
-answers is the addressee); the turn after a question starts as a reply. Other N2 turns to the room
-are the setting's lines or news (a fact of the setting said to everyone). N3 turns often wonder
-aloud. The setting, activity, relationship and register shape the lines (the register picks the
-openers of every question of the scene); values fit what they measure, device contexts fit the
-setting. An N4 question asks for a fact a person said earlier or a general-knowledge one.
+the next speaker said earlier (who said it answers); a question rarely says a name
+(:data:`VOCATIVE_P`: the one who answers is the addressee); the turn after a question starts as a
+reply. Other N2 turns are the setting's lines or news (a fact of the setting said to everyone, or
+told to a person, until the scene has one for each of its N4 questions). N3 turns often wonder
+aloud, to no one: "I wonder when the ferry is now.", "Hmm, what was the gate code again?", with the
+openers, reasons, closers and tails that address no listener. The setting, activity, relationship
+and register shape the lines (a question's opener is the register's or, a little more often, one of
+wondering aloud, which addresses no one: so that muttered questions are no N3 tell); values fit what
+they measure and the setting (:data:`~harness.scenes.vocab.FITS`), device contexts fit the setting; a
+scene gives a thing one value and a value to one thing. An N4 question asks for a fact another
+person said earlier (not in the turn before it) or a general-knowledge one. Nobody asks for what
+they said themselves, and no question names who said the fact (asking Aria what a person in the
+room said would point at that person).
 
 Who N1 / N2 turns address (spec section 6's breakdown; the profile's ``silence_mix``, the paper's
 figures read as windows per condition, docs/corpus.md): exact corpus-wide counts, placed before
@@ -63,8 +70,10 @@ Implicit addressing. What makes the implicit T a request to the assistant is the
 before it (the same in both versions), one of (``implicit_cue``): *keeper*, an N1 turn gave Aria
 the job of keeping track of the topic by name; *holder*, the fact itself came from Aria (the
 support turn is an N1 turn reporting what Aria said); *unknown*, an N1 turn says Aria follows the
-conversation and, right before T, a person says they do not know (often answering the asker's
-question to them). In the *relay* pairs (the paper's 42) the previous turn tells the asker "ask
+conversation and, right before T, the asker asks a person, who says they do not know (never the
+one who stated the fact; in a tiny paper-profile corpus whose turn limits leave no room for that,
+such a pair takes the *keeper* cue). Who stated the fact never asks T, and nobody asks it for the
+asker before T. In the *relay* pairs (the paper's 42) the previous turn tells the asker "ask
 Aria about the ferry"; the implicit version rewrites it without the name ("ask the speaker about
 the ferry", as people say it), N1 in both versions, except in the profile's ``relabelled_pairs``
 (paper: 2), whose implicit rewrite has the person say they do not know (N2 to the asker: the
@@ -121,11 +130,11 @@ PAPER_SPEECH_S = 105.55 * 3600 / 4000  # human speech per conversation (95.0 s; 
 
 CUE_FAMILIES: tuple[str, ...] = ("keeper", "holder", "unknown")
 CUE_WEIGHTS: tuple[float, ...] = (0.3, 0.3, 0.4)
-CUE_BEFORE = {"relay": 2, "keeper": 2, "holder": 2, "unknown": 3}  # turns T needs before it
-ASK_P = 0.8  # chance that two adjacent N2 slots become a question to a person and that person's answer
+CUE_BEFORE = {"relay": 2, "keeper": 2, "holder": 2, "unknown": 4}  # turns T needs before it
+ASK_P = 1.0  # chance that two adjacent N2 slots become a question to a person and that person's answer
 VOCATIVE_P = 0.05  # chance that a question to a person names them (else the one who answers is addressed)
-SELF_QUESTION_P = 0.7  # chance that an N3 turn wonders aloud in the words of a question
-GENERIC_QUESTION_P = 0.35  # share of the setting's question lines to people kept (fact questions are asked instead)
+SELF_QUESTION_P = 0.7  # chance that an N3 turn wonders aloud about a fact
+GENERIC_QUESTION_P = 0.1  # share of the setting's question lines to people kept (fact questions are asked instead)
 N4_SCENE_P = 0.9  # chance that an N4 question asks for a fact said earlier (else general knowledge)
 REASK_P = 0.4  # chance that a question to a person or the room asks again for something said earlier
 ROOM_LINE_P = 0.15  # chance that a plain N2 turn to the room is one of the setting's lines (else news)
@@ -213,6 +222,7 @@ class _Fact:
     frames: tuple[str, ...]  # questions asking for it: lower-case start, end with "?"
     topic: str
     gold: str
+    wonders: tuple[str, ...] = ()  # wondering about it aloud (self-talk), asking no one: end with "."
 
 
 # fact kind -> (how the teller says it, the same as a plain clause, how it is asked for); {thing} the
@@ -247,6 +257,28 @@ _FACT_TEXTS: dict[str, tuple[tuple[str, ...], str, tuple[str, ...]]] = {
              ("where is {thing}?", "where is {thing} this time?")),
 }
 
+# fact kind -> how a person wonders about it aloud (self-talk: no listener, no question put to anyone)
+_WONDERS: dict[str, tuple[str, ...]] = {
+    "time": ("I wonder when {thing} is now.", "I can't remember what time {thing} is.",
+             "I need to check when {thing} is again."),
+    "place": ("I wonder where {thing} ended up.", "I can't remember where {thing} is.",
+              "I wonder where {thing} went."),
+    "count": ("I can't remember how many {what} we need for {thing}.", "I wonder how many {what} it was for {thing}."),
+    "price": ("I can't remember what {thing} cost.", "I wonder how much {thing} came to."),
+    "person": ("I keep forgetting the name of {thing}.", "I can't remember who {thing} is."),
+    "duration": ("I can't remember how long it takes for {thing}.", "I wonder how long it takes for {thing}."),
+    "code": ("I keep forgetting {thing}.", "I can't remember {thing} for the life of me."),
+    "room": ("I can't remember where {thing} is this time.", "I wonder where {thing} is now."),
+    "trivia": ("I always forget that one about {thing}.", "I can never remember the thing about {thing}."),
+}
+
+
+def _trivia(q: str, statement: str) -> _Fact:
+    """The general-knowledge fact that N4 question ``q`` asks for, said as ``statement``."""
+    gold, thing = V.TRIVIA[q]
+    return _Fact("trivia", statement, statement[:-1], (q,), thing, gold,
+                 tuple(x.format(thing=thing) for x in _WONDERS["trivia"]))
+
 
 def _draw(rng: random.Random, setting: V.Setting, kind: str) -> tuple[str, str, str]:
     """The thing a fact of ``kind`` is about, its value (drawn for what it measures) and, for a
@@ -256,36 +288,43 @@ def _draw(rng: random.Random, setting: V.Setting, kind: str) -> tuple[str, str, 
     if kind == "count":
         thing, what = rng.choice(setting.events), rng.choice(V.COUNTABLES)
         return thing, f"{rng.choice(V.COUNTS)} {what}", what
+    def fit(pool: Iterable[str]) -> list[str]:  # the things or values that fit the setting (vocab.FITS)
+        return [x for x in pool if setting.name in V.FITS.get(x, (setting.name,))]
+
     if kind in ("price", "duration"):  # values that depend on the thing
         values = V.PRICED_PRICES if kind == "price" else V.PROCESS_DURATIONS
-        thing = rng.choice(sorted(values))
+        thing = rng.choice(fit(sorted(values)))
         return thing, rng.choice(values[thing]), ""
     things, golds = {"place": (setting.items, V.PLACES), "person": (V.PEOPLE_ROLES, V.FULL_NAMES),
                      "code": (V.CODED, V.CODES), "room": (V.ROOMED, V.ROOMS)}[kind]
-    return rng.choice(things), rng.choice(golds), ""
+    return rng.choice(fit(things)), rng.choice(fit(golds)), ""
 
 
-def _fact(rng: random.Random, setting: V.Setting, avoid: str = "", avoid_topic: str = "",
+def _fact(rng: random.Random, setting: V.Setting, avoid: str = "", taken: set[str] | None = None,
           trivia: bool = True) -> _Fact:
-    """A fact of ``setting`` (kind other than ``avoid``, topic other than ``avoid_topic``): what is
+    """A fact of ``setting`` (kind other than ``avoid``; neither its topic nor its value in ``taken``,
+    which then holds them too: a scene gives a thing one value, and a value to one thing): what is
     said, how it is asked for, the value (the gold answer when T asks for it). ``trivia``: the kind
     may be general knowledge (:data:`~harness.scenes.vocab.TRIVIA`: what an N4 question may ask)."""
+    taken = set() if taken is None else taken
     kinds = [k for k in (*_FACT_TEXTS, "trivia") if k != avoid and (trivia or k != "trivia")]
     while True:
         kind = rng.choice(kinds)
         if kind == "trivia":  # stated as the N4 answer says it; asked as the N4 question asks it
             q, answer, _ = rng.choice(V.N4_EVENTS)
-            gold, thing = V.TRIVIA[q]
-            if thing != avoid_topic:
-                statement = _decap(answer)
-                return _Fact(kind, statement, statement[:-1], (q,), thing, gold)
+            f = _trivia(q, _decap(answer))
+            if not {f.topic, f.gold} & taken:
+                taken |= {f.topic, f.gold}
+                return f
             continue
         thing, gold, what = _draw(rng, setting, kind)
-        if thing != avoid_topic:
+        if not {thing, gold} & taken:
+            taken |= {thing, gold}
             break
     says, plain, asks = _FACT_TEXTS[kind]
     return _Fact(kind, rng.choice(says).format(thing=thing, x=gold), plain.format(thing=thing, x=gold),
-                 tuple(x.format(thing=thing, what=what) for x in asks), thing, gold)
+                 tuple(x.format(thing=thing, what=what) for x in asks), thing, gold,
+                 tuple(x.format(thing=thing, what=what) for x in _WONDERS[kind]))
 
 
 # -- steering: keep running means on the paper's targets ---------------------------------------
@@ -378,8 +417,13 @@ def _plan_corpus(rng: random.Random, n_pairs: int, four_party_share: float, n4_s
                 k = rng.randrange(n_pairs)
                 if plans[k].n + step in options[k]:
                     break
-            else:
-                raise ValueError(f"profile {profile.name!r}: turn limits cannot give {target} silence windows")
+            else:  # a tiny corpus: an *unknown* pair (4 turns before T) takes the *keeper* cue (2), if any
+                k = next((k for k, p in enumerate(plans) if p.cue == "unknown"), None)
+                if k is None:
+                    raise ValueError(f"profile {profile.name!r}: turn limits cannot give {target} silence windows")
+                plans[k].cue = "keeper"
+                options[k] = _feasible(profile, plans[k].bucket, plans[k].n4, plans[k].before)
+                continue
             plans[k].n += step
             diff -= step
     for p in plans:
@@ -397,7 +441,8 @@ def _plan_corpus(rng: random.Random, n_pairs: int, four_party_share: float, n4_s
     share = sum(PAPER_SILENCE.values())
     extra_n1 = round(silence * PAPER_SILENCE["N1"] / share) - n_pairs
     extra_n3 = round(silence * PAPER_SILENCE["N3"] / share) - n_pairs
-    slots = [k for k, p in enumerate(plans) for _ in range(p.n - 1 - 2 * p.n4 - 3 - (p.cue == "unknown") - p.relabel)]
+    slots = [k for k, p in enumerate(plans)
+             for _ in range(p.n - 1 - 2 * p.n4 - 3 - 2 * (p.cue == "unknown") - p.relabel)]
     rng.shuffle(slots)
     for p in plans:  # a relabelled relay pair's second N1 turn (a present turn) counts in the extras
         p.n1 += p.relabel
@@ -492,10 +537,12 @@ def _make_pair(rng: random.Random, pair_id: str, p: _Plan, profile: Profile,
     kinds = p.kinds
 
     # -- speakers: nobody speaks twice in a row, except an N4 asker who says never mind ----
+    # the one who does not know, who asks the teller for the fact and who relays are never the teller
+    # or the asker: T asks what the asker was never told, of someone who does not know it
     teller, asker = rng.sample(speakers, 2)
     fixed = {"fact": teller, "holder": teller, "T": asker, "ask_t": asker}
-    if p.relay:
-        fixed["relay"] = rng.choice([s for s in speakers if s not in (teller, asker)])
+    for kind in ("dunno", "ask_fact", "relay"):
+        fixed[kind] = rng.choice([s for s in speakers if s not in (teller, asker)])
     self_resolve = {i: rng.random() < 0.5 for i, k in enumerate(kinds) if k == "N4_R"}
     who: list[str] = []
     for i, kind in enumerate(kinds):
@@ -512,7 +559,8 @@ def _make_pair(rng: random.Random, pair_id: str, p: _Plan, profile: Profile,
             who.append(rng.choice(fresh or options))
 
     # -- texts -----------------------------------------------------------------------------------
-    fact = _fact(rng, setting, trivia=p.cue != "keeper")  # nobody keeps track of general knowledge
+    taken: set[str] = set()  # the scene's topics and values so far (_fact)
+    fact = _fact(rng, setting, taken=taken, trivia=p.cue != "keeper")  # nobody keeps track of general knowledge
     device_desc, device_lines = V.DEVICES[device_key]
     pools: dict[str, list[str]] = {
         "person": [x for x in setting.to_person + V.RELATIONSHIP_LINES[relationship] + V.N2_PERSON
@@ -523,13 +571,15 @@ def _make_pair(rng: random.Random, pair_id: str, p: _Plan, profile: Profile,
         "N1": list(V.N1_LINES),
         "N3": [x for x in setting.self_talk + V.N3_GENERIC if "?" not in x or rng.random() < GENERIC_QUESTION_P],
     }
-    for pool in pools.values():
+    for pool in pools.values():  # no line says the gold answer by chance ("set a timer for ten minutes")
+        pool[:] = [x for x in pool if fact.gold.lower() not in x.lower()]
         rng.shuffle(pool)
     n4_items = rng.sample([x for x in V.N4_EVENTS if x[0] not in fact.frames], p.n4)
     fill = {"event": rng.choice(setting.events), "item": rng.choice(setting.items), "activity": activity}
     trivia_pool = [x for x in V.N4_EVENTS if x not in n4_items]
     rng.shuffle(trivia_pool)
-    openers = V.OPENERS[register]
+    # a question's opener: the register's (about 40 %) or one that addresses no one, as wondering aloud has
+    openers = (*V.OPENERS[register] * 3, *V.SELF_OPENERS)
 
     def aim(i: int) -> Target:
         """The target of an N1 / N2 turn other than a device-directed one: as planned (_place_humans)."""
@@ -552,7 +602,8 @@ def _make_pair(rng: random.Random, pair_id: str, p: _Plan, profile: Profile,
         """The scene's {event}, {item}, {activity} and another person ({other}) in a line."""
         for key, value in (("{event}", lambda: rng.choice(setting.events)),
                            ("{item}", lambda: rng.choice(setting.items)),
-                           ("{activity}", lambda: activity), ("{other}", lambda: other(i, addressee(i)))):
+                           ("{activity}", lambda: activity), ("{other}", lambda: other(i, addressee(i))),
+                           ("{absent}", lambda: rng.choice(V.ABSENT))):
             if key in template:
                 template = template.replace(key, value())
         return template
@@ -564,14 +615,14 @@ def _make_pair(rng: random.Random, pair_id: str, p: _Plan, profile: Profile,
         fill = {"event": rng.choice(setting.events), "item": rng.choice(setting.items), "activity": activity}
         pool = [x.format(**fill, other=other(i, addressee(i)))
                 for x in rng.sample(V.TAILS[kind], min(5, len(V.TAILS[kind])))]
-        one = [f"{core} {_cap(x)}" for x in pool[:3]]
-        two = [f"{c} {_cap(rng.choice([y for y in pool if y not in c]))}" for c in one]
+        one = [f"{core} {_cap(x)}" for x in [x for x in pool if _fits(core, x)][:3]]
+        two = [f"{c} {_cap(rng.choice(rest))}" for c in one if (rest := [y for y in pool if _fits(c, y)])]
         bare = [core] if len(core) >= BARE_MIN_CHARS else []  # a short line alone would recur word for word
         if i < p.t and p.onset_s:  # before T: the length that keeps this pair on its T onset
             longer = [*one, *two]
             for _ in range(2):  # up to four tails where the pair needs a long talk before T
                 longer += [f"{c} {_cap(rng.choice(rest))}" for c in longer[-3:]
-                           if (rest := [y for y in pool if y not in c])]
+                           if (rest := [y for y in pool if _fits(c, y)])]
             return onset_pick([*bare, *longer], i)
         return steer["turn"].pick(rng, [*bare, *one, *two], k=4 if p.onset_s else 2)  # after T: back to the mean
 
@@ -599,14 +650,17 @@ def _make_pair(rng: random.Random, pair_id: str, p: _Plan, profile: Profile,
             template = f"{rng.choice(openers)}, {_decap(template)}{rng.choice(V.CLOSERS)}"
         return tail(template, "ask" if question else kind, i), target
 
-    def ask(frames: tuple[str, ...], name: str | None, by: str | None, i: int,
-            closers: tuple[str, ...] = V.CLOSERS) -> tuple[str, _Ask]:
-        """A question turn made as T is (:func:`_ask_candidates`: the same pools, the same number of
-        reasons as an implicit T, tail sentences, the length steered to the implicit T's mean);
-        ``by``: the name of who said the fact (a reason may name them; ``None``: nobody has)."""
-        pool = [x.format(**fill, other=other(i, addressee(i))) for x in V.TAILS["ask"]] if profile.tails else []
-        cands = _ask_candidates(rng, openers, frames, name, lambda: _reasons(rng, _reason_count(rng), by),
-                                closers, pool)
+    def ask(f: _Fact, name: str | None, i: int, aloud: bool = False) -> tuple[str, _Ask]:
+        """A question turn asking for ``f`` (one of its frames; its kind picks the reasons) made as T
+        is (:func:`_ask_candidates`: the same pools, the same number of reasons as an implicit T, tail
+        sentences, the length steered to the implicit T's mean); ``aloud``: wondered aloud (self-talk),
+        with the pools that address no listener."""
+        tails = V.TAILS["wonder" if aloud else "ask"]
+        pool = [x.format(**fill, other=other(i, addressee(i))) for x in tails] if profile.tails else []
+        cands = _ask_candidates(rng, V.SELF_OPENERS if aloud else openers, f.wonders + f.frames if aloud else f.frames,
+                                name,
+                                lambda: _reasons(rng, _reason_count(rng), f.kind, aloud),
+                                V.NEUTRAL_CLOSERS if aloud else V.CLOSERS, pool)
         if i < p.t and p.onset_s and not ONSET_STEERED_S[0] <= p.onset_s <= ONSET_STEERED_S[1]:
             # a pair with a very early or very late T: its questions before T get the length it needs
             longer = [(f"{c} {' '.join(_cap(x) for x in rng.sample(pool, k))}", a) for c, a in cands[:4]
@@ -617,18 +671,24 @@ def _make_pair(rng: random.Random, pair_id: str, p: _Plan, profile: Profile,
         steer["turn"].add(len(best[0]))
         return best
 
+    def heard(i: int, by: str | None = None) -> list[int]:
+        """Which of the facts ``said`` turn ``i``'s speaker may ask for: said by someone else (``by``:
+        by that one), not in the turn just before."""
+        return [k for k, (_, teller_id, at) in enumerate(said)
+                if teller_id != who[i] and at < i - 1 and by in (None, teller_id)]
+
     def trivia() -> tuple[_Fact, str]:
         """A general-knowledge question the scene's N4 events do not ask, as a fact, and the reply a
         person gives to it (``{asker}`` to fill): people ask each other such things too."""
         q, _, reply = trivia_pool.pop()
-        return _Fact("trivia", _unname(reply), _unname(reply)[:-1], (q,), q, ""), reply
+        return _trivia(q, _unname(reply)), reply
 
     t_tails = [x.format(**fill, other=names[rng.choice([s for s in speakers if s not in (asker, teller)])])
                for x in V.TAILS["ask"]] if profile.tails else []
-    explicit_t, implicit_t = _t_texts(rng, p, fact, openers, names[teller], t_tails, steer)
+    explicit_t, implicit_t = _t_texts(rng, fact, openers, t_tails, steer)
     relay_pair = rng.choice(V.RELAYS)
     side: _Fact | None = None
-    said: list[tuple[_Fact, str]] = []  # facts other than T's said so far and who said them (N4 may ask)
+    said: list[tuple[_Fact, str, int]] = []  # facts other than T's said so far, who said them, where (N4 may ask)
     side_reply = ""  # a general-knowledge question's reply, for the answer turn after it
 
     turns: list[Turn] = []
@@ -640,7 +700,8 @@ def _make_pair(rng: random.Random, pair_id: str, p: _Plan, profile: Profile,
             alt = implicit_t
         elif kind == "relay":
             rel_e, rel_i = (_cap(r.format(asker=names[asker], topic=fact.topic)) for r in relay_pair)
-            text = tail(rel_e, "self" if p.relabel else "aria", i)  # one tail in both versions: the reference differs
+            # one tail in both versions: the reference differs
+            text = tail(rel_e, "settled" if p.relabel else "aria", i)
             turn = Turn(who[i], text, Label.N1, Target.HUMAN)
             alt = rel_i + text[len(rel_e):]
             if p.relabel:  # rewritten as the people saying they do not know: N2 to the asker
@@ -653,24 +714,26 @@ def _make_pair(rng: random.Random, pair_id: str, p: _Plan, profile: Profile,
             text = tail(_cap(rng.choice(V.KEEPER_LINES).format(topic=fact.topic)), "aria", i)
             turn = Turn(who[i], text, Label.N1, Target.GROUP)
         elif kind == "holder":
-            text = tail(_cap(rng.choice(V.HOLDER_LINES).format(statement=fact.plain + ".")), "fact", i)
+            lines = V.HOLDER_LINES + (V.HOLDER_NEWS_LINES if fact.kind != "trivia" else ())
+            text = tail(_cap(rng.choice(lines).format(statement=fact.plain + ".")), _tails_of(fact), i)
             turn = Turn(who[i], text, Label.N1, Target.GROUP)
         elif kind == "present":
             turn = Turn(who[i], tail(fill_in(rng.choice(V.PRESENT_LINES), i), "aria", i), Label.N1, Target.GROUP)
         elif kind == "dunno":  # to the asker by name, or to everyone
             line = rng.choice([x for x in V.DONT_KNOW if ("{asker}" in x) == (i in p.human)])
-            text = tail(fill_in(line.replace("{asker}", names[asker]).replace("{topic}", fact.topic), i), "self", i)
+            text = tail(fill_in(line.replace("{asker}", names[asker]).replace("{topic}", fact.topic), i), "settled", i)
             turn = Turn(who[i], text, Label.N2, aim(i))
         elif kind in ("ask_t", "ask"):
-            side_reply, by = "", names[teller] if kind == "ask_t" else None
+            side_reply = ""
+            told = heard(i, who[i + 1])
             if kind == "ask" and rng.random() < TRIVIA_P:
                 side, side_reply = trivia()
-            elif kind == "ask" and said and rng.random() < REASK_P:  # asked again, as T asks: who said it answers
-                side, by = rng.choice(said)
+            elif kind == "ask" and told and rng.random() < REASK_P:  # asked again of who said it, who answers
+                side = said[rng.choice(told)][0]
             elif kind == "ask":
-                side = _fact(rng, setting, avoid=fact.kind, avoid_topic=fact.topic)
-                said.append((side, names[who[i + 1]]))
-            text = ask((fact if kind == "ask_t" else side).frames, vocative(i), by, i)[0]
+                side = _fact(rng, setting, avoid=fact.kind, taken=taken)
+                said.append((side, who[i + 1], i + 1))
+            text = ask(fact if kind == "ask_t" else side, vocative(i), i)[0]
             turn = Turn(who[i], text, Label.N2, aim(i))
         elif kind in ("fact", "answer"):
             f = fact if kind == "fact" else side
@@ -683,9 +746,9 @@ def _make_pair(rng: random.Random, pair_id: str, p: _Plan, profile: Profile,
                 st = f"{names[addressee(i)]}, {f.statement}"
             else:
                 st = _cap(f.statement)
-            turn = Turn(who[i], tail(st, "fact", i), Label.N2, aim(i))
+            turn = Turn(who[i], tail(st, _tails_of(f), i), Label.N2, aim(i))
         elif kind == "ask_fact":  # a person asks the teller for the fact, who answers next
-            turn = Turn(who[i], ask(fact.frames, vocative(i), None, i)[0], Label.N2, aim(i))
+            turn = Turn(who[i], ask(fact, vocative(i), i)[0], Label.N2, aim(i))
         elif kind == "N1":
             if rng.random() < 2 * RETRACT_P:  # almost asked Aria, takes it back (the words N4_R uses)
                 line = rng.choice(V.N1_RETRACTIONS).replace(
@@ -698,45 +761,46 @@ def _make_pair(rng: random.Random, pair_id: str, p: _Plan, profile: Profile,
             text, _ = say(line, i, "aria", aim(i))
             turn = Turn(who[i], text, Label.N1, aim(i))
         elif kind == "N3":
-            if rng.random() < SELF_QUESTION_P:  # wondering aloud, in the words of a question to someone
+            if rng.random() < SELF_QUESTION_P:  # wondering aloud about a fact (general knowledge: its question)
                 u = rng.random()
                 if u < TRIVIA_P:
-                    f, by = trivia()[0], None
-                elif said and u < 0.5:  # about something said earlier: a reason may name who said it
-                    f, by = rng.choice(said)
+                    f = trivia()[0]
+                elif (earlier := heard(i)) and u < 0.5:  # about something someone else said earlier
+                    f = said[rng.choice(earlier)][0]
                 else:
-                    f, by = _fact(rng, setting, avoid=fact.kind, avoid_topic=fact.topic), None
-                text = ask(f.frames, None, by, i, V.NEUTRAL_CLOSERS)[0]
+                    f = _fact(rng, setting, avoid=fact.kind, taken=taken)
+                text = ask(f, None, i, aloud=True)[0]
+                if rng.random() < RETRACT_P:  # and thinking better of it, as N4_R may
+                    text = f"{text} {_never_mind(rng)}"
             else:
-                line = pools["N3"].pop()
-                if "?" not in line and rng.random() < 2 * RETRACT_P:  # thinking better of it, as N4_R may
-                    line = f"{line} {_never_mind(rng)}"
-                text, _ = say(line, i, "self", Target.NONE)
+                text, _ = say(pools["N3"].pop(), i, "self", Target.NONE)
             turn = Turn(who[i], text, Label.N3, Target.NONE)
         elif kind == "dev":  # to the device or assistant of the scene's device context
             text, _ = say(pools["device"].pop(), i, "device", Target.DEVICE)
             turn = Turn(who[i], text, Label.N2, Target.DEVICE)
-        elif kind == "N2" and (i in p.human or (pools["room"] and len(said) >= p.n4 and rng.random() < ROOM_LINE_P)):
+        elif kind == "N2" and len(said) >= p.n4 and (i in p.human or (pools["room"] and rng.random() < ROOM_LINE_P)):
             group = "person" if i in p.human else "room"
             text, _ = say(pools[group].pop(), i, group, aim(i))
             turn = Turn(who[i], text, Label.N2, aim(i))
-        elif kind == "N2":  # news for everyone: a fact of the setting (an N4 question may ask for it later)
-            news = _fact(rng, setting, avoid=fact.kind, avoid_topic=fact.topic)
-            said.append((news, names[who[i]]))
+        elif kind == "N2":  # news: a fact of the setting, for everyone or told to a person until the N4 questions
+            news = _fact(rng, setting, avoid=fact.kind, taken=taken)  # have enough to ask for later
+            said.append((news, who[i], i))
             plain = len(news.statement.split()) <= 14 and not news.statement.startswith(
                 ("heads up", "oh,", "if anyone", "write this"))
             opener = f"{rng.choice(V.NEWS_OPENERS)} " if plain and rng.random() < 0.5 else ""
-            turn = Turn(who[i], tail(_cap(f"{opener}{news.statement}"), "fact", i), Label.N2, Target.GROUP)
+            opener = f"{names[addressee(i)]}, " if i in p.human else opener
+            turn = Turn(who[i], tail(_cap(f"{opener}{news.statement}"), _tails_of(news), i), Label.N2, aim(i))
         elif kind == "N4_Q":  # made as T is: the name only sometimes, the context says who is asked
             q_text, answer, reply = n4_items.pop()
-            by = None
-            if said and rng.random() < N4_SCENE_P:  # about something a person said earlier, not trivia
-                f, by = said.pop(rng.randrange(len(said)))
-                q_text, answer = rng.choice(f.frames), (_cap(f.statement) if f.kind == "trivia"
-                                                        else f"{_heard(f.plain)}, {f.plain}.")
+            kind_asked = "trivia"
+            if (earlier := heard(i)) and rng.random() < N4_SCENE_P:  # something another person said, not trivia
+                f = said.pop(rng.choice(earlier))[0]
+                kind_asked, q_text, answer = f.kind, rng.choice(f.frames), (
+                    _cap(f.statement) if f.kind == "trivia" else f"{_heard(f.plain)}, {f.plain}.")
                 reply = f"{{asker}}, {_decap(f.statement)}"
             named = p.n4_edit or rng.random() < N4_NAME_P
-            text, parts = ask((q_text,), ASSISTANT_NAME if named else None, by, i)
+            asked = _Fact(kind_asked, answer, answer, (q_text,), q_text, answer)
+            text, parts = ask(asked, ASSISTANT_NAME if named else None, i)
             turn = Turn(who[i], text, Label.N4_Q, Target.ARIA, answer=answer)
             if p.n4_edit:  # the implicit version drops the name, as its T does
                 alt = _question(parts.opener, None, parts.why, parts.question, parts.closer, parts.first) + parts.after
@@ -744,7 +808,7 @@ def _make_pair(rng: random.Random, pair_id: str, p: _Plan, profile: Profile,
             if self_resolve[i]:
                 named = p.n4_edit or rng.random() < N4_NAME_P
                 core = _never_mind(rng, ASSISTANT_NAME if named else None)
-                text = tail(core, "self", i)
+                text = tail(core, "settled", i)
                 turn = Turn(who[i], text, Label.N4_R, Target.ARIA)
                 if p.n4_edit:
                     alt = _unnamed(core) + text[len(core):]
@@ -777,6 +841,17 @@ def _make_pair(rng: random.Random, pair_id: str, p: _Plan, profile: Profile,
 _PROPER = frozenset({"I", ASSISTANT_NAME, *V.NAMES, *V.TRIVIA_PROPER})
 
 
+def _fits(text: str, tail: str) -> bool:
+    """Whether ``tail`` may follow ``text``: not said yet, and at most one way of learning the news
+    (:data:`~harness.scenes.vocab.NEWS_SOURCES`) in a turn."""
+    return tail not in text and not (any(x in text for x in V.NEWS_SOURCES) and any(x in tail for x in V.NEWS_SOURCES))
+
+
+def _tails_of(fact: _Fact) -> str:
+    """The tail sentences a statement of ``fact`` takes: news, or general knowledge (never told as news)."""
+    return "known" if fact.kind == "trivia" else "fact"
+
+
 def _unname(reply: str) -> str:
     """A reply that names its ``{asker}`` ("It's Canberra, {asker}, everyone gets that wrong.") without
     the name ("It's Canberra, everyone gets that wrong.")."""
@@ -792,7 +867,8 @@ def _never_mind(rng: random.Random, name: str | None = None) -> str:
 
 def _heard(plain: str) -> str:
     """How the reference answer to an N4 question about something said earlier starts (10-16 words in all)."""
-    return "As far as I heard earlier" if len(plain.split()) <= 10 else "As far as I heard"
+    n = len(plain.split())
+    return "As far as I heard earlier" if n <= 10 else "As far as I heard" if n <= 11 else "I heard that"
 
 
 def _unnamed(line: str) -> str:
@@ -810,7 +886,7 @@ def _devices_for(setting: str) -> list[str]:
     """Device contexts that fit ``setting``: home devices at home, the navigation app on the road."""
     return [k for k in sorted(V.DEVICES) if k != "none"
             and (k not in V.HOME_DEVICES or setting in V.HOME_SETTINGS)
-            and (k not in V.TRAVEL_DEVICES or setting in V.TRAVEL_SETTINGS)]
+            and (k not in V.ROAD_DEVICES or setting in V.ROAD_SETTINGS)]
 
 
 def _layout(rng: random.Random, p: _Plan) -> list[str]:
@@ -840,10 +916,10 @@ def _layout(rng: random.Random, p: _Plan) -> list[str]:
         put("keeper", f + 1, t)
     elif p.cue == "holder":
         put("holder", 0, t - 1)
-    else:  # unknown
-        kinds[t - 1] = "dunno"
-        put("present", 0, t - 1)
-        put("fact", 0, t - 1)
+    else:  # unknown: the asker asks a person, who does not know either
+        kinds[t - 2], kinds[t - 1] = "ask_t", "dunno"
+        put("fact", 0, t - 3)  # not right before the question: the asker would have just heard it
+        put("present", 0, t - 2)
     free = [i for i, k in enumerate(kinds) if k == "o"]
     rng.shuffle(free)
     for _ in range(p.n1 - 1 - p.relabel):  # every cue uses one N1 turn (relay, keeper, holder, present)
@@ -852,8 +928,6 @@ def _layout(rng: random.Random, p: _Plan) -> list[str]:
         kinds[free.pop()] = "N3"
     for i in free:
         kinds[i] = "N2"
-    if p.cue == "unknown" and kinds[t - 2] == "N2" and rng.random() < 0.6:
-        kinds[t - 2] = "ask_t"  # the asker asks a person first, who does not know either
     return kinds
 
 
@@ -869,7 +943,6 @@ def _converse(rng: random.Random, kinds: list[str]) -> None:
 _TRAILING = ("because", "so ", "since", "before")  # reasons said after the question, not before it
 
 
-TELLER_P = 0.4  # chance that T's reasons may name who said the fact (questions about said facts may too)
 REASON_COUNTS = (0, 1, 1, 2)  # reason clauses of a question turn, T or not (drawn from these)
 EXTRA_REASON_P = 0.6  # chance that the implicit T gives one more reason (where the explicit one says the name)
 TURN_AIM = 0.97  # the mean turn length aimed at, relative to the paper's (see generate_pairs)
@@ -885,14 +958,16 @@ def _reason_count(rng: random.Random) -> int:
     return rng.choice(REASON_COUNTS) + (rng.random() < EXTRA_REASON_P)
 
 
-def _reasons(rng: random.Random, k: int, teller: str | None, have: list[str] | None = None) -> list[str]:
-    """``have`` plus ``k`` more distinct reason clauses, at most one of them said after the question;
-    ``teller``: who said the fact asked for (``None``: nobody has, no clause names one)."""
+def _reasons(rng: random.Random, k: int, kind: str, aloud: bool = False, have: list[str] | None = None) -> list[str]:
+    """``have`` plus ``k`` more distinct reason clauses for asking a fact of ``kind``, at most one of them
+    said after the question; ``aloud``: wondered aloud, only reasons that address no listener. No
+    reason names who said the fact: asking Aria (or oneself) what a person in the room said points
+    at that person, and a question to them says "you"."""
     out = list(have or [])
+    fit = [r for r in (V.SELF_REASONS if aloud else V.ASK_REASONS) if kind in V.REASON_KINDS.get(r, (kind,))]
     for _ in range(k):
         trailing = any(r.startswith(_TRAILING) for r in out)
-        pool = [x for x in (r.format(teller=teller) for r in V.ASK_REASONS if teller or "{teller}" not in r)
-                if x not in out and not (trailing and x.startswith(_TRAILING))]
+        pool = [x for x in fit if x not in out and not (trailing and x.startswith(_TRAILING))]
         out.append(rng.choice(pool))
     return out
 
@@ -900,10 +975,13 @@ def _reasons(rng: random.Random, k: int, teller: str | None, have: list[str] | N
 def _question(opener: str, name: str | None, reasons: list[str], question: str, closer: str,
               name_first: bool) -> str:
     """One question turn from the shared pools: ``"Okay, Maya, I lost track. When is the ferry?
-    Thanks."``; the name (a person's, or the assistant's) first or last, or none."""
+    Thanks."``; the name (a person's, or the assistant's) first or last (first where a reason follows
+    the question), or none; ``question`` may be a wondering aloud ("I wonder when the ferry is now.")."""
     lead = [f"{r}." for r in reasons if not r.startswith(_TRAILING)]
     trail = "".join(f", {r}" for r in reasons if r.startswith(_TRAILING))  # "..., since I missed it?"
-    body = [*lead, f"{question[:-1]}{trail}" + (f", {name}?" if name is not None and not name_first else "?")]
+    name_first = name_first or bool(trail)
+    end = question[-1]  # "?", or "." for wondering aloud
+    body = [*lead, f"{question[:-1]}{trail}" + (f", {name}{end}" if name is not None and not name_first else end)]
     head = f"{opener}, {name}," if name is not None and name_first else f"{opener},"
     return _join(head, *body) + closer
 
@@ -935,20 +1013,18 @@ def _ask_candidates(rng: random.Random, openers: tuple[str, ...], frames: tuple[
     return out
 
 
-def _t_texts(rng: random.Random, p: _Plan, fact: _Fact, openers: tuple[str, ...], teller: str,
-             tails: list[str], steer: dict[str, _Steer]) -> tuple[str, str]:
+def _t_texts(rng: random.Random, fact: _Fact, openers: tuple[str, ...], tails: list[str],
+             steer: dict[str, _Steer]) -> tuple[str, str]:
     """The explicit and implicit T texts, made as every question turn is (:func:`_ask_candidates`):
     the same opener, reasons, question, closer and (paper profile, ``tails``) tail sentences; the
     explicit one names Aria (first or last), the implicit one names no one and may give one more
     reason (the paper's implicit T are 11.7 characters longer)."""
-    by = teller if rng.random() < TELLER_P else None  # a reason may name who said it, as others' may
-
     def reasons() -> list[str]:
-        return _reasons(rng, rng.choice(REASON_COUNTS), by)
+        return _reasons(rng, rng.choice(REASON_COUNTS), fact.kind)
 
     candidates = []
     for text, a in _ask_candidates(rng, openers, fact.frames, ASSISTANT_NAME, reasons, V.CLOSERS, tails):
-        more = _reasons(rng, 1, by, a.why) if rng.random() < EXTRA_REASON_P else a.why
+        more = _reasons(rng, 1, fact.kind, have=a.why) if rng.random() < EXTRA_REASON_P else a.why
         candidates.append((text, _question(a.opener, None, more, a.question, a.closer, a.first) + a.after))
     se, si = steer["explicit"], steer["implicit"]
 

@@ -3,7 +3,7 @@
 Plain data: settings with their activities and lines, device contexts, relationships,
 registers, fact frames (question types whose answers an earlier turn states), implicit
 addressing cues, N1 / N2 / N3 lines and N4 events. Placeholders: ``{name}`` (the person
-addressed), ``{teller}`` (who stated the fact), ``{topic}``, ``{spot}`` (where the assistant's
+addressed), ``{topic}``, ``{spot}`` (where the assistant's
 device stands), ``{asker}`` (who asked an N4 question or T), ``{statement}`` (a fact as a clause),
 ``{event}`` / ``{item}`` / ``{activity}`` / ``{other}`` (the setting's, the scene's, another person).
 
@@ -326,15 +326,17 @@ SETTINGS: tuple[Setting, ...] = (
 )
 
 # device context key -> (description, N2 lines to that device or assistant): commands, not questions
-# (a device-directed turn is an N2 silence window; {event}, {item}, {other} as in the module docstring)
+# (a device-directed turn is an N2 silence window; {event}, {item}, {other} as in the module docstring;
+# {absent}: someone not in the room, whom a message goes to)
+ABSENT: tuple[str, ...] = ("my sister", "Mom", "the neighbors", "my brother", "Dad", "the landlord", "my boss")
 DEVICES: dict[str, tuple[str, tuple[str, ...]]] = {
     "none": ("none", ()),
     "nova": ("a phone assistant called Nova", (
         "Nova, set a timer for ten minutes.", "Nova, remind me about {event} tomorrow morning.",
         "Nova, play something relaxing.", "Nova, remind me to call the bank.",
-        "Nova, text {other} that we're running late.", "Nova, add {item} to my packing list.",
+        "Nova, text {absent} that we're running late.", "Nova, add {item} to my packing list.",
         "Nova, set a timer for twenty minutes.", "Nova, turn on do not disturb.",
-        "Nova, send {other} the address for {event}.", "Nova, note that {item} is with {other}.")),
+        "Nova, send {absent} the address for {event}.", "Nova, note that {item} is with {other}.")),
     "milo": ("a smart speaker in the hallway called Milo", (
         "Milo, turn the music down.", "Milo, play the news.", "Milo, stop the music.", "Milo, play some jazz.",
         "Milo, skip this song.", "Milo, volume to four.", "Milo, add milk to the shopping list.",
@@ -346,7 +348,7 @@ DEVICES: dict[str, tuple[str, tuple[str, ...]]] = {
     "watch": ("a smart watch that takes voice commands", (
         "Watch, start a walking workout.", "Watch, set an alarm for six.", "Watch, show my steps for today.",
         "Watch, start a five minute timer.", "Watch, stop the workout.", "Watch, remind me about {event} in an hour.",
-        "Watch, remind me to bring {item}.", "Watch, message {other} that I'm on my way.")),
+        "Watch, remind me to bring {item}.", "Watch, message {absent} that I'm on my way.")),
     "orbit": ("a robot vacuum called Orbit", (
         "Orbit, go back to your dock.", "Orbit, clean the hallway later.", "Orbit, stop, you're too loud.",
         "Orbit, clean under the table.", "Orbit, pause for now.", "Orbit, skip the kitchen today.")),
@@ -359,7 +361,7 @@ DEVICES: dict[str, tuple[str, tuple[str, ...]]] = {
     "kai": ("a laptop voice assistant called Kai", (
         "Kai, open my email.", "Kai, mute the notifications.", "Kai, show the battery level.",
         "Kai, open the document about {event}.", "Kai, start the slide show.", "Kai, save this file to the desktop.",
-        "Kai, email {other} the plan for {event}.", "Kai, add {item} to my to do list.")),
+        "Kai, email {absent} the plan for {event}.", "Kai, add {item} to my to do list.")),
     "lumen": ("smart lights called Lumen", (
         "Lumen, dim the lights a bit.", "Lumen, turn on the lamp.", "Lumen, make it brighter in here.",
         "Lumen, switch to warm light.", "Lumen, turn off the hallway lights.")),
@@ -370,14 +372,14 @@ DEVICES: dict[str, tuple[str, tuple[str, ...]]] = {
     "rex": ("a navigation app called Rex", (
         "Rex, find the nearest gas station.", "Rex, call home.", "Rex, show the time to arrival.",
         "Rex, avoid the highway.", "Rex, add a stop for coffee.", "Rex, mute the directions for a bit.",
-        "Rex, share our arrival time with {other}.", "Rex, find parking near {event}.")),
+        "Rex, share our arrival time with {absent}.", "Rex, find parking near {event}.")),
 }
 # devices that belong to a home, and where the others fit (a device context fits its setting)
 HOME_DEVICES = frozenset({"milo", "sola", "lumen", "orbit", "tilly"})
 HOME_SETTINGS = frozenset({"kitchen at home", "living room on game night", "backyard barbecue", "apartment moving day",
                            "book club at a friend's house"})
-TRAVEL_DEVICES = frozenset({"rex"})
-TRAVEL_SETTINGS = frozenset({"car on a road trip", "campsite by the lake", "hotel lobby on vacation", "airport gate"})
+ROAD_DEVICES = frozenset({"rex"})  # a navigation app: its commands are for driving
+ROAD_SETTINGS = frozenset({"car on a road trip"})
 
 RELATIONSHIP_LINES: dict[str, tuple[str, ...]] = {
     "family": ("{name}, did you call Grandma back?", "{name}, you promised to clean your room this weekend."),
@@ -396,50 +398,68 @@ RELATIONSHIP_LINES: dict[str, tuple[str, ...]] = {
 
 REGISTERS: tuple[str, ...] = ("casual", "formal", "hurried", "playful", "tired", "polite", "excited",
                               "blunt", "gentle", "distracted", "sarcastic", "curious")
-# Every question turn of a scene (T, questions to people and to the room, self-questions, N4_Q) is
-# built from the same pools (generator._ask): an opener of the speaker's register, zero or more
-# reason clauses, the question, a closer. The explicit T says the name where a question to a
-# person says theirs; the implicit T says no name at all: what makes it a request to the assistant
-# is the conversation before it (the cue turns below), never its own words.
+# Every question turn of a scene (T, questions to people and to the room, N4_Q) is built from the
+# same pools (generator._ask): an opener of the speaker's register (or of wondering aloud), zero or
+# more reason clauses, the question, a closer; wondering aloud (N3) takes only the pools that
+# address no listener (SELF_OPENERS, SELF_REASONS, NEUTRAL_CLOSERS, TAILS["wonder"]). The explicit
+# T says the name where a question to a person says theirs; the implicit T says no name at all: what
+# makes it a request to the assistant is the conversation before it (the cue turns below), never
+# its own words.
 OPENERS: dict[str, tuple[str, ...]] = {
     "casual": ("Hey", "Okay", "So", "Okay so", "Hey, so"),
     "formal": ("Excuse me", "Pardon me", "If I may ask", "One moment"),
     "hurried": ("Quick", "Real quick", "Quickly", "Quick one"),
-    "playful": ("Okay, pop quiz", "Here's one", "Right, riddle me this", "Okay, okay"),
+    "playful": ("Okay, okay", "Ooh, okay", "Hey, hey", "Okay, so"),
     "tired": ("Ugh, okay", "Sorry, long day", "Hmm, okay", "Okay, sorry"),
     "polite": ("Sorry to bother you", "If you don't mind", "Sorry", "Just quickly"),
     "excited": ("Oh, oh", "Wait, wait", "Oh, right", "Ooh, wait"),
     "blunt": ("Right", "Okay, look", "Fine", "Right then"),
     "gentle": ("Hey there", "Sorry", "Um, hi", "Um, sorry"),
     "distracted": ("Hmm, wait", "Oh, um", "Sorry, where was I", "Wait, what was it"),
-    "sarcastic": ("Well, great", "Oh, wonderful", "Fantastic", "Brilliant"),
+    "sarcastic": ("Well then", "Right, so", "Great, so", "Oh, so"),
     "curious": ("I wonder", "Hmm, so", "Out of interest", "Just curious"),
 }
-# reason clauses said before a question; any question turn may carry them ({teller}: someone who said it)
-ASK_REASONS: tuple[str, ...] = (
-    "{teller} told us earlier, but none of us wrote it down",
+# openers that fit wondering aloud (self-talk, N3): the registers' that address no listener
+SELF_OPENERS: tuple[str, ...] = ("Hmm, wait", "Oh, um", "Wait, what was it", "Hmm, so", "Hmm", "Hmm, okay",
+                                 "Ugh, okay", "Okay, okay", "Okay so", "Wait, wait", "Oh, right", "So",
+                                 "Hmm, hang on", "Now then", "Oh, hmm", "Let me think", "Uh", "Oh no", "Huh",
+                                 "Ah, wait", "Right, um", "Oh, gosh")
+# reason clauses said before a question; any question turn may carry them (none names who said the
+# fact: that would point at them). Self-talk carries only the first group (no listener in them).
+SELF_REASONS: tuple[str, ...] = (
     "we were all talking at once and I lost track",
-    "I know {teller} mentioned it a few minutes ago",
     "my memory is terrible today",
-    "we keep arguing about this one",
+    "I don't want to mix it up with something else",
     "I was only half listening before",
-    "{teller} already said it once and I don't want to ask again",
     "I need it for my notes",
     "I want to put it in the calendar right now",
     "there was so much going on a minute ago",
     "I'd rather not guess and get it wrong",
-    "we all seem to remember it differently",
+    "I want to get it right this time",
     "it slipped my mind already",
     "I should have written it down",
     "I was distracted by everything else",
     "before I forget again",
     "since it came up earlier",
+    "since I wasn't paying attention",
+    "so I don't get it wrong later",
+    "so I can plan the rest of the day",
+)
+ASK_REASONS: tuple[str, ...] = (
+    *SELF_REASONS,
     "so we can plan the rest of the day",
     "because I'm about to text the others",
     "so nobody gets it wrong later",
-    "since I wasn't paying attention",
     "because I honestly have no idea",
 )
+# reasons that fit some fact kinds only (generator._FACT_TEXTS; "trivia": general knowledge); the others fit all
+_PLANS = ("time", "place", "count", "duration", "room")
+REASON_KINDS: dict[str, tuple[str, ...]] = {
+    "I want to put it in the calendar right now": ("time",),
+    "so we can plan the rest of the day": _PLANS,
+    "so I can plan the rest of the day": _PLANS,
+    "because I'm about to text the others": (*_PLANS, "price", "person", "code"),
+}
 # closers: the neutral ones fit any question, wondering aloud included; the others a question put to
 # a listener (T, N4_Q, questions to people or the room)
 NEUTRAL_CLOSERS: tuple[str, ...] = ("",) * 6 + (" Hmm.", " I should know this.", " It's on the tip of my tongue.",
@@ -451,7 +471,7 @@ CLOSERS: tuple[str, ...] = (*NEUTRAL_CLOSERS * 4, " Thanks.", " Thank you.", " J
 #   keeper: an N1 turn gives Aria the job of keeping track of {topic}, by name;
 #   holder: the fact itself came from Aria, an N1 turn reports it ({statement}: what it said);
 #   unknown: an N1 turn says Aria follows the conversation, and right before T a person says they
-#     do not know (often answering the asker's question to them);
+#     do not know (answering the asker's question to them);
 #   relay: the turn before T tells the asker to ask Aria (implicit: rewritten without the name).
 KEEPER_LINES: tuple[str, ...] = (
     "Good thing Aria is here, Aria keeps track of {topic} for us.",
@@ -463,9 +483,11 @@ KEEPER_LINES: tuple[str, ...] = (
     "We agreed Aria would remember {topic}, since none of us ever do.",
 )
 HOLDER_LINES: tuple[str, ...] = (
-    "Aria told us earlier that {statement}",
+    "Aria told us earlier, {statement}",  # at most four words: a general-knowledge statement has up to 16
     "According to Aria, {statement}",
-    "Aria looked it up this morning, {statement}",
+    "Aria looked it up, {statement}",
+)
+HOLDER_NEWS_LINES: tuple[str, ...] = (  # news only, not general knowledge
     "Aria just read out the message, {statement}",
     "Aria found the email, {statement}",
 )
@@ -558,6 +580,23 @@ N3_GENERIC: tuple[str, ...] = (
 )
 # paper profile: turns are longer; a tail follows the line's core (kind -> tails). Slots: {event}
 # and {item} (the setting's), {activity} (the scene's), {other} (another person in the scene)
+_SETTLED = (
+    "And then there's {event} on top of everything.", "I still have to find {item}.",
+    "I hope {other} didn't notice.", "Focus, it's just {activity}.", "I always do this to myself.",
+    "Okay, deep breath, it'll be fine.",
+    "I should really write these things down somewhere.", "This is harder than it looks, honestly.",
+    "Maybe I'm just overthinking it again.",
+)
+_WONDER = (  # after a question, wondering aloud included
+    "I should have written it down somewhere.", "It's been bugging me for a while.", "We'll need it later anyway.",
+    "It keeps slipping my mind.", "I thought I knew it a minute ago.", "It matters for {event}.",
+    "Then we can get back to {activity}.", "I'd rather not get it wrong again.", "It came up earlier and I lost it.",
+    "There's so much going on today.", "Otherwise I'll just guess, and that never ends well.",
+    "My head is all over the place with {activity}.", "I'm trying to sort out {event} as well.",
+    "It's the one thing I keep forgetting.", "We said we'd sort it out before {event}.",
+    "I know it was mentioned at some point.", "Sorry, my brain is full today.",
+    "I'd look it up, but my hands are full.",
+)
 TAILS: dict[str, tuple[str, ...]] = {
     "person": (
         "We still have {event} to think about after this.", "{other} said you'd know, anyway.",
@@ -586,14 +625,12 @@ TAILS: dict[str, tuple[str, ...]] = {
         "I really don't want to be the only one worrying about this again.",
     ),
     "self": (
-        "And then there's {event} on top of everything.", "I still have to find {item}.",
-        "I hope {other} didn't notice.", "Focus, it's just {activity}.",
-        "Or maybe not, I never remember these things.", "I always mix this up, every single time.",
-        "I always do this to myself.", "Okay, deep breath, it'll be fine.",
-        "I should really write these things down somewhere.", "This is harder than it looks, honestly.",
-        "Maybe I'm just overthinking it again.", "I'll figure it out in a minute.",
+        *_SETTLED,
+        "Or maybe not, I never remember these things.", "I'll figure it out in a minute.",
+        "I always mix this up, every single time.",
         "I swear I had it all figured out five minutes ago.", "Every single time I think I've got it, I lose it again.",
     ),
+    "settled": _SETTLED,  # after taking a question back or saying one does not know: no "or maybe not"
     "aria": (
         "It even helped us with {event} last time.", "{other} thought it was a gimmick at first.",
         "We use it for {activity} all the time now.",
@@ -603,17 +640,8 @@ TAILS: dict[str, tuple[str, ...]] = {
         "Honestly, I was against it at first, but I've completely changed my mind.",
         "My parents still don't really understand how any of it works.",
     ),
-    "ask": (  # after any question (T, to a person, to the room, wondering aloud): the same tails
-        "I should have written it down somewhere.", "It's been bugging me for a while.", "We'll need it later anyway.",
-        "It keeps slipping my mind.", "I thought I knew it a minute ago.", "It matters for {event}.",
-        "It's for {event}, if you're wondering.", "Then we can get back to {activity}.",
-        "{other} was wondering too.", "I'd rather not get it wrong again.", "It came up earlier and I lost it.",
-        "There's so much going on today.", "Otherwise I'll just guess, and that never ends well.",
-        "My head is all over the place with {activity}.", "I'm trying to sort out {event} as well.",
-        "It's the one thing I keep forgetting.", "We said we'd sort it out before {event}.",
-        "I know it was mentioned at some point.", "Sorry, my brain is full today.",
-        "I'd look it up, but my hands are full.",
-    ),
+    "wonder": _WONDER,  # after a question wondered aloud (N3): no listener in them
+    "ask": (*_WONDER, "It's for {event}, if you're wondering.", "{other} was wondering too."),  # any other question
     "device": ("And keep it down, please.", "Thanks, that's all for now.", "Right away, if you can.",
                "We'll need it in a minute.", "I always forget it otherwise.", "Then we can get back to {activity}.",
                "It'll help with {event}.", "Just for the next hour or so.", "That should do it for now.",
@@ -626,7 +654,15 @@ TAILS: dict[str, tuple[str, ...]] = {
              "They called me about it earlier.", "I checked it twice.",
              "I wanted to mention it before everyone gets busy again.", "I got the message about it an hour ago.",
              "They confirmed it in writing this time.", "Make a note of it somewhere, please."),
+    # general knowledge, never told as news
+    "known": ("Everyone gets that wrong.", "I looked it up once.", "I read that somewhere years ago.",
+              "Funny how you forget these things.", "We learned that in school.", "It came up in a quiz once.",
+              "Most people don't know that.", "Just so everyone knows.", "I had to check it myself once."),
 }
+# fact tails that say how the speaker learned the news: at most one of them in a turn
+NEWS_SOURCES: tuple[str, ...] = ("already knows, I told them before", "I only found out this morning",
+                                 "They called me about it earlier", "I got the message about it an hour ago",
+                                 "They confirmed it in writing this time")
 
 # Human first names: distinct, easy to synthesise, none close to Aria or to a device name
 NAMES: tuple[str, ...] = (
@@ -665,7 +701,7 @@ PRICED_PRICES: dict[str, tuple[str, ...]] = {
 PEOPLE_ROLES = ("the new manager", "the electrician", "the tour guide", "the new neighbor", "the coach",
                 "the substitute teacher", "the landlord", "the photographer", "the caterer", "the driver")
 FULL_NAMES = ("Laura Chen", "Peter Novak", "Diana Ruiz", "Walter Brooks", "Anita Shah", "Martin Kowalski",
-              "Helen Park", "George Addo", "Irene Costa", "Frank Dubois", "Nadia Karimi", "Victor Lind")
+              "Helen Park", "George Addo", "Irene Costa", "Frank Dubois", "Nadia Karimi", "Vera Lind")
 # a process and durations that fit it (a value is always drawn for what it measures)
 PROCESS_DURATIONS: dict[str, tuple[str, ...]] = {
     "the drive to the venue": ("forty minutes", "an hour and a half", "twenty five minutes", "two hours"),
@@ -687,6 +723,28 @@ ROOMS = ("in room twenty", "in room one fourteen", "on the fourth floor", "on le
          "at gate twelve", "at table sixteen", "in row eight", "in room three b", "on the second floor")
 ROOMED = ("the meeting", "our table", "the party", "the lecture", "the workshop", "the dinner",
           "the rehearsal", "the reception")
+# values and things of the pools above that fit some settings only (the others fit every setting)
+_HOMES = frozenset({"kitchen at home", "living room on game night", "backyard barbecue", "apartment moving day",
+                    "book club at a friend's house"})
+_KITCHENS = frozenset({"kitchen at home", "apartment moving day", "office kitchen at lunch"})
+_TRIPS = frozenset({"car on a road trip", "hotel lobby on vacation", "campsite by the lake", "airport gate",
+                    "ski lodge"})
+_BUILDINGS = frozenset({s.name for s in SETTINGS}) - {"car on a road trip", "campsite by the lake"}
+FITS: dict[str, frozenset[str]] = {
+    "in the glove box": frozenset({"car on a road trip"}), "on the back seat": frozenset({"car on a road trip"}),
+    "behind the bread box": _KITCHENS, "in the kitchen cupboard": _KITCHENS | _HOMES,
+    "under the bed": _HOMES - {"backyard barbecue"} | {"hotel lobby on vacation"},
+    "under the front mat": _HOMES, "under the blue flower pot": _HOMES | {"community garden", "farmers market stall"},
+    "the oven to heat up": (_KITCHENS | _HOMES) - {"book club at a friend's house"},
+    "the ferry crossing": _TRIPS, "the check in": _TRIPS | {"clinic waiting room", "vet clinic"},
+    "the paint to dry": _HOMES | {"art class studio", "garage workshop", "community garden"},
+    "the gate code": _HOMES | {"community garden", "campsite by the lake", "garage workshop", "farmers market stall"},
+    "the alarm code": _BUILDINGS - {"airport gate", "hotel lobby on vacation"},
+    "the locker combination": frozenset({"gym locker room", "ski lodge", "office meeting room", "band rehearsal room",
+                                         "school parents' evening", "study group in the library", "art class studio"}),
+    "the door code": _BUILDINGS,
+    "at gate twelve": frozenset({"airport gate"}), "at platform nine": frozenset({"car on a road trip"}),
+}
 
 # (question, answer of 10-16 words, a human's reply that may name the {asker})
 N4_EVENTS: tuple[tuple[str, str, str], ...] = (

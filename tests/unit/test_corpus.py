@@ -138,6 +138,92 @@ def test_the_conversation_singles_out_the_assistant(paper):
             assert i.turns[i.t_index - 1].label is Label.N2 and i.turns[i.t_index - 1].speaker != t.speaker
 
 
+def _support(scene: Scene) -> int:
+    """The first turn before T that says the gold answer."""
+    return next(k for k in range(scene.t_index) if scene.gold_answer.lower() in scene.turns[k].text.lower())
+
+
+def test_the_implicit_t_points_at_aria_not_at_a_person(paper):
+    """Nobody who could answer T is in the way: who said the fact is never the one who says "I don't know"
+    (an answer to the asker's question, right before T), the asker was never told it before T, and
+    no T names a person in the room as the source ("I know Mei mentioned it")."""
+    for scene in paper[0]:
+        turns, t = scene.turns, scene.t_index
+        teller, asker = turns[_support(scene)].speaker, turns[t].speaker
+        assert teller != asker, scene.scene_id
+        if scene.attributes["implicit_cue"] == "unknown":
+            ask, dunno = turns[t - 2], turns[t - 1]
+            assert dunno.speaker not in (teller, asker), (scene.scene_id, dunno.text)
+            assert ask.speaker == asker and "?" in ask.text, (scene.scene_id, ask.text)
+        for k in range(t - 1):  # no question of the asker's to people got the gold answer for a reply
+            if turns[k].speaker == asker and turns[k].label is turns[k + 1].label is Label.N2 and "?" in turns[k].text:
+                assert scene.gold_answer.lower() not in turns[k + 1].text.lower(), (scene.scene_id, k)
+        assert not re.search(rf"\b{scene.speaker_names[teller]}\b", turns[t].text), turns[t].text
+
+
+LISTENER_OPENERS = ("Excuse me", "Pardon me", "If I may ask", "Sorry to bother you", "If you don't mind",
+                    "Just quickly", "Quick one", "Hey there", "Um, hi", "Okay, pop quiz", "Here's one",
+                    "Right, riddle me this")
+LISTENER_WORDS = ("was wondering too", "if you're wondering", "so we can plan", "text the others",
+                  "nobody gets it wrong", "Thanks.", "Thank you.", "Any idea?", "Do you know?", "Sorry to interrupt",
+                  "before we go on")
+
+
+def test_self_talk_addresses_no_listener(paper):
+    """N3 is said to no one: no opener, reason, closer or tail that speaks to a listener."""
+    for scene in paper[0]:
+        for turn in scene.turns:
+            if turn.label is Label.N3:
+                assert not turn.text.startswith(LISTENER_OPENERS), turn.text
+                assert not any(w in turn.text for w in LISTENER_WORDS), turn.text
+
+
+def test_no_turn_contradicts_itself_or_the_scene(paper):
+    """No speaker says their own name or asks Aria for a value they stated; no turn takes a question
+    back and then says it forgot, or learned the news two ways; a code is one thing's per scene."""
+    forgot = ("I never remember these things", "I lose it again", "I swear I had it all figured out")
+    remembered = ("I remember now", "it came back to me", "I just looked it up", "I found it on my phone")
+    learned = ("I told them before", "I only found out this morning", "They called me about it earlier",
+               "I got the message about it an hour ago", "They confirmed it in writing this time")
+    values = (*V.CODES, *V.FULL_NAMES, *V.PLACES, *V.ROOMS, *(f"{d} {t}" for d in V.DAYS for t in V.TIMES))
+    for scene in paper[0]:
+        first: dict[str, str] = {}  # value -> who said it first
+        for turn in scene.turns:
+            assert not re.search(rf"\b{scene.speaker_names[turn.speaker]}\b", turn.text), turn.text
+            assert not (any(r in turn.text for r in remembered) and any(f in turn.text for f in forgot)), turn.text
+            assert sum(x in turn.text for x in learned) <= 1, turn.text
+            if turn.label is Label.N4_Q and turn.answer.startswith("As far as I heard"):
+                assert all(first[v] != turn.speaker for v in values if v in turn.answer), (scene.scene_id, turn.text)
+            for v in values:
+                if v in turn.text:
+                    first.setdefault(v, turn.speaker)
+        codes = [m.groups() for turn in scene.turns
+                 for m in re.finditer(rf"({'|'.join(V.CODED)})[^.]*? ({'|'.join(V.CODES)})", turn.text.lower())]
+        assert len({c for _, c in codes}) == len(set(codes)), (scene.scene_id, codes)
+
+
+def test_requests_are_sincere_and_their_reasons_fit(paper):
+    """No quiz or sarcastic openers on a request for a fact; the calendar reason only for times."""
+    for scene in paper[0]:
+        for turn in scene.turns:
+            quiz = r"pop quiz|riddle me this|^Here's one|^(Brilliant|Fantastic|Well, great|Oh, wonderful),"
+            assert not re.search(quiz, turn.text), turn.text
+            if "put it in the calendar" in turn.text:
+                assert re.search(r"\bwhen\b|what day|what time", turn.text, re.IGNORECASE), turn.text
+
+
+def test_values_and_devices_fit_the_setting(paper):
+    """A value or thing that fits some settings only (vocab.FITS) is said only there; a message goes to
+    someone who is not in the room; the navigation app's commands are for the road."""
+    for scene in paper[0]:
+        setting, names = scene.attributes["setting"], "|".join(scene.speaker_names.values())
+        for turn in scene.turns:
+            assert all(setting in fits for x, fits in V.FITS.items() if x in turn.text), (setting, turn.text)
+            if turn.target is Target.DEVICE:
+                assert not re.search(rf"(text|message|send|email|time with) ({names})\b", turn.text), turn.text
+                assert not turn.text.startswith("Rex,") or setting == "car on a road trip", (setting, turn.text)
+
+
 def test_versions_differ_at_t_the_rewritten_turn_or_the_edited_n4_turns(paper, stats):
     unequal = {"explicit": 0, "implicit": 0}
     for e, i in zip(paper[0][::2], paper[0][1::2], strict=True):
