@@ -29,8 +29,10 @@ from harness.store.content import InputFileError, input_digest
 from harness.store.layout import RunLayout, settings_hash
 from harness.vad.silero import VadSettings
 
-# v3: issue 22 (contextual implicit requests, shared question pools, N4 edits); v4: paper-profile T onsets (bbe607d)
-GENERATOR_VERSION = "templates-v5"
+# v3: issue 22 (contextual implicit requests, shared question pools, N4 edits); v4: paper-profile T onsets (bbe607d);
+# v5: surface tells, silence mix, N4 edits (de03ad7); v6: the reviewed generator (implicit T points at Aria, self-talk,
+# no self-contradiction, values and devices that fit the setting: 093d328, 5b22ca1)
+GENERATOR_VERSION = "templates-v6"
 # the synth stage's outputs (recorded in its marker): v1 is the layout before stage versions existed, so it
 # is not in the synth hash; the first bump adds it there (a new prefix: clips are made again)
 SYNTH_VERSION = "synth-v1"

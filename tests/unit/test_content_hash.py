@@ -105,10 +105,11 @@ def test_a_scene_manifest_edited_in_place_changes_scenes_and_every_later_prefix(
 def test_the_generated_default_keeps_its_prefixes(tmp_path):
     # Content hashing (8716152) left both unchanged; the 32 s preamble (64f8d08) moved synth from 958fbc96ca;
     # issue 22's generator (templates-v3) moved scenes from 35b8ee65c1, its paper-profile onsets (templates-v4)
-    # from f8e0356613, its surface-tell, silence-mix and N4-edit generator (templates-v5) from 2ee363fd37.
+    # from f8e0356613, its surface-tell, silence-mix and N4-edit generator (templates-v5) from 2ee363fd37,
+    # the reviewed generator (templates-v6: implicit T pointing at Aria, self-talk, fitting values) from 363064a5b7.
     # Change these only with a change to what is made.
     plan = RunPlan.from_config(RunConfig.from_dict({"model": {"silent": {"target": "silent"}}}))
-    assert (plan.scenes, plan.synth) == ("demo/scenes/363064a5b7", "demo/synth/eb87149b6f")
+    assert (plan.scenes, plan.synth) == ("demo/scenes/37a4f468fe", "demo/synth/0fcd9c5dc8")
 
 
 def test_a_missing_scene_manifest_stops_the_plan_and_the_preflight_names_it(tmp_path):
