@@ -57,7 +57,7 @@ from typing import Any
 
 import numpy as np
 
-from harness.audio.assemble import Track
+from harness.audio.assemble import TrackRows, add_rows
 from harness.audio.io import PCM_SCALE, pcm_steps
 from harness.audio.resample import StreamResampler
 from harness.audio.room_tone import RoomTone, RoomToneRows
@@ -514,8 +514,7 @@ class _Stream:
     drop: int  # leading samples of the row's output before this stream started
     opened: float  # time.perf_counter() at open
     run: _RunClock  # the run's clock, shared by the rows
-    track: Track = field(default_factory=Track)
-    seen: int = 0  # placements already rendered
+    seen: int = 0  # placements already on the row's track
     outputs: list[np.ndarray] = field(default_factory=list)  # int16 blocks: the output is on the 16-bit grid
     staged_from: int = 0  # where this stream's output not yet in `outputs` starts in the run's stage
     pacing: Pacing | None = None  # paced streams only
@@ -620,6 +619,11 @@ def stream_conversations(model: DuplexModel, convs: Sequence[ConversationInput],
     paced = REALTIME in info.capabilities
     prev_out = np.zeros((n_rows, frame), np.float32)
     tones = RoomToneRows(n_rows, frame)
+    tracks = TrackRows(n_rows)  # each row's input clips, placed by its scheduler
+    # per row: the run's clock when its stream opened, and the stream time from which the loop's body may do
+    # anything for it (Scheduler.next_decision, its end, the duration limit): before that the row is skipped
+    opened_at = np.zeros(n_rows, np.int64)
+    wake = np.zeros(n_rows, np.int64)
     run = _RunClock()
     # the rows' int16 output of the last steps, side by side (one copy a step for all rows); each
     # stream takes its part when the stage is full and when it ends
@@ -629,6 +633,14 @@ def stream_conversations(model: DuplexModel, convs: Sequence[ConversationInput],
     lag = rs_out.delay
     period = refill_period(frame, sr, info.output_rate, [
         (sr, rs_in.block_in), (info.output_rate, rs_out.block_in), (sr, det.reset_period)])
+
+    def wake_at(sched: Scheduler) -> int:
+        """The stream time from which a row's body may do anything: a scheduler decision (advance, which
+        alone adds placements), the stream's end, or the duration limit."""
+        if sched.done:
+            return min(sched.end + lag, limit)
+        nd = sched.next_decision()
+        return limit if nd is None else min(nd, limit)
 
     def refill(b: int) -> None:
         """Open the next schedulable conversation of the queue in free row ``b`` (if any)."""
@@ -654,6 +666,8 @@ def stream_conversations(model: DuplexModel, convs: Sequence[ConversationInput],
             slots[b] = _Stream(i, c, sched,
                                drop=lag if clock else 0, opened=time.perf_counter(), run=run, staged_from=staged,
                                pacing=Pacing() if paced else None)
+            tracks.clear(b)
+            opened_at[b], wake[b] = clock, 0  # its first step places the script's first clips
             tones.open(b, RoomTone(protocol.room_tone, protocol.room_tone_dbfs, c.seed, sr))
             call("open", f"open of {c.scene.scene_id} in row {b}", model.open, b,
                  stream_context(c, info, protocol.duty_as_text))
@@ -668,7 +682,9 @@ def stream_conversations(model: DuplexModel, convs: Sequence[ConversationInput],
 
     try:
         while rb.admit(clock, period, fresh_state, refill):
-            for b in range(n_rows):
+            # the rows whose body may do anything now, in row order (the others: no decision, no new placement,
+            # no end, as the body would find them); each gets its next wake time after its body
+            for b in np.flatnonzero(clock - opened_at >= wake).tolist():
                 st = slots[b]
                 if st is None:
                     continue
@@ -679,7 +695,7 @@ def stream_conversations(model: DuplexModel, convs: Sequence[ConversationInput],
                 if len(sched.placements) > st.seen:
                     for p in sched.placements[st.seen:]:
                         clip = st.conv.preamble if p.turn is None else st.conv.turn_clips[p.turn]
-                        st.track.add(p.start, clip)
+                        tracks.add(b, p.start, clip)
                         if reads_schedule and slots[b] is st:
                             call("observe", f"observe of row {b} at {t / sr:.2f} s of stream", model.observe, b, p)
                     st.seen = len(sched.placements)
@@ -695,25 +711,23 @@ def stream_conversations(model: DuplexModel, convs: Sequence[ConversationInput],
                     rb.end(b, res)
                 elif t >= limit:
                     rb.fail([b], f"stream exceeded the {max_duration_s} s limit")
+                else:
+                    wake[b] = wake_at(sched)
             live = rb.live()
             if not live:
                 if queue_:  # nothing admitted yet: ask again shortly (a paced clock resumes from now)
                     time.sleep(ADMIT_POLL_S)
                     t_fresh = time.perf_counter() - clock / sr
                 continue
-            every = len(live) == n_rows
+            live_a = np.asarray(live, np.int64)
             x = np.zeros((n_rows, frame), np.float32)
-            for b in live:
-                slots[b].track.render_into(slots[b].t, x[b])
+            at = np.full(n_rows, -1, np.int64)  # each live row's stream time (free rows are left alone)
+            at[live_a] = clock - opened_at[live_a]
             # (clips) + tone, as Track.render(...) + RoomTone.read(...), and the echo after
-            if every:
-                x += tones.read(live)
-                if protocol.echo:
-                    x += prev_out
-            else:
-                x[live] += tones.read(live)
-                if protocol.echo:
-                    x[live] += prev_out[live]
+            tracks.render_into(x, at)
+            tones.add_into(x, live_a)
+            if protocol.echo:
+                add_rows(x, live_a, prev_out)
             k = clock // frame
             where = f"step {k} at {clock / sr:.2f} s of the run"
             if paced:  # a remote service hears the stream in real time: step k no earlier than k frames in
