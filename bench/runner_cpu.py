@@ -4,8 +4,9 @@ resamplers, online Silero detector, output checks, refills) around a trivial mod
 costs nothing, at each of ``--rows``.
 
 Per batch size it prints the runner's microseconds per row-step (its wall time outside the model's
-step calls over rows x steps; and the process's CPU time over the row-steps, which a machine shared
-with other work inflates less), milliseconds per step, the idle row-steps, and the share of each
+step calls over rows x steps; the process's CPU time over the row-steps, and the runner's own thread's
+CPU time (its serial part, the detector threads left out), which a machine shared with other work
+inflates less), milliseconds per step, the idle row-steps, and the share of each
 step the runner would take beside a GPU step of ``--gpu-step-ms`` (default: the issue's fit of
 full-size Moshi on one H200, 28 ms + 0.39 ms a row), as it runs today: in series with the model
 (``runner / (runner + gpu)``). With ``--profile`` it also prints the top functions by own time
@@ -70,10 +71,10 @@ def gpu_step_ms(rows: int) -> float:
 def measure(rows: int, turn_s: float, gpu_ms: float | None, threads: int) -> dict:
     convs = conversations(2 * rows, turn_s, seed=rows)
     done = []
-    cpu0 = time.process_time()
+    cpu0, main0 = time.process_time(), time.thread_time()
     stats = stream_conversations(Free(rows), convs, ProtocolSettings(), VadSettings(threads=threads), 3600.0,
                                  lambda i, r: done.append(r.status), rows=rows)
-    cpu_s = time.process_time() - cpu0
+    cpu_s, main_s = time.process_time() - cpu0, time.thread_time() - main0
     runner_s = stats.wall_s - stats.model_s
     ms_step = 1000 * runner_s / stats.steps
     gpu = gpu_ms if gpu_ms is not None else gpu_step_ms(rows)
@@ -81,6 +82,7 @@ def measure(rows: int, turn_s: float, gpu_ms: float | None, threads: int) -> dic
             "errors": done.count("error"),
             "us_per_row_step": round(1e6 * runner_s / stats.row_steps, 1), "ms_per_step": round(ms_step, 2),
             "cpu_us_per_row_step": round(1e6 * cpu_s / stats.row_steps, 1),
+            "main_cpu_us_per_row_step": round(1e6 * main_s / stats.row_steps, 1),
             "idle_row_steps": round(stats.idle_row_steps / stats.row_steps, 3), "gpu_step_ms": round(gpu, 1),
             "serial_share": round(ms_step / (ms_step + gpu), 3)}
 
@@ -115,7 +117,8 @@ def main(argv: list[str] | None = None) -> int:
         r = measure(rows, args.turn_s, args.gpu_step_ms, th)
         runs.append(r)
         print(f"{rows:4d} rows, {th} detector threads: {r['us_per_row_step']:6.1f} us a row-step "
-              f"({r['cpu_us_per_row_step']:.1f} us of CPU), "
+              f"({r['cpu_us_per_row_step']:.1f} us of CPU, {r['main_cpu_us_per_row_step']:.1f} on the runner's "
+              "thread), "
               f"{r['ms_per_step']:6.2f} ms a step "
               f"({r['steps']} steps, {100 * r['idle_row_steps']:.1f} % of row-steps idle); beside a "
               f"{r['gpu_step_ms']:.1f} ms GPU step in series: {100 * r['serial_share']:.1f} % of the step "

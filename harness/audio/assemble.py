@@ -57,15 +57,18 @@ def add_rows(out, rows, x):  # pragma: no cover
 
 
 @njit(cache=True, nogil=True)
-def _render_rows(out, t0, p_row, p_start, p_slot, clips):  # pragma: no cover
-    """Add every placement ``i`` (clip ``clips[p_slot[i]]`` at ``p_start[i]`` of row ``p_row[i]``) to the
-    window ``[t0[b], t0[b] + n)`` of its row ``b`` in ``out`` (``float32[R, n]``), in the order of the
-    placements; rows with ``t0 < 0`` are left alone. Returns how many placements ended before their
-    row's window (they never overlap a later one) or belong to a row left alone."""
+def _render_rows(out, t0, p_row, p_start, p_slot, clips, lo, hi):  # pragma: no cover
+    """Add every placement ``i`` (clip ``clips[p_slot[i]]`` at ``p_start[i]`` of row ``p_row[i]``) of the
+    rows ``lo <= b < hi`` to the window ``[t0[b], t0[b] + n)`` of its row ``b`` in ``out``
+    (``float32[R, n]``), in the order of the placements; rows with ``t0 < 0`` are left alone. Returns how
+    many of them ended before their row's window (they never overlap a later one) or belong to a row
+    left alone."""
     n = out.shape[1]
     gone = 0
     for i in range(p_row.shape[0]):
         b = p_row[i]
+        if b < lo or b >= hi:
+            continue
         t = t0[b]
         if t < 0:
             gone += 1
@@ -132,17 +135,31 @@ class TrackRows:
         if (mine := self._row == b).any():
             self._keep(~mine)
 
-    def render_into(self, out: np.ndarray, t0: np.ndarray) -> None:
+    def render_into(self, out: np.ndarray, t0: np.ndarray, rows: tuple[int, int] | None = None) -> int:
         """Add samples ``[t0[b], t0[b] + n)`` of each row's track to ``out[b]`` (``float32[R, n]``;
         ``t0``: ``int64[R]``, negative for a row to leave alone). A row's windows must come in
         non-decreasing order of start, as :meth:`Track.render_into`'s: clips that ended before its
-        window are dropped, and so are the clips of the rows left alone."""
+        window are dropped, and so are the clips of the rows left alone.
+
+        Args:
+            rows: ``(lo, hi)``: only rows ``lo <= b < hi``, nothing dropped (several ranges may render
+                side by side on threads; then :meth:`drop` once with the same ``t0``); returns how
+                many clips :meth:`drop` would drop.
+        """
         t0 = np.asarray(t0, dtype=np.int64)
         if out.dtype != np.float32 or out.shape[0] != self.n_rows or t0.shape != (self.n_rows,):
             raise ValueError(f"expected float32[{self.n_rows}, n] and int64[{self.n_rows}], got {out.dtype} "
                              f"{out.shape} and {t0.shape}")
         if not len(self._row):
-            return
-        if _render_rows(out, t0, self._row, self._start, self._slot, self._clips):
-            t = t0[self._row]
-            self._keep((t >= 0) & (self._end > t))
+            return 0
+        lo, hi = (0, self.n_rows) if rows is None else rows
+        gone = _render_rows(out, t0, self._row, self._start, self._slot, self._clips, lo, hi)
+        if gone and rows is None:
+            self.drop(t0)
+        return gone
+
+    def drop(self, t0: np.ndarray) -> None:
+        """Drop the clips that ended before their row's window at ``t0`` (as :meth:`render_into`) and the
+        clips of the rows with ``t0 < 0``."""
+        t = np.asarray(t0, dtype=np.int64)[self._row]
+        self._keep((t >= 0) & (self._end > t))

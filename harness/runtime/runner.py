@@ -44,6 +44,8 @@ Failures (docs/adding-a-model.md):
 from __future__ import annotations
 
 import contextlib
+import functools
+import itertools
 import os
 import queue
 import sys
@@ -75,7 +77,7 @@ from harness.products.infer import InferRecord
 from harness.protocol.scheduler import Event, Placement, ProtocolSettings, Scheduler
 from harness.scenes.schema import Scene
 from harness.scoring.flow import scene_vocabulary
-from harness.vad.silero import StreamingDetector, VadSettings
+from harness.vad.silero import StreamingDetector, VadSettings, row_pool
 
 
 @dataclass
@@ -501,6 +503,7 @@ class _RunClock:
     model_s: float = 0.0
 
 
+RENDER_POOL_ROWS = 32  # with fewer live rows the input is rendered on the runner's thread alone (hand-over costs more)
 STAGE_SAMPLES = 1 << 17  # output samples per row staged before they are handed to the streams (5.5 s at 24 kHz)
 
 
@@ -624,6 +627,8 @@ def stream_conversations(model: DuplexModel, convs: Sequence[ConversationInput],
     # anything for it (Scheduler.next_decision, its end, the duration limit): before that the row is skipped
     opened_at = np.zeros(n_rows, np.int64)
     wake = np.zeros(n_rows, np.int64)
+    render_pool = row_pool(vad.threads) if vad.threads > 1 else None
+    render_groups = list(itertools.pairwise(np.linspace(0, n_rows, vad.threads + 1).round().astype(int).tolist()))
     run = _RunClock()
     # the rows' int16 output of the last steps, side by side (one copy a step for all rows); each
     # stream takes its part when the stage is full and when it ends
@@ -641,6 +646,17 @@ def stream_conversations(model: DuplexModel, convs: Sequence[ConversationInput],
             return min(sched.end + lag, limit)
         nd = sched.next_decision()
         return limit if nd is None else min(nd, limit)
+
+    def render(x: np.ndarray, at: np.ndarray, live_a: np.ndarray, prev_out: np.ndarray, lo_hi: tuple[int, int]) -> int:
+        """The input of rows ``lo <= b < hi``: (clips) + tone, as Track.render(...) + RoomTone.read(...), and the
+        echo after (each row's samples the same whichever group renders it); returns the clips to drop."""
+        lo, hi = lo_hi
+        gone = tracks.render_into(x, at, lo_hi)
+        rows = live_a[(live_a >= lo) & (live_a < hi)]
+        tones.add_into(x, rows)
+        if protocol.echo:
+            add_rows(x, rows, prev_out)
+        return gone
 
     def refill(b: int) -> None:
         """Open the next schedulable conversation of the queue in free row ``b`` (if any)."""
@@ -723,11 +739,13 @@ def stream_conversations(model: DuplexModel, convs: Sequence[ConversationInput],
             x = np.zeros((n_rows, frame), np.float32)
             at = np.full(n_rows, -1, np.int64)  # each live row's stream time (free rows are left alone)
             at[live_a] = clock - opened_at[live_a]
-            # (clips) + tone, as Track.render(...) + RoomTone.read(...), and the echo after
-            tracks.render_into(x, at)
-            tones.add_into(x, live_a)
-            if protocol.echo:
-                add_rows(x, live_a, prev_out)
+            # row groups side by side on the detector's threads (idle now) when there are enough rows
+            if render_pool is not None and len(live) >= RENDER_POOL_ROWS:
+                gone = sum(render_pool.map(functools.partial(render, x, at, live_a, prev_out), render_groups))
+            else:
+                gone = render(x, at, live_a, prev_out, (0, n_rows))
+            if gone:
+                tracks.drop(at)
             k = clock // frame
             where = f"step {k} at {clock / sr:.2f} s of the run"
             if paced:  # a remote service hears the stream in real time: step k no earlier than k frames in

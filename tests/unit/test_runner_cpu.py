@@ -93,15 +93,17 @@ def test_detector_threads_change_speed_not_numbers(monkeypatch):
 def test_track_rows_render_what_track_renders():
     """Each row's windows are its Track's, bit for bit: clips added between windows, clips overlapping
     each other and the window's edges, shorter than a window, a row left alone (its clips dropped),
-    a row cleared and refilled."""
+    a row cleared and refilled; also rendered in two row ranges (side by side in the runner), then
+    dropped."""
     rng = np.random.default_rng(3)
     n_rows, n = 5, 700
-    tracks, rows = [Track() for _ in range(n_rows)], TrackRows(n_rows)
+    tracks, rows, halves = [Track() for _ in range(n_rows)], TrackRows(n_rows), TrackRows(n_rows)
 
     def add(b, start, length):
         clip = (rng.standard_normal(length) * 0.3).astype(np.float32)
         tracks[b].add(start, clip)
         rows.add(b, start, clip)
+        halves.add(b, start, clip)
 
     for b in range(n_rows):
         for _ in range(4):
@@ -115,11 +117,17 @@ def test_track_rows_render_what_track_renders():
         if k == 6:  # row 2's stream ends: a new one with a fresh track
             tracks[2] = Track()
             rows.clear(2)
+            halves.clear(2)
             add(2, t + 10, 900)
         got = np.zeros((n_rows, n), np.float32)
         at = np.full(n_rows, t, np.int64)
         at[left_out] = -1
         rows.render_into(got, at)
+        by_halves = np.zeros((n_rows, n), np.float32)
+        if halves.render_into(by_halves, at, (0, 2)) + halves.render_into(by_halves, at, (2, n_rows)):
+            halves.drop(at)
+        np.testing.assert_array_equal(by_halves, got)
+        assert halves._row.tolist() == rows._row.tolist()
         want = np.zeros((n_rows, n), np.float32)
         for b in range(n_rows):
             if b != left_out:
@@ -173,3 +181,54 @@ def test_next_decision_agrees_with_needs_detector():
     assert s.next_decision() == 0 and s.needs_detector(t_end)
     s.advance(t_end + 10 * SR, SpeechView(t_end + 10 * SR, (), None, None, round(0.12 * SR), round(0.8 * SR)))
     assert s.done and s.next_decision() is None and not s.needs_detector(t_end + 20 * SR)
+
+
+def test_resampler_row_groups_on_a_pool_give_the_same_samples():
+    """StreamResampler.pool computes row groups side by side: the same samples bit for bit, also
+    around resets and in uneven chunks."""
+    from concurrent.futures import ThreadPoolExecutor
+
+    from harness.audio.resample import StreamResampler
+
+    rng = np.random.default_rng(6)
+    x = (rng.standard_normal((40, 9000)) * 0.2).astype(np.float32)
+    one, two = StreamResampler(40, SR, 16_000), StreamResampler(40, SR, 16_000)
+    with ThreadPoolExecutor(3) as pool:
+        two.pool, two.pool_groups = pool, 3
+        for a, b in ((0, 1920), (1920, 3840), (3840, 5001), (5001, 9000)):
+            if a == 3840:
+                one.reset([3, 17])
+                two.reset([3, 17])
+            np.testing.assert_array_equal(two.push(x[:, a:b]), one.push(x[:, a:b]))
+        np.testing.assert_array_equal(two.flush(), one.flush())
+
+
+def test_detector_history_is_each_rows_pushed_probabilities(monkeypatch):
+    """StreamingDetector.probabilities(b, n) is what was pushed for row b's stream since its reset (the
+    columns the tracker took), at most n of them, through growth of the history, resets and rows
+    left out of a push."""
+    from harness.vad.silero import StreamingDetector
+
+    det = StreamingDetector(4, SR, VadSettings())
+    det._history = np.zeros((4, 3), np.float32)  # small, so that it grows
+    want = [[] for _ in range(4)]
+    push = det.tracker.push
+
+    def record(p, first):
+        for b in range(4):
+            want[b].extend(p[b, first[b]:].tolist())
+        push(p, first=first)
+
+    monkeypatch.setattr(det.tracker, "push", record)
+    audio = (np.random.default_rng(7).standard_normal((4, 1920 * 16)) * 0.1).astype(np.float32)
+    period = det.reset_period
+    for i in range(16):
+        if i * 1920 % period == 0 and i in (6, 12):
+            det.reset([1, 3] if i == 6 else [0], at=i * 1920)
+            for b in [1, 3] if i == 6 else [0]:
+                want[b] = []
+        det.push(audio[:, i * 1920:(i + 1) * 1920], [0, 1, 3] if i < 10 else None)
+        for b in range(4):
+            np.testing.assert_array_equal(det.probabilities(b, 10_000), np.asarray(want[b], np.float32))
+            np.testing.assert_array_equal(det.probabilities(b, 5), np.asarray(want[b][:5], np.float32))
+    assert det._history.shape[1] > 3 and 0 < len(want[0]) < len(want[2])  # grown; row 0 reset at step 12
