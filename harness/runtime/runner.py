@@ -60,7 +60,7 @@ from typing import Any
 import numpy as np
 
 from harness.audio.assemble import TrackRows, add_rows
-from harness.audio.io import PCM_SCALE, pcm_steps
+from harness.audio.io import PCM_SCALE, quantize_rows
 from harness.audio.resample import StreamResampler
 from harness.audio.room_tone import RoomTone, RoomToneRows
 from harness.models.base import (
@@ -472,14 +472,13 @@ class RowBatch:
         """A step's output (``None``: every running row was blamed) checked with :func:`check_output`:
         ``float32[R, frame_out]``; an output contract error fails every row, a bad row fails that
         row, and failed rows read as silence."""
-        zeros = np.zeros((self.n_rows, self.info.frame_out), np.float32)
         if y is None:
-            return zeros
+            return np.zeros((self.n_rows, self.info.frame_out), np.float32)
         try:
             y, bad = check_output(y, self.info.name, (self.n_rows, self.info.frame_out))
         except OutputContractError as e:
             self.fail(range(self.n_rows), f"{e} ({where})")
-            return zeros
+            return np.zeros((self.n_rows, self.info.frame_out), np.float32)
         for b, why in bad.items():
             self.fail([b], f"{why} ({self.at(b)})")
         return y
@@ -759,15 +758,13 @@ def stream_conversations(model: DuplexModel, convs: Sequence[ConversationInput],
             stats.steps += 1
             stats.idle_row_steps += n_rows - len(live)
             stats.model_s += dt
-            # quantize(), with the 16-bit steps kept for the stored int16 (k / PCM_SCALE is quantize()'s value)
-            steps = pcm_steps(rs_out.push(rb.output(y, where)))
-            y = (steps / PCM_SCALE).astype(np.float32)
-            prev_out = y
-            y, steps, skip = y[:, skip:], steps[:, skip:], max(0, skip - y.shape[1])  # drop the resampler's delay
-            det.push(y, live)  # free rows are not scored (each is reset when it is refilled)
-            if staged + y.shape[1] > stage.shape[1]:
+            # quantize(), with the 16-bit steps of the samples past the resampler's delay staged for the stored int16
+            y = rs_out.push(rb.output(y, where))
+            if staged + max(0, y.shape[1] - skip) > stage.shape[1]:
                 unstage()
-            stage[:, staged:staged + y.shape[1]] = steps  # exact integers: the cast to int16 is exact
+            prev_out = y = quantize_rows(y, stage, staged, skip)
+            y, skip = y[:, skip:], max(0, skip - y.shape[1])  # drop the resampler's delay
+            det.push(y, live)  # free rows are not scored (each is reset when it is refilled)
             staged += y.shape[1]
             clock += frame
             run.samples, run.model_s = clock, run.model_s + dt

@@ -232,3 +232,23 @@ def test_detector_history_is_each_rows_pushed_probabilities(monkeypatch):
             np.testing.assert_array_equal(det.probabilities(b, 10_000), np.asarray(want[b], np.float32))
             np.testing.assert_array_equal(det.probabilities(b, 5), np.asarray(want[b][:5], np.float32))
     assert det._history.shape[1] > 3 and 0 < len(want[0]) < len(want[2])  # grown; row 0 reset at step 12
+
+
+def test_quantize_rows_is_quantize_and_the_stored_steps():
+    """quantize_rows(x) is quantize(x) and writes pcm_steps(x)[:, skip:] as int16, bit for bit: clipped
+    samples, exact halves of a step (rounded to even), -0.0, full scale."""
+    from harness.audio.io import quantize_rows
+
+    rng = np.random.default_rng(8)
+    x = (rng.standard_normal((6, 3000)) * 0.6).astype(np.float32)
+    halves = (np.arange(-40, 40) + 0.5).astype(np.float32) / np.float32(PCM_SCALE)
+    x[0, :80] = halves
+    x[1, :6] = [-0.0, 1.0, -1.0, 1.5, -7.0, np.float32(0.5) / np.float32(PCM_SCALE)]
+    for skip in (0, 17):
+        stage = np.full((6, 4000), 99, np.int16)
+        q = quantize_rows(x, stage, 500, skip)
+        np.testing.assert_array_equal(q.view(np.int32), quantize(x).view(np.int32))
+        np.testing.assert_array_equal(stage[:, 500:500 + 3000 - skip], pcm_steps(x)[:, skip:].astype(np.int16))
+        assert (stage[:, :500] == 99).all() and (stage[:, 3500 - skip:] == 99).all()
+    with pytest.raises(ValueError, match="room"):
+        quantize_rows(x, np.zeros((6, 100), np.int16), 0)
