@@ -12,6 +12,7 @@ import io
 
 import numpy as np
 import soundfile as sf
+from numba import njit
 
 PCM_SCALE = 32767.0
 
@@ -37,6 +38,37 @@ def pcm_steps(x: np.ndarray) -> np.ndarray:
     ``[-PCM_SCALE, PCM_SCALE]``, same shape; :func:`quantize` is ``steps / PCM_SCALE``, and the
     cast of the steps to int16 is exact."""
     return np.round(np.clip(x, -1.0, 1.0) * PCM_SCALE)
+
+
+@njit(cache=True, nogil=True)
+def _quantize_rows(x, q, stage, col, skip):  # pragma: no cover
+    scale = np.float32(PCM_SCALE)
+    lo, hi = np.float32(-1.0), np.float32(1.0)
+    for b in range(x.shape[0]):
+        for j in range(x.shape[1]):
+            v = x[b, j]
+            if v < lo:
+                v = lo
+            elif v > hi:
+                v = hi
+            k = np.rint(v * scale)
+            q[b, j] = k / scale
+            if j >= skip:
+                stage[b, col + j - skip] = np.int16(k)
+
+
+def quantize_rows(x: np.ndarray, stage: np.ndarray, col: int, skip: int = 0) -> np.ndarray:
+    """:func:`quantize` of ``float32[R, n]`` (finite) in one pass, also writing the 16-bit steps of columns
+    ``skip:`` into ``stage[:, col:col + n - skip]`` (int16): ``pcm_steps(x)[:, skip:].astype(int16)``,
+    bit for bit (the same float32 clip, product and round half to even)."""
+    x = np.asarray(x)
+    if x.dtype != np.float32 or x.ndim != 2 or stage.dtype != np.int16 or stage.shape[0] != x.shape[0] \
+            or not 0 <= col <= stage.shape[1] - max(0, x.shape[1] - skip):
+        raise ValueError(f"expected float32[R, n] and room in int16[R, m], got {x.dtype} {x.shape}, "
+                         f"{stage.dtype} {stage.shape} at column {col}")
+    q = np.empty(x.shape, np.float32)
+    _quantize_rows(x, q, stage, col, skip)
+    return q
 
 
 def quantize(x: np.ndarray) -> np.ndarray:

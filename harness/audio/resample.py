@@ -13,7 +13,9 @@ Two entry points, one filter (torchaudio's windowed-sinc ``resample`` with its d
 
 from __future__ import annotations
 
+import itertools
 import math
+from concurrent.futures import Executor
 
 import numpy as np
 import torch
@@ -126,6 +128,8 @@ class StreamResampler:
         RuntimeError: on :meth:`push` after :meth:`flush`.
     """
 
+    POOL_ROWS = 32  # fewer streams than this are resampled in one call even with a pool (the hand-over costs more)
+
     def __init__(self, n_streams: int, orig_rate: int, new_rate: int):
         if min(orig_rate, new_rate) <= 0 or int(orig_rate) != orig_rate or int(new_rate) != new_rate:
             raise ValueError(f"sample rates must be positive integers, got {orig_rate} and {new_rate} Hz")
@@ -148,6 +152,10 @@ class StreamResampler:
         self._n_out = 0  # output samples returned
         self._flushed = False
         self._mute: dict[int, tuple[int, int]] = {}  # row -> output samples [start, end) returned as zeros
+        # an executor on which :meth:`push` computes row groups side by side (the kernel releases the GIL; each
+        # row's samples are the same whichever group computes them), and how many groups; None: one call
+        self.pool: Executor | None = None
+        self.pool_groups = 2
 
     @property
     def delay(self) -> int:
@@ -220,7 +228,13 @@ class StreamResampler:
         o, q, taps = self._o, self._q, self._kernel.shape[1]
         n_blocks = max(0, (self._buf.shape[1] - taps) // o + 1)
         out = np.empty((self.n_streams, n_blocks * q), np.float32)
-        _polyphase(self._buf, self._kernel, o, n_blocks, out)
+        if self.pool is None or self.n_streams < self.POOL_ROWS or not n_blocks:
+            _polyphase(self._buf, self._kernel, o, n_blocks, out)
+        else:
+            cuts = np.linspace(0, self.n_streams, self.pool_groups + 1).round().astype(int).tolist()
+            buf, kernel = self._buf, self._kernel
+            list(self.pool.map(lambda ab: _polyphase(buf[ab[0]:ab[1]], kernel, o, n_blocks, out[ab[0]:ab[1]]),
+                               itertools.pairwise(cuts)))
         self._ready = np.concatenate([self._ready, out], axis=1)
         self._buf = self._buf[:, n_blocks * o:]
 

@@ -22,6 +22,7 @@ from __future__ import annotations
 from functools import lru_cache
 
 import numpy as np
+from numba import njit
 
 ROOM_TONE_KINDS = ("zeros", "white", "pink")
 TABLE_SAMPLES = 2**22
@@ -82,6 +83,28 @@ class RoomTone:
         return x
 
 
+@njit(cache=True, nogil=True)
+def _add_tone(out, rows, table, pos, gain):  # pragma: no cover
+    """``out[b] += table[pos[b]:pos[b] + n] * gain[b]`` (float32, the table read around its end) for
+    each ``b`` of ``rows``; then ``pos[b]`` moves on by ``n``, around the table."""
+    n = out.shape[1]
+    size = table.shape[0]
+    for i in range(rows.shape[0]):
+        b = rows[i]
+        k = pos[b]
+        g = gain[b]
+        j = 0
+        while j < n:
+            m = min(n - j, size - k)
+            for i in range(m):
+                out[b, j + i] += table[k + i] * g
+            j += m
+            k += m
+            if k == size:
+                k = 0
+        pos[b] = k
+
+
 class RoomToneRows:
     """The room tone of every row of a batch, read for many rows in one gather (the streaming
     runner's input, :mod:`harness.runtime.runner`): each row's samples are its :class:`RoomTone`'s
@@ -127,3 +150,20 @@ class RoomToneRows:
                 out[sel_a] = block
             self._pos[rows_a] = (pos + n) % len(table)
         return out
+
+    def add_into(self, out: np.ndarray, rows: np.ndarray) -> None:
+        """``out[rows] += read(rows)`` in place (``out``: ``float32[R, frame]``, ``rows``: ``int64``
+        indices), bit for bit, in one compiled pass per table (digital silence adds +0.0, as there)."""
+        rows = np.asarray(rows, dtype=np.int64)
+        if out.dtype != np.float32 or out.shape[1] != self.frame:
+            raise ValueError(f"expected float32[R, {self.frame}], got {out.dtype} {out.shape}")
+        groups: dict[int, tuple[np.ndarray | None, list[int]]] = {}
+        for b in rows.tolist():
+            table = self._table[b]
+            groups.setdefault(id(table), (table, []))[1].append(b)
+        for table, sel in groups.values():
+            if table is None:
+                out[sel] += np.float32(0.0)
+                continue
+            _add_tone(out, rows if len(sel) == len(rows) else np.asarray(sel, np.int64), table, self._pos,
+                      self._gain)

@@ -223,6 +223,16 @@ class Scheduler:
             return self._t_end is not None and now >= self._t_end
         return self.phase is not Phase.DONE
 
+    def next_decision(self) -> int | None:
+        """The earliest stream time (samples) at which :meth:`advance` may decide anything, whatever
+        the detector's view: T's end while the scripted part plays before it, 0 while a decision is
+        pending (any step may take it), None once :attr:`done` (never). Until then :meth:`advance` is a
+        no-op and :attr:`placements` stay as they are, so a caller may leave the conversation alone;
+        ``needs_detector(now)`` is ``next_decision() is not None and now >= next_decision()``."""
+        if self.phase is Phase.SCRIPTED:
+            return self._t_end
+        return None if self.phase is Phase.DONE else 0
+
     def advance(self, now: int, speech: SpeechView) -> None:
         """Take every decision due at stream time ``now`` (samples) given the detector view.
 

@@ -44,6 +44,8 @@ Failures (docs/adding-a-model.md):
 from __future__ import annotations
 
 import contextlib
+import functools
+import itertools
 import os
 import queue
 import sys
@@ -57,8 +59,8 @@ from typing import Any
 
 import numpy as np
 
-from harness.audio.assemble import Track
-from harness.audio.io import PCM_SCALE, pcm_steps
+from harness.audio.assemble import TrackRows, add_rows
+from harness.audio.io import PCM_SCALE, quantize_rows
 from harness.audio.resample import StreamResampler
 from harness.audio.room_tone import RoomTone, RoomToneRows
 from harness.models.base import (
@@ -75,7 +77,7 @@ from harness.products.infer import InferRecord
 from harness.protocol.scheduler import Event, Placement, ProtocolSettings, Scheduler
 from harness.scenes.schema import Scene
 from harness.scoring.flow import scene_vocabulary
-from harness.vad.silero import StreamingDetector, VadSettings
+from harness.vad.silero import StreamingDetector, VadSettings, row_pool
 
 
 @dataclass
@@ -470,14 +472,13 @@ class RowBatch:
         """A step's output (``None``: every running row was blamed) checked with :func:`check_output`:
         ``float32[R, frame_out]``; an output contract error fails every row, a bad row fails that
         row, and failed rows read as silence."""
-        zeros = np.zeros((self.n_rows, self.info.frame_out), np.float32)
         if y is None:
-            return zeros
+            return np.zeros((self.n_rows, self.info.frame_out), np.float32)
         try:
             y, bad = check_output(y, self.info.name, (self.n_rows, self.info.frame_out))
         except OutputContractError as e:
             self.fail(range(self.n_rows), f"{e} ({where})")
-            return zeros
+            return np.zeros((self.n_rows, self.info.frame_out), np.float32)
         for b, why in bad.items():
             self.fail([b], f"{why} ({self.at(b)})")
         return y
@@ -501,6 +502,7 @@ class _RunClock:
     model_s: float = 0.0
 
 
+RENDER_POOL_ROWS = 32  # with fewer live rows the input is rendered on the runner's thread alone (hand-over costs more)
 STAGE_SAMPLES = 1 << 17  # output samples per row staged before they are handed to the streams (5.5 s at 24 kHz)
 
 
@@ -514,8 +516,7 @@ class _Stream:
     drop: int  # leading samples of the row's output before this stream started
     opened: float  # time.perf_counter() at open
     run: _RunClock  # the run's clock, shared by the rows
-    track: Track = field(default_factory=Track)
-    seen: int = 0  # placements already rendered
+    seen: int = 0  # placements already on the row's track
     outputs: list[np.ndarray] = field(default_factory=list)  # int16 blocks: the output is on the 16-bit grid
     staged_from: int = 0  # where this stream's output not yet in `outputs` starts in the run's stage
     pacing: Pacing | None = None  # paced streams only
@@ -620,6 +621,13 @@ def stream_conversations(model: DuplexModel, convs: Sequence[ConversationInput],
     paced = REALTIME in info.capabilities
     prev_out = np.zeros((n_rows, frame), np.float32)
     tones = RoomToneRows(n_rows, frame)
+    tracks = TrackRows(n_rows)  # each row's input clips, placed by its scheduler
+    # per row: the run's clock when its stream opened, and the stream time from which the loop's body may do
+    # anything for it (Scheduler.next_decision, its end, the duration limit): before that the row is skipped
+    opened_at = np.zeros(n_rows, np.int64)
+    wake = np.zeros(n_rows, np.int64)
+    render_pool = row_pool(vad.threads) if vad.threads > 1 else None
+    render_groups = list(itertools.pairwise(np.linspace(0, n_rows, vad.threads + 1).round().astype(int).tolist()))
     run = _RunClock()
     # the rows' int16 output of the last steps, side by side (one copy a step for all rows); each
     # stream takes its part when the stage is full and when it ends
@@ -629,6 +637,25 @@ def stream_conversations(model: DuplexModel, convs: Sequence[ConversationInput],
     lag = rs_out.delay
     period = refill_period(frame, sr, info.output_rate, [
         (sr, rs_in.block_in), (info.output_rate, rs_out.block_in), (sr, det.reset_period)])
+
+    def wake_at(sched: Scheduler) -> int:
+        """The stream time from which a row's body may do anything: a scheduler decision (advance, which
+        alone adds placements), the stream's end, or the duration limit."""
+        if sched.done:
+            return min(sched.end + lag, limit)
+        nd = sched.next_decision()
+        return limit if nd is None else min(nd, limit)
+
+    def render(x: np.ndarray, at: np.ndarray, live_a: np.ndarray, prev_out: np.ndarray, lo_hi: tuple[int, int]) -> int:
+        """The input of rows ``lo <= b < hi``: (clips) + tone, as Track.render(...) + RoomTone.read(...), and the
+        echo after (each row's samples the same whichever group renders it); returns the clips to drop."""
+        lo, hi = lo_hi
+        gone = tracks.render_into(x, at, lo_hi)
+        rows = live_a[(live_a >= lo) & (live_a < hi)]
+        tones.add_into(x, rows)
+        if protocol.echo:
+            add_rows(x, rows, prev_out)
+        return gone
 
     def refill(b: int) -> None:
         """Open the next schedulable conversation of the queue in free row ``b`` (if any)."""
@@ -654,6 +681,8 @@ def stream_conversations(model: DuplexModel, convs: Sequence[ConversationInput],
             slots[b] = _Stream(i, c, sched,
                                drop=lag if clock else 0, opened=time.perf_counter(), run=run, staged_from=staged,
                                pacing=Pacing() if paced else None)
+            tracks.clear(b)
+            opened_at[b], wake[b] = clock, 0  # its first step places the script's first clips
             tones.open(b, RoomTone(protocol.room_tone, protocol.room_tone_dbfs, c.seed, sr))
             call("open", f"open of {c.scene.scene_id} in row {b}", model.open, b,
                  stream_context(c, info, protocol.duty_as_text))
@@ -668,7 +697,9 @@ def stream_conversations(model: DuplexModel, convs: Sequence[ConversationInput],
 
     try:
         while rb.admit(clock, period, fresh_state, refill):
-            for b in range(n_rows):
+            # the rows whose body may do anything now, in row order (the others: no decision, no new placement,
+            # no end, as the body would find them); each gets its next wake time after its body
+            for b in np.flatnonzero(clock - opened_at >= wake).tolist():
                 st = slots[b]
                 if st is None:
                     continue
@@ -679,7 +710,7 @@ def stream_conversations(model: DuplexModel, convs: Sequence[ConversationInput],
                 if len(sched.placements) > st.seen:
                     for p in sched.placements[st.seen:]:
                         clip = st.conv.preamble if p.turn is None else st.conv.turn_clips[p.turn]
-                        st.track.add(p.start, clip)
+                        tracks.add(b, p.start, clip)
                         if reads_schedule and slots[b] is st:
                             call("observe", f"observe of row {b} at {t / sr:.2f} s of stream", model.observe, b, p)
                     st.seen = len(sched.placements)
@@ -695,25 +726,25 @@ def stream_conversations(model: DuplexModel, convs: Sequence[ConversationInput],
                     rb.end(b, res)
                 elif t >= limit:
                     rb.fail([b], f"stream exceeded the {max_duration_s} s limit")
+                else:
+                    wake[b] = wake_at(sched)
             live = rb.live()
             if not live:
                 if queue_:  # nothing admitted yet: ask again shortly (a paced clock resumes from now)
                     time.sleep(ADMIT_POLL_S)
                     t_fresh = time.perf_counter() - clock / sr
                 continue
-            every = len(live) == n_rows
+            live_a = np.asarray(live, np.int64)
             x = np.zeros((n_rows, frame), np.float32)
-            for b in live:
-                slots[b].track.render_into(slots[b].t, x[b])
-            # (clips) + tone, as Track.render(...) + RoomTone.read(...), and the echo after
-            if every:
-                x += tones.read(live)
-                if protocol.echo:
-                    x += prev_out
+            at = np.full(n_rows, -1, np.int64)  # each live row's stream time (free rows are left alone)
+            at[live_a] = clock - opened_at[live_a]
+            # row groups side by side on the detector's threads (idle now) when there are enough rows
+            if render_pool is not None and len(live) >= RENDER_POOL_ROWS:
+                gone = sum(render_pool.map(functools.partial(render, x, at, live_a, prev_out), render_groups))
             else:
-                x[live] += tones.read(live)
-                if protocol.echo:
-                    x[live] += prev_out[live]
+                gone = render(x, at, live_a, prev_out, (0, n_rows))
+            if gone:
+                tracks.drop(at)
             k = clock // frame
             where = f"step {k} at {clock / sr:.2f} s of the run"
             if paced:  # a remote service hears the stream in real time: step k no earlier than k frames in
@@ -727,15 +758,13 @@ def stream_conversations(model: DuplexModel, convs: Sequence[ConversationInput],
             stats.steps += 1
             stats.idle_row_steps += n_rows - len(live)
             stats.model_s += dt
-            # quantize(), with the 16-bit steps kept for the stored int16 (k / PCM_SCALE is quantize()'s value)
-            steps = pcm_steps(rs_out.push(rb.output(y, where)))
-            y = (steps / PCM_SCALE).astype(np.float32)
-            prev_out = y
-            y, steps, skip = y[:, skip:], steps[:, skip:], max(0, skip - y.shape[1])  # drop the resampler's delay
-            det.push(y, live)  # free rows are not scored (each is reset when it is refilled)
-            if staged + y.shape[1] > stage.shape[1]:
+            # quantize(), with the 16-bit steps of the samples past the resampler's delay staged for the stored int16
+            y = rs_out.push(rb.output(y, where))
+            if staged + max(0, y.shape[1] - skip) > stage.shape[1]:
                 unstage()
-            stage[:, staged:staged + y.shape[1]] = steps  # exact integers: the cast to int16 is exact
+            prev_out = y = quantize_rows(y, stage, staged, skip)
+            y, skip = y[:, skip:], max(0, skip - y.shape[1])  # drop the resampler's delay
+            det.push(y, live)  # free rows are not scored (each is reset when it is refilled)
             staged += y.shape[1]
             clock += frame
             run.samples, run.model_s = clock, run.model_s + dt

@@ -100,8 +100,9 @@ def _silero_jit():
 
 
 @cache
-def _pool(threads: int) -> ThreadPoolExecutor:
-    """The process's worker threads for the online detector's row groups (one pool per size, kept)."""
+def row_pool(threads: int) -> ThreadPoolExecutor:
+    """The process's worker threads for row groups (one pool per size, kept): the online detector's
+    scoring groups and 16 kHz resampler, and the runner's input rendering (``vad.threads`` of them)."""
     return ThreadPoolExecutor(threads, thread_name_prefix="silero")
 
 
@@ -286,6 +287,8 @@ class SileroProbs:
         self._resets: list[tuple[int, list[int]]] = []  # (timeline sample, rows) where the resampler resets
         self._net = SileroNet(device)
         self.threads = settings.threads if self._net.device.type == "cpu" else 1
+        if self.threads > 1:  # the 16 kHz resampler's rows side by side too (the same samples)
+            self._resampler.pool, self._resampler.pool_groups = row_pool(self.threads), self.threads
         self._context = np.zeros((n_streams, SileroNet.CONTEXT), np.float32)
         self._h = torch.zeros((n_streams, 128), device=self._net.device)
         self._c = torch.zeros((n_streams, 128), device=self._net.device)
@@ -384,7 +387,7 @@ class SileroProbs:
             return self._score(inputs[lo:hi], h0[lo:hi], c0[lo:hi],
                                {j - lo: k for j, k in starts.items() if lo <= j < hi})
 
-        parts = (list(_pool(self.threads).map(score, groups)) if len(groups) > 1 and self.threads > 1
+        parts = (list(row_pool(self.threads).map(score, groups)) if len(groups) > 1 and self.threads > 1
                  else [score(g) for g in groups])
         out[idx] = np.concatenate([p for p, _, _ in parts])
         self._h[tidx] = torch.cat([h for _, h, _ in parts])
@@ -427,7 +430,9 @@ class StreamingDetector:
             device = settings.device if cuda and torch.cuda.is_available() else "cpu"
         self.probs = SileroProbs(n_streams, sample_rate, settings, device)
         self.tracker = SpeechTracker(n_streams, self.probs.frame, settings.rules, sample_rate)
-        self._rows: list[list[np.ndarray]] = [[] for _ in range(n_streams)]  # each row's probabilities so far
+        # each row's probabilities so far: row b's stream has _kept[b] of them, in _history[b, :_kept[b]]
+        self._history = np.zeros((n_streams, 256), np.float32)
+        self._kept = np.zeros(n_streams, np.int64)
         self._first = np.zeros(n_streams, np.int64)  # window index at which each row's stream starts
 
     @property
@@ -443,7 +448,7 @@ class StreamingDetector:
         self.tracker.reset(rows)
         for b in np.atleast_1d(rows):
             self._first[b] = first
-            self._rows[b] = []
+            self._kept[b] = 0
 
     def push(self, audio: np.ndarray, rows: np.ndarray | None = None) -> None:
         """Feed the next ``float32[B, n]`` output samples of every stream.
@@ -462,16 +467,26 @@ class StreamingDetector:
                 left_out[np.asarray(rows, dtype=np.int64)] = False
                 first[left_out] = p.shape[1]
             self.tracker.push(p, first=first)
-            for b in np.flatnonzero(first < p.shape[1]).tolist():
-                self._rows[b].append(p[b, first[b]:])
+            self._keep(p, first)
+
+    def _keep(self, p: np.ndarray, first: np.ndarray) -> None:
+        """Append ``p[b, first[b]:]`` to each row's history (all rows at once, a window column at a time)."""
+        k = p.shape[1]
+        if (self._kept + k).max(initial=0) > self._history.shape[1]:  # grow: double
+            grown = np.zeros((self.probs.n_streams, 2 * self._history.shape[1] + k), np.float32)
+            grown[:, :self._history.shape[1]] = self._history
+            self._history = grown
+        for j in range(k):
+            rows = np.flatnonzero(first <= j)
+            self._history[rows, self._kept[rows]] = p[rows, j]
+            self._kept[rows] += 1
 
     def probabilities(self, b: int, n_frames: int) -> np.ndarray:
         """Stream ``b``'s speech probabilities so far, at most ``n_frames``: ``float32[k]``, one per
         :attr:`SileroProbs.frame` timeline samples, what the scheduler acted on. Causal, so
         :func:`detect` on the stored output agrees within :data:`PROB_TOLERANCE` (the ``vad``
         stage reuses these)."""
-        p = np.concatenate(self._rows[b]) if self._rows[b] else np.zeros(0, np.float32)
-        return p[:n_frames].copy()
+        return self._history[b, :min(int(self._kept[b]), n_frames)].copy()
 
     def finish(self) -> None:
         """End of every stream: close open segments (a partial last window is not scored)."""
