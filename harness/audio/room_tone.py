@@ -96,8 +96,8 @@ def _add_tone(out, rows, table, pos, gain):  # pragma: no cover
         j = 0
         while j < n:
             m = min(n - j, size - k)
-            for i in range(m):
-                out[b, j + i] += table[k + i] * g
+            for q in range(m):
+                out[b, j + q] += table[k + q] * g
             j += m
             k += m
             if k == size:
