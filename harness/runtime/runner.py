@@ -220,12 +220,18 @@ class ModelStalled(ModelFailure):
 
 
 def model_failure(thread: ModelThread, model: str, where: str, e: Exception, setting: str) -> ModelFailure:
-    """What a model call on ``thread`` that raised ``e`` fails the attempt with: :class:`ModelStalled`
-    when the call timed out (``thread`` is then unusable; ``setting`` names the timeout's setting),
-    else :class:`ModelFailure` naming ``where`` and the exception. Raise it ``from e`` unless stalled."""
+    """What a model call on ``thread`` that raised ``e`` fails the attempt with, to ``raise`` as it is:
+    :class:`ModelStalled` when the call timed out (``thread`` is then unusable; ``setting`` names the
+    timeout's setting; no cause, as ``from None``), else :class:`ModelFailure` naming ``where`` and the
+    exception, chained to it (as ``from e``)."""
     if isinstance(e, TimeoutError) and thread.stuck is not None:
-        return ModelStalled(f"model {model}: {e} ({setting}); the actor must be discarded")
-    return ModelFailure(f"model {model}: {where} raised {type(e).__name__}: {e}")
+        failure: ModelFailure = ModelStalled(f"model {model}: {e} ({setting}); the actor must be discarded")
+        failure.__cause__ = None
+    else:
+        failure = ModelFailure(f"model {model}: {where} raised {type(e).__name__}: {e}")
+        failure.__cause__ = e
+    failure.__suppress_context__ = True
+    return failure
 
 
 class OutputContractError(ValueError):
@@ -445,7 +451,7 @@ class RowBatch:
                                          "without the output of the other rows (RowError.output)")
             return e.output
         except Exception as e:
-            raise model_failure(self.thread, info.name, where, e, setting) from (None if self.thread.stuck else e)
+            raise model_failure(self.thread, info.name, where, e, setting)  # noqa: B904 - chained by model_failure
 
     def deliver(self, index: int, result: Any) -> None:
         """Item ``index``'s final result: to ``on_result``, else into :attr:`results`."""

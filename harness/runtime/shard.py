@@ -352,8 +352,8 @@ class InferWorker(ShardWorker):
             held = self.thread.call("fit_streams", self.model.fit_streams, longest,
                                     timeout_s=self.msettings.step_timeout_s or self.cfg.infer.step_timeout_s)
         except Exception as e:  # a stalled thread (an earlier shard's stuck step) or the model's own fault
-            raise model_failure(self.thread, self.model.info.name, "fit_streams", e,
-                                "infer.step_timeout_s") from (None if self.thread.stuck else e)
+            raise model_failure(self.thread, self.model.info.name, "fit_streams", e,  # noqa: B904 - chained there
+                                "infer.step_timeout_s")
         rows = max(1, self.msettings.batch_size)
         statuses: dict[str, tuple[str, str]] = {}
         audio_s = 0.0
