@@ -8,6 +8,10 @@ where it cannot start). Checked: shards run on both workers, one ShardRunner act
 one worker node killed in the middle of `infer` leaves a job that finishes on the surviving
 node or stops with failed shards, and `rerun-failed` (submitted the same way) completes the run
 without running any completed shard again. Every process is stopped by its process group id.
+The model is `silent` behind a gate (`HeldModel`, tests/fixtures/faulty_models.py): each actor's
+first shard runs at once, its later ones wait in `open` while a hold file exists, so the second
+wave is still running when worker-b is killed, however late the watch sees it; removing the
+file then lets the surviving node's held shards finish.
 The same commands for a laptop: docs/cluster.md, "A Ray cluster on one machine".
 """
 
@@ -134,6 +138,9 @@ def test_pipeline_on_a_three_node_cluster_survives_losing_a_worker(bucket, tmp_p
            "RAY_USAGE_STATS_ENABLED": "0",
            "RAY_agent_register_timeout_ms": "120000"}  # a node's agents start slowly on a busy 2-core machine
     gcs, dash = free_ports(2)
+    hold = tmp / "gate" / "hold"  # every node is on this machine: they all see this file
+    hold.parent.mkdir()
+    hold.touch()
     dashboard = f"http://127.0.0.1:{dash}"
     nodes: list[Node] = []
     t0 = time.monotonic()
@@ -150,16 +157,16 @@ def test_pipeline_on_a_three_node_cluster_survives_losing_a_worker(bucket, tmp_p
         extra = ["scenes=tiny", "scenes.n_pairs=4", "store.addressing_style=path", "infer.shard_size=1",
                  "model.silent.num_gpus=1", "model.silent.num_cpus=0.5", "infer.allow_cpu_for_gpu_actors=true",
                  "cluster.resource_wait_s=60", "cluster.shard_attempts=2",
-                 # 240 s of tail after the last turn: a shard (one conversation of `silent`) then takes seconds, not
-                 # about one, so the second wave is still running when the watch below sees it (a make test run saw
-                 # all 8 markers written by the time it read them)
-                 "protocol.tail_s=240"]
+                 # the gate: `silent`, whose shards after an actor's first wait in open while hold_dir/hold exists
+                 "model.silent.target=tests.fixtures.faulty_models:HeldModel",
+                 f"+model.silent.params.hold_dir={hold.parent}"]
         entrypoint = _rendered_entrypoint(bucket, extra, tmp)
         assert entrypoint.startswith("python -m jobs.pipeline cluster=kuberay store=s3 model=[silent] ")
         first = _submit(dashboard, entrypoint, env)
 
         # watch infer: both workers finish shards, two actors on each (one per logical GPU);
-        # then worker-b is killed while it runs shards of the second wave
+        # then worker-b is killed while it runs shards of the second wave (held at the gate until
+        # then: only each actor's first shard, 4 of the 8, can have written its marker by then)
         infer_prefix = None
         alive_per_node: Counter[str] = Counter()
         runners: dict[str, set] = {}
@@ -198,6 +205,7 @@ def test_pipeline_on_a_three_node_cluster_survives_losing_a_worker(bucket, tmp_p
         assert all(len(runners[n]) >= 1 for n in ("worker-a", "worker-b")), where
         killed_at = time.monotonic()
         nodes[2].kill()  # worker-b's whole process tree, SIGKILL: a lost node, not a clean shutdown
+        hold.unlink()  # open the gate: worker-a's held shards, the retries and the rerun below run at once
         status = _wait_job(client, first, 400)
         logs_first = client.get_job_logs(first)
         assert status in (JobStatus.SUCCEEDED, JobStatus.FAILED), logs_first[-3000:]
