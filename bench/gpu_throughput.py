@@ -74,7 +74,7 @@ from harness.cue.schema import SWITCH_LEAD_S, WINDOW_S, CueItem, Word
 from harness.protocol.scheduler import ProtocolSettings
 from harness.runtime.runner import ConversationInput, ModelFailure, stream_conversations
 from harness.scenes.schema import Label, Scene, Target, Turn
-from harness.vad.silero import VadSettings
+from harness.vad.settings import VadSettings
 
 SR = 24_000
 N_CONVERSATIONS = 4_000

@@ -53,7 +53,7 @@ from harness.pricing import ledger_cost, load_prices  # noqa: E402
 from harness.protocol.scheduler import ProtocolSettings  # noqa: E402
 from harness.runtime.runner import ConversationInput, ModelThread, run_conversations  # noqa: E402
 from harness.scenes.schema import Label, Scene, Target, Turn  # noqa: E402
-from harness.vad.silero import VadSettings  # noqa: E402
+from harness.vad.settings import VadSettings  # noqa: E402
 
 STARTUP_S = 1.0  # a session's first second: opened together with the others, its socket still connecting
 TEXTS = (("A", "Ben, the train leaves at seven tonight.", Label.N2, Target.HUMAN),

@@ -43,7 +43,8 @@ from harness.protocol.scheduler import ProtocolSettings
 from harness.runtime import runner
 from harness.runtime.runner import stream_conversations
 from harness.vad.segments import SpeechView
-from harness.vad.silero import StreamingDetector, VadSettings, frame_samples
+from harness.vad.settings import VadSettings
+from harness.vad.silero import StreamingDetector, frame_samples
 
 SR, FRAME = 24_000, 1_920
 

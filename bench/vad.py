@@ -44,11 +44,11 @@ import torch
 
 from harness.audio.resample import StreamResampler, resample
 from harness.audio.tts.espeak import EspeakTTS
+from harness.vad.settings import VadSettings
 from harness.vad.silero import (
     PROB_TOLERANCE,
     SILERO_RATE,
     StreamingDetector,
-    VadSettings,
     _silero_jit,
     segment_probs,
     speech_probs,

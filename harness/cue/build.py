@@ -6,7 +6,7 @@ Input: a *raw manifest*, the recording lines of a cue manifest (docs/formats.md:
 validated by :func:`harness.cue.corpus.ingest`. Then, per recording:
 
 1. **Voice activity** of each channel: speech intervals ``(start_s, end_s)`` from a VAD
-   (default: the offline Silero detector with :class:`harness.vad.silero.VadSettings`).
+   (default: the offline Silero detector with :class:`harness.vad.settings.VadSettings`).
 2. **Words to intervals** (:func:`assign_words`): each transcript word goes to the interval
    that holds its midpoint; a word whose midpoint lies in none goes to the nearest interval
    (distance from the midpoint), a tie to the earlier one. A speaker's *activity* is its
@@ -171,8 +171,9 @@ def propose(recording: Recording, a: Sequence[Activity], b: Sequence[Activity], 
 
 
 def silero_vad(channels: list[np.ndarray], sample_rate: int) -> list[Intervals]:
-    """The default VAD: offline Silero with the default :class:`~harness.vad.silero.VadSettings`."""
-    from harness.vad.silero import VadSettings, detect
+    """The default VAD: offline Silero with the default :class:`~harness.vad.settings.VadSettings`."""
+    from harness.vad.settings import VadSettings
+    from harness.vad.silero import detect
 
     segs = detect(channels, sample_rate, VadSettings())
     return [[(int(a) / sample_rate, int(b) / sample_rate) for a, b in s] for s in segs]

@@ -4,6 +4,8 @@ Pure functions: nothing here reads files or keeps state. Counts are Python ``int
 numpy arrays, times are seconds (``float64``) unless a name says ``_ms``, rates are fractions in
 ``[0, 1]`` and effects are percentage points. Every function validates its input and raises
 ``ValueError`` (bad values or shapes) or ``TypeError`` (wrong kind of value, e.g. a float count).
+scipy is imported by the three functions that call it (``scipy.stats`` takes about 0.6 s to
+import): a job that only reads a run's constants from here does not load it.
 
 Decisions where the spec is silent (documented per function):
 
@@ -28,8 +30,6 @@ from collections.abc import Iterable, Iterator, Mapping, Sequence
 from typing import Any
 
 import numpy as np
-from scipy import stats as _sps
-from scipy.stats.contingency import crosstab
 
 BOOTSTRAP_SEED = 20260902  # spec section 6
 BOOTSTRAP_REPS = 10_000  # spec section 6
@@ -79,7 +79,9 @@ def mcnemar_exact(n_a_only: int, n_b_only: int) -> float:
     b, c = _count(n_a_only, "n_a_only"), _count(n_b_only, "n_b_only")
     if b + c == 0:
         return 1.0
-    return float(min(1.0, _sps.binomtest(b, b + c, 0.5, alternative="two-sided").pvalue))
+    from scipy.stats import binomtest
+
+    return float(min(1.0, binomtest(b, b + c, 0.5, alternative="two-sided").pvalue))
 
 
 def paired_effect_pp(n_a_only: int, n_b_only: int, n_pairs: int) -> float:
@@ -357,7 +359,9 @@ def spearman_rankings(x: Sequence[float] | np.ndarray, y: Sequence[float] | np.n
         raise ValueError("scores must be finite (no NaN: an n/a rate cannot be ranked)")
     if (a == a[0]).all() or (b == b[0]).all():
         raise ValueError("a constant score vector has no ranking; the correlation is undefined")
-    return float(_sps.spearmanr(a, b).statistic)
+    from scipy.stats import spearmanr
+
+    return float(spearmanr(a, b).statistic)
 
 
 def assign_tertiles(times_s: Sequence[float] | np.ndarray, boundaries: Sequence[float] | np.ndarray) -> np.ndarray:
@@ -555,6 +559,8 @@ def rater_agreement(a: Sequence[str], b: Sequence[str], labels: Sequence[str]) -
     n = len(a)
     if n == 0:
         return {"n": 0, "agree": 0, "percent": None, "kappa": None}
+    from scipy.stats.contingency import crosstab
+
     table = crosstab(list(a), list(b), levels=(list(labels), list(labels))).count / n
     p_o = float(np.trace(table))
     p_e = float(table.sum(axis=1) @ table.sum(axis=0))

@@ -107,7 +107,7 @@ class CascadeModel(DuplexModel):
         from harness.audio.tts.espeak import EspeakTTS
         from harness.scoring.asr.pocketsphinx import PocketsphinxASR
         from harness.vad.segments import SegmentRules
-        from harness.vad.silero import VadSettings
+        from harness.vad.settings import VadSettings
 
         # espeak-ng says "Aria" as EH R IY AH, which the dictionary lacks (it has AA R IY AH: heard as "early");
         # frame downsampling (ds 2): about two thirds of the decoding time, at a small cost in accuracy

@@ -159,7 +159,7 @@ class OpenAIRealtimeModel(HostedRealtimeModel):
 
         if self.turn_detection is None:
             from harness.vad.segments import SegmentRules
-            from harness.vad.silero import VadSettings
+            from harness.vad.settings import VadSettings
 
             self._vad = VadSettings(rules=SegmentRules(min_speech_s=0.2, min_silence_s=self.manual_silence_s))
         return AsyncOpenAI(**({"base_url": self.base_url} if self.base_url else {}))

@@ -82,7 +82,7 @@ def run_inside(model_name: str, src: Path | None) -> dict:
     from harness.models.registry import build_model, model_class
     from harness.protocol.scheduler import ProtocolSettings
     from harness.runtime.runner import run_conversations
-    from harness.vad.silero import VadSettings
+    from harness.vad.settings import VadSettings
 
     cls = model_class(model_name)
     if src is not None:

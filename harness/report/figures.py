@@ -19,17 +19,16 @@ from __future__ import annotations
 import io
 import math
 from collections.abc import Mapping, Sequence
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
-from matplotlib.backends.backend_agg import FigureCanvasAgg
-from matplotlib.figure import Figure
-from matplotlib.lines import Line2D
-from matplotlib.patches import Patch, Rectangle
 
 from harness.metrics.scores import SCORE_TITLES, SCORES
 from harness.products.infer import InferRecord
 from harness.scenes.schema import CONDITIONS, Label, Scene
+
+if TYPE_CHECKING:
+    from matplotlib.figure import Figure
 
 DPI = 100
 CONDITION_COLOURS = {"explicit": "#2b6cb0", "implicit": "#dd8452"}
@@ -47,6 +46,8 @@ YIELD_TEXT = {"yield": "yield", "still_voicing": "still voicing", "resumed": "re
 
 
 def _png(fig: Figure) -> bytes:
+    from matplotlib.backends.backend_agg import FigureCanvasAgg
+
     FigureCanvasAgg(fig)
     buf = io.BytesIO()
     fig.savefig(buf, format="png", dpi=DPI, metadata={"Software": None})
@@ -97,6 +98,9 @@ def score_bar_data(metrics: Mapping[str, Mapping[str, Mapping[str, Any]]]) -> li
 
 def score_bars(metrics: Mapping[str, Mapping[str, Mapping[str, Any]]]) -> bytes:
     """Grouped bars of every score per model (explicit | implicit) with 95 % Wilson intervals."""
+    from matplotlib.figure import Figure
+    from matplotlib.patches import Patch, Rectangle
+
     data = score_bar_data(metrics)
     models = list(metrics)
     n_m = max(len(models), 1)
@@ -163,6 +167,9 @@ def yield_funnel_data(metrics: Mapping[str, Mapping[str, Mapping[str, Any]]]) ->
 
 def yield_funnel(metrics: Mapping[str, Mapping[str, Mapping[str, Any]]]) -> bytes:
     """Horizontal bars of the yield funnel, one panel per model, explicit and implicit per stage."""
+    from matplotlib.figure import Figure
+    from matplotlib.patches import Patch
+
     data = yield_funnel_data(metrics)
     models = list(metrics)
     n_m = max(len(models), 1)
@@ -223,6 +230,9 @@ def vad_sweep(rows: Sequence[Mapping[str, Any]], configured: Mapping[str, float]
     condition (colour: condition, marker: model); ``configured`` values (the run's rules) are
     marked with a dotted line. A fixed grid of 5 scores x 3 settings; an unswept setting's
     column says so."""
+    from matplotlib.figure import Figure
+    from matplotlib.lines import Line2D
+
     data = vad_sweep_data(rows)
     models = sorted({m for series in data.values() for m, _ in series})
     fig = Figure(figsize=(13.0, 15.0), layout="constrained")
@@ -355,6 +365,10 @@ def conversation_timeline(scene: Scene, record: InferRecord, segments: Any, rows
             its width and height from the bottom left (``x0``, ``x1``, ``y0``, ``y1``), and the
             seconds at its two ends (``t0``, ``t1``): for a playhead drawn over the picture.
     """
+    from matplotlib.figure import Figure
+    from matplotlib.lines import Line2D
+    from matplotlib.patches import Patch, Rectangle
+
     d = timeline_data(scene, record, segments, rows, sample_rate, fresh_onset_window_s)
     lanes = d["lanes"]
     y = {name: len(lanes) - 1 - i for i, name in enumerate(lanes)}  # first lane on top

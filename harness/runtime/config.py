@@ -19,7 +19,7 @@ from harness.scenes.settings import ScenesSettings
 from harness.store.layout import check_id
 from harness.store.settings import StoreSettings
 from harness.vad.segments import SegmentRules
-from harness.vad.silero import VadSettings
+from harness.vad.settings import VadSettings
 
 
 class ConfigError(ValueError):

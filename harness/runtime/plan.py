@@ -27,7 +27,7 @@ from harness.scenes.llm import PROMPT as SCRIPT_PROMPT
 from harness.scoring.judge.llm import ANSWER_PROMPT, WINDOW_PROMPT, prompt_path
 from harness.store.content import InputFileError, input_digest
 from harness.store.layout import RunLayout, settings_hash
-from harness.vad.silero import VadSettings
+from harness.vad.settings import VadSettings
 
 # v3: issue 22 (contextual implicit requests, shared question pools, N4 edits); v4: paper-profile T onsets (bbe607d);
 # v5: surface tells, silence mix, N4 edits (de03ad7); v6: the reviewed generator (implicit T points at Aria, self-talk,

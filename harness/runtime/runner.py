@@ -77,7 +77,8 @@ from harness.products.infer import InferRecord
 from harness.protocol.scheduler import Event, Placement, ProtocolSettings, Scheduler
 from harness.scenes.schema import Scene
 from harness.scoring.flow import scene_vocabulary
-from harness.vad.silero import StreamingDetector, VadSettings, row_pool
+from harness.vad.settings import VadSettings
+from harness.vad.silero import StreamingDetector, row_pool
 
 
 @dataclass

@@ -28,10 +28,8 @@ from __future__ import annotations
 import copy
 import itertools
 import math
-from collections.abc import Mapping
 from concurrent.futures import ThreadPoolExecutor
 from contextlib import contextmanager
-from dataclasses import dataclass, field
 from functools import cache
 
 import numpy as np
@@ -39,7 +37,7 @@ import torch
 
 from harness.audio.resample import StreamResampler
 from harness.vad.segments import SegmentRules, SpeechTracker, SpeechView, segments_from_probs
-from harness.vad.sweep import sweep_points
+from harness.vad.settings import VadSettings
 
 SILERO_RATE = 16_000
 SILERO_WINDOW = 512  # samples at 16 kHz (32 ms)
@@ -49,36 +47,6 @@ SILERO_WINDOW = 512  # samples at 16 kHz (32 ms)
 # when the same audio is pushed in odd chunks (1001, 7777, 333 samples) under AVX2 or SSE4.1 caps,
 # tests/unit/test_silero_real.py; docs/vad.md). Promised, and tested, no more.
 PROB_TOLERANCE = 1e-4
-
-
-@dataclass(frozen=True)
-class VadSettings:
-    """conf/vad: the detector and its post-processor."""
-
-    rules: SegmentRules = field(default_factory=SegmentRules)
-    model: str = "silero-vad-jit"
-    batch: int = 32  # conversations per offline batch (one call of an actor of the vad stage's pool)
-    device: str = "cpu"  # where the offline detector runs ("cuda": one GPU per batch; make batch thousands)
-    # CPU threads of the online detector: its rows are scored in fixed groups of SileroProbs.GROUP_ROWS,
-    # these threads run the groups side by side (speed only: the numbers depend on the groups, not on this)
-    threads: int = 2
-    # segmenter settings to sweep, one at a time around `rules` (harness.vad.sweep): {name: [values]}
-    sweep: tuple[tuple[str, tuple[float, ...]], ...] = ()
-
-    def __post_init__(self) -> None:
-        items = self.sweep.items() if isinstance(self.sweep, Mapping) else self.sweep
-        object.__setattr__(self, "sweep", tuple((str(k), tuple(float(v) for v in vs)) for k, vs in items))
-        if self.batch < 1:
-            raise ValueError(f"vad.batch must be >= 1, got {self.batch}")
-        if self.threads < 1:
-            raise ValueError(f"vad.threads must be >= 1, got {self.threads}")
-        try:
-            kind = torch.device(self.device).type
-        except RuntimeError:
-            kind = None
-        if kind not in ("cpu", "cuda"):
-            raise ValueError(f"vad.device must be cpu or cuda[:n], got {self.device!r}")
-        sweep_points(self.rules, dict(self.sweep))  # raises ValueError on a bad sweep
 
 
 def frame_samples(sample_rate: int) -> int:

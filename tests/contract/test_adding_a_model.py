@@ -17,7 +17,7 @@ from harness.runtime.config import RunConfig
 from harness.runtime.preflight import problems
 from harness.runtime.runner import run_conversations
 from harness.store.base import LocalStore
-from harness.vad.silero import VadSettings
+from harness.vad.settings import VadSettings
 from tests.fixtures.import_probe import added_packages
 from tests.fixtures.runs import tiny_config
 from tests.fixtures.tiny import PROTOCOL, noise_conversations

@@ -33,7 +33,7 @@ from harness.audio.io import PCM_SCALE
 from harness.models.base import READS_SCHEDULE, REALTIME, VOCABULARY, DuplexModel
 from harness.models.registry import check_params, model_class, model_configs
 from harness.runtime.runner import run_conversations
-from harness.vad.silero import VadSettings
+from harness.vad.settings import VadSettings
 from tests.fixtures.import_probe import added_packages
 from tests.fixtures.tiny import recipe
 

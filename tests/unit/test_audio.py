@@ -13,7 +13,7 @@ from harness.models.base import DuplexModel, ModelInfo
 from harness.protocol.scheduler import ProtocolSettings
 from harness.runtime.runner import ConversationInput, run_conversations
 from harness.scenes.schema import Label, Scene, Target, Turn
-from harness.vad.silero import VadSettings
+from harness.vad.settings import VadSettings
 
 
 def test_storage_round_trip_is_exact_after_quantize():

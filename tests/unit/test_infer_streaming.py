@@ -22,7 +22,7 @@ from harness.runtime.runner import ConversationInput, InputUnavailable, ModelFai
 from harness.runtime.shard import InferWorker, longest_first, script_samples
 from harness.scenes.schema import Label, Scene, Target, Turn
 from harness.store.base import LocalStore, get_json
-from harness.vad.silero import VadSettings
+from harness.vad.settings import VadSettings
 from tests.fixtures.runs import planned, tiny_config
 
 SR, FRAME = 24_000, 1_920

@@ -10,7 +10,7 @@ from harness.models.registry import build_model
 from harness.protocol.scheduler import ProtocolSettings
 from harness.runtime.runner import ConversationInput, run_conversations
 from harness.scenes.schema import Label, Scene, Target, Turn
-from harness.vad.silero import VadSettings
+from harness.vad.settings import VadSettings
 
 VOICES = {"A": "en-us+m1", "B": "en-us+f2", "C": "en-gb"}
 

@@ -16,7 +16,7 @@ import pytest
 from harness.models.registry import build_model
 from harness.protocol.scheduler import ProtocolSettings
 from harness.runtime.runner import ConversationInput, run_conversations
-from harness.vad.silero import VadSettings
+from harness.vad.settings import VadSettings
 from tests.fixtures.tiny import noise_conversation
 from tests.fixtures.tiny.flm_audio import AUD_PAD, TEXT_WAIT, upstream, weights
 

@@ -21,7 +21,7 @@ from harness.models.base import TEXT_PROMPT, RowError, StreamContext
 from harness.models.registry import build_model
 from harness.protocol.scheduler import ProtocolSettings
 from harness.runtime.runner import run_conversations
-from harness.vad.silero import VadSettings
+from harness.vad.settings import VadSettings
 from tests.fixtures.tiny.freeze_omni import conversation
 from tests.fixtures.tiny.freeze_omni import upstream as standin
 from tests.fixtures.tiny.freeze_omni import weights as checkpoint_folders

@@ -12,7 +12,7 @@ from harness.models.gemini_live import DEFAULT_ACTIVITY_DETECTION, GeminiLiveMod
 from harness.models.registry import build_model
 from harness.pricing import load_prices
 from harness.runtime.runner import run_conversations
-from harness.vad.silero import VadSettings
+from harness.vad.settings import VadSettings
 from tests.fixtures.fake_realtime import Behaviour
 from tests.fixtures.fake_realtime_gemini import FakeGeminiLive
 from tests.fixtures.realtime_scene import PROTOCOL, conversation, duty_text

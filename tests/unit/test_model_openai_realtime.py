@@ -16,7 +16,7 @@ from harness.models.registry import build_model
 from harness.protocol.scheduler import ProtocolSettings
 from harness.runtime.runner import ConversationInput, run_conversations
 from harness.scenes.schema import Label, Scene, Target, Turn
-from harness.vad.silero import VadSettings
+from harness.vad.settings import VadSettings
 from tests.fixtures.fake_realtime import Behaviour, FakeRealtimeServer
 from tests.fixtures.realtime_scene import PROTOCOL, conversation, duty_text
 

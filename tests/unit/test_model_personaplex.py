@@ -22,7 +22,7 @@ from harness.models.personaplex import PersonaPlexModel
 from harness.models.registry import build_model
 from harness.protocol.scheduler import ProtocolSettings
 from harness.runtime.runner import ConversationInput, run_conversations
-from harness.vad.silero import VadSettings
+from harness.vad.settings import VadSettings
 from tests.fixtures.tiny import noise_conversation
 from tests.fixtures.tiny.personaplex import DUTY, VOICE_FRAMES, text_tokens, upstream, weights
 from tests.fixtures.tiny.personaplex import tokenizer as make_tokenizer

@@ -15,7 +15,7 @@ from harness.models.voila import VoilaModel
 from harness.protocol.scheduler import ProtocolSettings
 from harness.runtime.runner import ConversationInput, run_conversations
 from harness.scenes.schema import Label, Scene, Target, Turn
-from harness.vad.silero import VadSettings
+from harness.vad.settings import VadSettings
 from tests.fixtures.tiny.voila import VOICE, upstream
 from tests.fixtures.tiny.voila import model as _model
 

@@ -18,7 +18,7 @@ from harness.protocol.scheduler import ProtocolSettings
 from harness.runtime import runner
 from harness.runtime.runner import BEHIND_TOLERANCE_S, ConversationInput, run_conversations
 from harness.scenes.schema import Label, Scene, Target, Turn
-from harness.vad.silero import VadSettings
+from harness.vad.settings import VadSettings
 
 SR, FRAME = 24_000, 1_920  # 80 ms steps
 FRAME_S = FRAME / SR

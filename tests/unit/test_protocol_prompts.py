@@ -26,7 +26,7 @@ from harness.runtime.plan import RunPlan
 from harness.runtime.runner import run_conversations
 from harness.runtime.shard import model_facts
 from harness.stages.reduce import context_overruns, model_prompts
-from harness.vad.silero import VadSettings
+from harness.vad.settings import VadSettings
 from tests.fixtures.listener import Listener
 from tests.fixtures.runs import tiny_config
 from tests.fixtures.tiny import DUTY, PROTOCOL, noise_conversation

@@ -8,7 +8,8 @@ import numpy as np
 import pytest
 
 from harness.audio.resample import StreamResampler
-from harness.vad.silero import StreamingDetector, VadSettings
+from harness.vad.settings import VadSettings
+from harness.vad.silero import StreamingDetector
 
 SR = 24_000
 

@@ -24,7 +24,7 @@ from harness.runtime.runner import (
     run_conversations,
 )
 from harness.scenes.schema import Label, Scene, Target, Turn
-from harness.vad.silero import VadSettings
+from harness.vad.settings import VadSettings
 from tests.fixtures.listener import Listener
 
 SR = 24_000

@@ -11,7 +11,8 @@ from harness.audio.room_tone import TABLE_SAMPLES, RoomTone, RoomToneRows
 from harness.protocol.scheduler import ProtocolSettings, Scheduler
 from harness.scenes.schema import Label
 from harness.vad.segments import SpeechView
-from harness.vad.silero import PROB_TOLERANCE, SileroProbs, VadSettings
+from harness.vad.settings import VadSettings
+from harness.vad.silero import PROB_TOLERANCE, SileroProbs
 
 SR = 24_000
 

@@ -5,7 +5,8 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from harness.vad.silero import SileroProbs, StreamingDetector, VadSettings, detect
+from harness.vad.settings import VadSettings
+from harness.vad.silero import SileroProbs, StreamingDetector, detect
 from tests.fixtures.vad_checks import assert_probs_agree
 
 SR = 24_000

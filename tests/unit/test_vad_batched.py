@@ -22,12 +22,12 @@ import torch
 
 from harness.audio.resample import StreamResampler
 from harness.vad.segments import SegmentRules
+from harness.vad.settings import VadSettings
 from harness.vad.silero import (
     PROB_TOLERANCE,
     SILERO_RATE,
     SileroNet,
     SileroProbs,
-    VadSettings,
     _silero_jit,
     detect,
     segment_probs,
@@ -139,7 +139,8 @@ def test_features_of_one_row_agree_with_those_in_a_batch():
 _UNDER_CAPS = textwrap.dedent("""
     import json, sys
     import numpy as np
-    from harness.vad.silero import SileroProbs, VadSettings, speech_probs
+    from harness.vad.settings import VadSettings
+    from harness.vad.silero import SileroProbs, speech_probs
     streams = list(np.load(sys.argv[1]).values())
     sp = SileroProbs(3, 24000, VadSettings())
     batch = np.zeros((3, max(map(len, streams))), np.float32)
