@@ -84,7 +84,8 @@ def test_a_model_talking_all_the_time_streams_within_the_bound(tmp_path):
 def _with_audio(tmp_path, models, **sections):
     """A generated tiny run (one pair) whose scene set and a synth index of known clip lengths are in
     the store: every turn 2.0 s, the preamble 3.0 s, at 24 kHz."""
-    cfg = tiny_config(tmp_path, "proj", models, **sections)
+    # the spec's 60 s response cap (not tiny runs' 10 s): T's projected answer and endpoint (12 s) are not cut
+    cfg = tiny_config(tmp_path, "proj", models, **{"protocol": {"response_cap_s": 60.0}, **sections})
     store, plan = LocalStore(str(tmp_path)), RunPlan.from_config(cfg)
     scenes = make_scenes(cfg.scenes)[0]
     write_objects(store, plan.layout, plan.scenes, SceneSet(tuple(scenes)).objects())
