@@ -23,7 +23,7 @@ within it, else no new shard starts, idle actors are killed, running shards fini
 report says why. Under a budget a model with no estimate yet runs one shard at a time until
 its first shard calibrates it, so the overshoot is bounded by the in-flight shards' spend
 beyond their estimates (docs/cluster.md). No actor outlives :func:`run_shards`, and
-:func:`ray_session` turns SIGTERM into :class:`DriverStopped` (a ``KeyboardInterrupt``, as
+:func:`ray_session` (and :func:`ray_scope`) turn SIGTERM into :class:`DriverStopped` (a ``KeyboardInterrupt``, as
 Ctrl-C is) so that Ray stops with the driver; the attempts in flight are recorded as
 failed attempts with their spend.
 Ray is imported only under ``harness/runtime/``: here and in :mod:`harness.runtime.pool`, which the
@@ -58,9 +58,31 @@ log = logging.getLogger("duplex_mpe.executor")
 WorkerFactory = Callable[[RunConfig, ModelSettings, ObjectStore], ShardWorker]
 
 
+_scopes: list[bool] = []  # one entry per open ray_scope: whether a ray_session inside it started Ray
+
+
+@contextmanager
+def ray_scope() -> Iterator[None]:
+    """Several stages in one Ray session, started only when the first of them needs Ray: a
+    :func:`ray_session` inside the scope leaves Ray running for the next, and the scope shuts it
+    down at its end. A resumed run whose stages are complete, or that runs only in-process
+    stages (reduce, ``score.actors=0``), never starts Ray (its start and stop cost seconds).
+    SIGTERM raises :class:`DriverStopped` for the whole scope, Ray or not."""
+    _scopes.append(False)
+    try:
+        with _exit_on_sigterm():
+            yield
+    finally:
+        if _scopes.pop():
+            import ray
+
+            ray.shutdown()  # stops this driver's actors (a joined cluster kills the actors a driver owned)
+
+
 @contextmanager
 def ray_session(cfg: RunConfig) -> Iterator[None]:
-    """Start (or join, with ``cluster.address``) Ray for the duration of a stage."""
+    """Start (or join, with ``cluster.address``) Ray for the duration of a stage, or, inside a
+    :func:`ray_scope`, until the scope ends."""
     import ray
 
     os.environ.setdefault("RAY_AUTH_MODE", "disabled")
@@ -74,6 +96,10 @@ def ray_session(cfg: RunConfig) -> Iterator[None]:
         os.makedirs(c.ray_tmp, exist_ok=True)
         ray.init(num_cpus=c.num_cpus or os.cpu_count(), num_gpus=c.num_gpus, include_dashboard=False,
                  _temp_dir=c.ray_tmp, logging_level="WARNING", log_to_driver=True)
+    if _scopes:
+        _scopes[-1] = True
+        yield
+        return
     with _exit_on_sigterm():
         try:
             yield

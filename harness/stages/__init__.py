@@ -14,7 +14,7 @@ from __future__ import annotations
 from harness.cue.plan import CuePlan
 from harness.runtime.config import RunConfig
 from harness.runtime.driver import Stage, drive
-from harness.runtime.executor import ray_session
+from harness.runtime.executor import ray_scope
 from harness.runtime.manifest import write_run_manifest
 from harness.runtime.plan import RunPlan
 from harness.stages.cue_corpus import CueCorpusStage
@@ -45,9 +45,10 @@ def run_stage(name: str, cfg: RunConfig, store: ObjectStore) -> str | dict[str, 
 
 
 def run_pipeline(cfg: RunConfig, store: ObjectStore) -> str:
-    """Run every Duplex-MPE stage in order (one Ray session for all of them); returns the key of the report."""
+    """Run every Duplex-MPE stage in order (one Ray session for all of them, started when the first
+    stage needs it: a complete run starts none); returns the key of the report."""
     write_run_manifest(cfg, store)
-    with ray_session(cfg):
+    with ray_scope():
         for name in STAGES:
             run_stage(name, cfg, store)
     plan = RunPlan.from_config(cfg)
@@ -55,10 +56,11 @@ def run_pipeline(cfg: RunConfig, store: ObjectStore) -> str:
 
 
 def run_cue(cfg: RunConfig, store: ObjectStore) -> str:
-    """Every Duplex Cue stage in order; returns the key of ``cue_report.md``. Ray starts only when a
-    stage has work for it (a resumed, complete run does not start it)."""
+    """Every Duplex Cue stage in order; returns the key of ``cue_report.md``. One Ray session for all
+    of them, started only when a stage has work for it (a resumed, complete run does not start it)."""
     write_run_manifest(cfg, store)
-    for name in CUE_STAGES:
-        run_stage(name, cfg, store)
+    with ray_scope():
+        for name in CUE_STAGES:
+            run_stage(name, cfg, store)
     plan = CuePlan.from_config(cfg)
     return plan.layout.file(plan.reduce, "cue_report.md")

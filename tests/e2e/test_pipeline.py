@@ -88,11 +88,19 @@ def test_report_and_table_written(run):
     assert not any(r["silence_preserved"] for r in rows)
 
 
-def test_rerun_skips_completed_stages_and_writes_nothing_but_its_invocation_record(run):
+def test_rerun_skips_completed_stages_and_writes_nothing_but_its_invocation_record(run, monkeypatch):
+    import ray
+
     cfg, store, report_key = run
     plan = RunPlan.from_config(cfg)
     before = objects(store)
     assert any(k.endswith("_SUCCESS.json") and "/infer/" in k for k in before)  # shard markers, every stage's
+    assert not ray.is_initialized()
+
+    def no_ray(*args, **kwargs):
+        raise AssertionError("a complete run started Ray")
+
+    monkeypatch.setattr(ray, "init", no_ray)  # nothing to run: Ray is never started (ray_scope)
     assert run_pipeline(cfg, store) == report_key
     after = objects(store)
     [new] = set(after) - set(before)  # this invocation's provenance record (docs/reproducibility.md)
