@@ -33,7 +33,7 @@ from pathlib import Path
 import pytest
 import yaml
 
-from tests.fixtures.seaweed import free_ports
+from tests.fixtures.seaweed import free_port_range, free_ports
 
 REPO = Path(__file__).resolve().parents[2]
 RAY = str(Path(sys.executable).parent / "ray")
@@ -85,7 +85,8 @@ class Node:
 
 
 def _node_args(temp: Path, cpus: int, gpus: int, resources: dict[str, float] | None = None) -> list[str]:
-    nm, om, mw, agent, agent_grpc, metrics, renv = free_ports(7)
+    nm, om, agent, agent_grpc, metrics, renv = free_ports(6)
+    mw = free_port_range(41)  # --min-worker-port to --max-worker-port, clear of every other port
     args = ["--node-ip-address=127.0.0.1", f"--temp-dir={temp}", f"--num-cpus={cpus}", f"--num-gpus={gpus}",
             f"--node-manager-port={nm}", f"--object-manager-port={om}", f"--min-worker-port={mw}",
             f"--max-worker-port={mw + 40}", f"--dashboard-agent-listen-port={agent}",
