@@ -11,36 +11,43 @@ Execution (Ray, shards, pools) lives in :mod:`harness.runtime`.
 
 from __future__ import annotations
 
-from harness.cue.plan import CuePlan
+import importlib
+
 from harness.runtime.config import RunConfig
 from harness.runtime.driver import Stage, drive
 from harness.runtime.executor import ray_scope
 from harness.runtime.manifest import write_run_manifest
 from harness.runtime.plan import RunPlan
-from harness.stages.cue_corpus import CueCorpusStage
-from harness.stages.cue_infer import CueInferStage
-from harness.stages.cue_reduce import CueReduceStage
-from harness.stages.cue_score import CueScoreStage
-from harness.stages.infer import InferStage
-from harness.stages.reduce import ReduceStage
-from harness.stages.reference import ReferenceStage
-from harness.stages.scenes import ScenesStage
-from harness.stages.score import ScoreStage
-from harness.stages.synth import SynthStage
-from harness.stages.vad import VadStage
 from harness.store.base import ObjectStore
 
-PIPELINE: dict[str, type[Stage]] = {s.name: s for s in (ScenesStage, ReferenceStage, SynthStage, InferStage,
-                                                        VadStage, ScoreStage, ReduceStage)}
-CUE: dict[str, type[Stage]] = {s.name: s for s in (CueCorpusStage, CueInferStage, CueScoreStage, CueReduceStage)}
+# Each stage's module and class, imported when the stage runs: a process that runs one stage (a job
+# of one stage, a Ray actor of one stage's pool) does not import the others' stacks (TTS, Silero,
+# the report's figures). The names are the classes' own ``name`` (tests/unit/test_stages.py).
+PIPELINE = {"scenes": "scenes:ScenesStage", "reference": "reference:ReferenceStage", "synth": "synth:SynthStage",
+            "infer": "infer:InferStage", "vad": "vad:VadStage", "score": "score:ScoreStage",
+            "reduce": "reduce:ReduceStage"}
+CUE = {"cue-corpus": "cue_corpus:CueCorpusStage", "cue-infer": "cue_infer:CueInferStage",
+       "cue-score": "cue_score:CueScoreStage", "cue-reduce": "cue_reduce:CueReduceStage"}
 STAGES, CUE_STAGES = tuple(PIPELINE), tuple(CUE)
+
+
+def stage_class(name: str) -> type[Stage]:
+    """The :class:`~harness.runtime.driver.Stage` class of stage ``name`` (of :data:`STAGES` or
+    :data:`CUE_STAGES`), its module imported on first use. Raises KeyError for another name."""
+    module, cls = {**PIPELINE, **CUE}[name].split(":")
+    return getattr(importlib.import_module(f"harness.stages.{module}"), cls)
 
 
 def run_stage(name: str, cfg: RunConfig, store: ObjectStore) -> str | dict[str, str]:
     """Run one stage of either protocol for the run ``cfg`` (its complete units are skipped);
     returns its prefix, or ``{model: prefix}`` for a per-model stage."""
-    plan = CuePlan.from_config(cfg) if name in CUE else RunPlan.from_config(cfg)
-    units = drive({**PIPELINE, **CUE}[name](cfg), store, plan)
+    if name in CUE:
+        from harness.cue.plan import CuePlan  # here: it imports the cue corpus' audio stack
+
+        plan = CuePlan.from_config(cfg)
+    else:
+        plan = RunPlan.from_config(cfg)
+    units = drive(stage_class(name)(cfg), store, plan)
     return {u.model: u.prefix for u in units} if units[0].model is not None else units[0].prefix
 
 
@@ -58,6 +65,8 @@ def run_pipeline(cfg: RunConfig, store: ObjectStore) -> str:
 def run_cue(cfg: RunConfig, store: ObjectStore) -> str:
     """Every Duplex Cue stage in order; returns the key of ``cue_report.md``. One Ray session for all
     of them, started only when a stage has work for it (a resumed, complete run does not start it)."""
+    from harness.cue.plan import CuePlan  # here: it imports the cue corpus' audio stack
+
     write_run_manifest(cfg, store)
     with ray_scope():
         for name in CUE_STAGES:
