@@ -98,6 +98,13 @@ def resample(x: np.ndarray, orig_rate: int, new_rate: int) -> np.ndarray:
     return AF.resample(t, orig_rate, new_rate).numpy()
 
 
+def row_ranges(n: int, k: int) -> list[tuple[int, int]]:
+    """Rows ``0..n`` cut into ``k`` contiguous ranges ``(lo, hi)`` whose sizes differ by at most one
+    (``numpy.linspace``, rounded): the groups that row kernels (:class:`StreamResampler` here, the
+    Silero scorer, the runner's input rendering) run side by side on a thread pool."""
+    return list(itertools.pairwise(np.linspace(0, n, k + 1).round().astype(int).tolist()))
+
+
 class StreamResampler:
     """Streaming :func:`resample` of ``n_streams`` streams from ``orig_rate`` to ``new_rate`` Hz.
 
@@ -231,10 +238,9 @@ class StreamResampler:
         if self.pool is None or self.n_streams < self.POOL_ROWS or not n_blocks:
             _polyphase(self._buf, self._kernel, o, n_blocks, out)
         else:
-            cuts = np.linspace(0, self.n_streams, self.pool_groups + 1).round().astype(int).tolist()
             buf, kernel = self._buf, self._kernel
             list(self.pool.map(lambda ab: _polyphase(buf[ab[0]:ab[1]], kernel, o, n_blocks, out[ab[0]:ab[1]]),
-                               itertools.pairwise(cuts)))
+                               row_ranges(self.n_streams, self.pool_groups)))
         self._ready = np.concatenate([self._ready, out], axis=1)
         self._buf = self._buf[:, n_blocks * o:]
 

@@ -45,7 +45,6 @@ from __future__ import annotations
 
 import contextlib
 import functools
-import itertools
 import os
 import queue
 import sys
@@ -61,7 +60,7 @@ import numpy as np
 
 from harness.audio.assemble import TrackRows, add_rows
 from harness.audio.io import PCM_SCALE, quantize_rows
-from harness.audio.resample import StreamResampler
+from harness.audio.resample import StreamResampler, row_ranges
 from harness.audio.room_tone import RoomTone, RoomToneRows
 from harness.models.base import (
     READS_SCHEDULE,
@@ -634,7 +633,7 @@ def stream_conversations(model: DuplexModel, convs: Sequence[ConversationInput],
     opened_at = np.zeros(n_rows, np.int64)
     wake = np.zeros(n_rows, np.int64)
     render_pool = row_pool(vad.threads) if vad.threads > 1 else None
-    render_groups = list(itertools.pairwise(np.linspace(0, n_rows, vad.threads + 1).round().astype(int).tolist()))
+    render_groups = row_ranges(n_rows, vad.threads)
     run = _RunClock()
     # the rows' int16 output of the last steps, side by side (one copy a step for all rows); each
     # stream takes its part when the stage is full and when it ends

@@ -26,7 +26,6 @@ a threshold (the segmenter only compares probabilities with its two thresholds).
 from __future__ import annotations
 
 import copy
-import itertools
 import math
 from concurrent.futures import ThreadPoolExecutor
 from contextlib import contextmanager
@@ -35,7 +34,7 @@ from functools import cache
 import numpy as np
 import torch
 
-from harness.audio.resample import StreamResampler
+from harness.audio.resample import StreamResampler, row_ranges
 from harness.vad.segments import SegmentRules, SpeechTracker, SpeechView, segments_from_probs
 from harness.vad.settings import VadSettings
 
@@ -347,8 +346,7 @@ class SileroProbs:
         h0, c0 = self._h[tidx], self._c[tidx]
         # fixed groups of the scored rows (their number a function of the rows alone, so the numbers
         # never depend on the threads, which only run the groups side by side)
-        cuts = np.linspace(0, len(idx), -(-len(idx) // self.GROUP_ROWS) + 1).round().astype(int).tolist()
-        groups = list(itertools.pairwise(cuts))
+        groups = row_ranges(len(idx), -(-len(idx) // self.GROUP_ROWS))
 
         def score(group: tuple[int, int]) -> tuple[np.ndarray, torch.Tensor, torch.Tensor]:
             lo, hi = group
