@@ -615,14 +615,17 @@ def _make_pair(rng: random.Random, pair_id: str, p: _Plan, profile: Profile,
         fill = {"event": rng.choice(setting.events), "item": rng.choice(setting.items), "activity": activity}
         pool = [x.format(**fill, other=other(i, addressee(i)))
                 for x in rng.sample(V.TAILS[kind], min(5, len(V.TAILS[kind])))]
+
+        def more(lines: list[str]) -> list[str]:  # each line with one more tail that fits it, where one does
+            return [f"{c} {_cap(rng.choice(rest))}" for c in lines if (rest := [y for y in pool if _fits(c, y)])]
+
         one = [f"{core} {_cap(x)}" for x in [x for x in pool if _fits(core, x)][:3]]
-        two = [f"{c} {_cap(rng.choice(rest))}" for c in one if (rest := [y for y in pool if _fits(c, y)])]
+        two = more(one)
         bare = [core] if len(core) >= BARE_MIN_CHARS else []  # a short line alone would recur word for word
         if i < p.t and p.onset_s:  # before T: the length that keeps this pair on its T onset
             longer = [*one, *two]
             for _ in range(2):  # up to four tails where the pair needs a long talk before T
-                longer += [f"{c} {_cap(rng.choice(rest))}" for c in longer[-3:]
-                           if (rest := [y for y in pool if _fits(c, y)])]
+                longer += more(longer[-3:])
             return onset_pick([*bare, *longer], i)
         return steer["turn"].pick(rng, [*bare, *one, *two], k=4 if p.onset_s else 2)  # after T: back to the mean
 
