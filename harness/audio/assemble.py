@@ -56,6 +56,23 @@ def add_rows(out, rows, x):  # pragma: no cover
             out[b, j] += x[b, j]
 
 
+@njit(cache=True)
+def _clip_list():  # pragma: no cover
+    """An empty typed list of ``float32[::1]`` clips. Made, and changed (:func:`_set_clip`), in cached
+    compiled code: typed lists' own methods called from Python are compiled in every process (about a
+    second of CPU for each actor that streams)."""
+    return List.empty_list(types.float32[::1])
+
+
+@njit(cache=True)
+def _set_clip(clips, slot, clip):  # pragma: no cover
+    """``clips[slot] = clip``, or append it when ``slot == len(clips)``."""
+    if slot == len(clips):
+        clips.append(clip)
+    else:
+        clips[slot] = clip
+
+
 @njit(cache=True, nogil=True)
 def _render_rows(out, t0, p_row, p_start, p_slot, clips, lo, hi):  # pragma: no cover
     """Add every placement ``i`` (clip ``clips[p_slot[i]]`` at ``p_start[i]`` of row ``p_row[i]``) of the
@@ -99,8 +116,9 @@ class TrackRows:
 
     def __init__(self, n_rows: int):
         self.n_rows = n_rows
-        self._clips = List.empty_list(types.float32[::1])  # slots; a freed one holds an empty clip
+        self._clips = _clip_list()  # slots; a freed one holds an empty clip
         self._free: list[int] = []
+        self._slots = 0  # len(self._clips), kept here: a typed list's len() from Python is compiled per process
         self._row = np.zeros(0, np.int64)  # the placements, in the order they were added
         self._start = np.zeros(0, np.int64)
         self._slot = np.zeros(0, np.int64)
@@ -114,10 +132,9 @@ class TrackRows:
         clip = np.ascontiguousarray(clip, dtype=np.float32).reshape(-1)
         if self._free:
             slot = self._free.pop()
-            self._clips[slot] = clip
         else:
-            slot = len(self._clips)
-            self._clips.append(clip)
+            slot, self._slots = self._slots, self._slots + 1
+        _set_clip(self._clips, slot, clip)
         self._row = np.append(self._row, b)
         self._start = np.append(self._start, start)
         self._slot = np.append(self._slot, slot)
@@ -125,7 +142,7 @@ class TrackRows:
 
     def _keep(self, keep: np.ndarray) -> None:
         for slot in self._slot[~keep].tolist():
-            self._clips[slot] = self._empty
+            _set_clip(self._clips, slot, self._empty)
             self._free.append(slot)
         self._row, self._start, self._slot, self._end = (a[keep] for a in (self._row, self._start, self._slot,
                                                                             self._end))
