@@ -1,6 +1,6 @@
 """Resident memory of an infer worker over its shards (issue 24, item 7).
 
-Runs :class:`~harness.runtime.shard.InferWorker` (the object a Ray infer actor holds) in this
+Runs :class:`~harness.runtime.infer_worker.InferWorker` (the object a Ray infer actor holds) in this
 process over ``--shards`` consecutive shards of ``--shard-size`` conversations of an existing run
 whose ``synth`` stage has completed (``jobs.scenes`` and ``jobs.synth`` with the run's settings),
 and samples the process's resident set size (``VmRSS``) every ``--every-s`` seconds. Each shard gets
@@ -31,8 +31,8 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 from harness.products.timeline import Timeline
 from harness.runtime.config import RunConfig
+from harness.runtime.infer_worker import InferWorker
 from harness.runtime.plan import RunPlan
-from harness.runtime.shard import InferWorker
 from harness.store.settings import open_store
 
 GIB = 2**30

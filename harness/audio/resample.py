@@ -18,9 +18,6 @@ import math
 from concurrent.futures import Executor
 
 import numpy as np
-import torch
-import torchaudio.functional as AF
-import torchaudio.transforms as AT
 from numba import njit
 
 _TILE = 2048  # output blocks per pass over the taps (cache-sized accumulators)
@@ -94,6 +91,9 @@ def resample(x: np.ndarray, orig_rate: int, new_rate: int) -> np.ndarray:
         return np.asarray(x, dtype=np.float32)
     if problem := resample_problem(orig_rate, new_rate):
         raise ResampleError(problem)
+    import torch  # here, not at the top: importing torch costs a process about 1.5 s of CPU
+    import torchaudio.functional as AF
+
     t = torch.from_numpy(np.ascontiguousarray(x, dtype=np.float32))
     return AF.resample(t, orig_rate, new_rate).numpy()
 
@@ -148,6 +148,9 @@ class StreamResampler:
         self._width = 0
         self._kernel = np.zeros((self._q, 0), np.float32)
         if self.orig_rate != self.new_rate:
+            import torch
+            import torchaudio.transforms as AT
+
             tr = AT.Resample(self.orig_rate, self.new_rate, dtype=torch.float32)
             # kernel [q, 2 * width + o]: block m's output p = kernel[p] . input[m*o - width : m*o + o + width]
             self._width, self._kernel = tr.width, tr.kernel[:, 0].numpy()

@@ -49,7 +49,7 @@ from tqdm import tqdm
 from harness.pricing import PriceTable
 from harness.runtime.config import BudgetSettings, ModelSettings, RunConfig
 from harness.runtime.plan import RunPlan
-from harness.runtime.shard import InferWorker, ShardSummary, ShardWorker, device_hours, new_attempt_id
+from harness.runtime.shard import ShardSummary, ShardWorker, device_hours, infer_worker, new_attempt_id
 from harness.store.base import ObjectStore, get_json, put_json
 from harness.store.settings import open_store
 
@@ -411,7 +411,7 @@ def _reason(e: Exception, actor_id: str | None = None) -> str:
 
 def run_shards(cfg: RunConfig, store: ObjectStore, work: dict[str, dict[str, list[str]]],
                spent_hours: float = 0.0, shard_estimates: dict[str, float] | None = None,
-               factory: WorkerFactory = InferWorker, roots: dict[str, str] | None = None,
+               factory: WorkerFactory = infer_worker, roots: dict[str, str] | None = None,
                stage: str = "infer") -> InferReport:
     """Run ``{model: {shard_id: scene_ids}}`` on Ray actors until done, failed or out of budget.
 

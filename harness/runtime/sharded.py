@@ -9,14 +9,14 @@ from typing import Any
 from harness.products.infer import SHARD_PLAN, InferIncomplete, read_ledger
 from harness.runtime.config import RunConfig
 from harness.runtime.executor import BudgetExceeded, WorkerFactory, ray_session, run_shards, shard_plan
-from harness.runtime.shard import InferWorker
+from harness.runtime.shard import infer_worker
 from harness.store.base import ObjectStore
 
 log = logging.getLogger("duplex_mpe")
 
 
 def run_sharded(cfg: RunConfig, store: ObjectStore, plan: Any, ids: list[str], roots: dict[str, str],
-                shard_size: int | dict[str, int], stage: str, factory: WorkerFactory = InferWorker) -> None:
+                shard_size: int | dict[str, int], stage: str, factory: WorkerFactory = infer_worker) -> None:
     """Run ``ids`` through every model of ``roots`` (``{model: prefix}``) shard by shard on Ray
     actors: each prefix's frozen shard plan (``plan.json``, written once with ``shard_size``: one
     size, or one per model), its ledger (completed shards skipped, spend counted against the

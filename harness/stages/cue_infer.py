@@ -24,7 +24,8 @@ from harness.models.registry import build_model
 from harness.products.cue import load_items, read_recording
 from harness.runtime.config import RunConfig
 from harness.runtime.driver import Output, Stage, Unit
-from harness.runtime.shard import InferWorker, ShardAttempt
+from harness.runtime.infer_worker import InferWorker
+from harness.runtime.shard import ShardAttempt
 from harness.runtime.sharded import run_sharded
 from harness.store.base import ObjectStore, json_bytes
 
@@ -32,7 +33,7 @@ log = logging.getLogger("duplex_mpe")
 
 
 class CueInferWorker(InferWorker):
-    """Streams cue items through one model (loaded as :class:`~harness.runtime.shard.InferWorker`
+    """Streams cue items through one model (loaded as :class:`~harness.runtime.infer_worker.InferWorker`
     loads it: once per actor, on its model thread, under the watchdog); its shards live under
     the model's ``cue-infer`` prefix."""
 

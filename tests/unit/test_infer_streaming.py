@@ -17,9 +17,9 @@ from harness.products.infer import InferIncomplete, read_entries, read_ledger
 from harness.products.scenes import SceneSet
 from harness.products.timeline import ClipReader, Timeline
 from harness.protocol.scheduler import ProtocolSettings
+from harness.runtime.infer_worker import InferWorker, longest_first, script_samples
 from harness.runtime.projection import DECISION_LAG_S, longest_stream_seconds
 from harness.runtime.runner import ConversationInput, InputUnavailable, ModelFailure, stream_conversations
-from harness.runtime.shard import InferWorker, longest_first, script_samples
 from harness.scenes.schema import Label, Scene, Target, Turn
 from harness.store.base import LocalStore, get_json
 from harness.vad.settings import VadSettings

@@ -23,8 +23,8 @@ from harness.products.windows import (
     unparseable_warning,
 )
 from harness.runtime.config import ConfigError, RunConfig
+from harness.runtime.infer_worker import InferWorker
 from harness.runtime.plan import RunPlan
-from harness.runtime.shard import InferWorker
 from harness.scoring.asr import Transcript
 from harness.scoring.cache import CachedJudge, ContentCache, answer_inputs, window_inputs
 from harness.scoring.judge import (

@@ -17,6 +17,7 @@ from harness.products.timeline import ClipRef, Timeline
 from harness.protocol.scheduler import ProtocolSettings
 from harness.runtime.config import ConfigError, RunConfig
 from harness.runtime.driver import write_objects
+from harness.runtime.infer_worker import InferWorker
 from harness.runtime.plan import RunPlan
 from harness.runtime.projection import (
     longest_stream_bound,
@@ -25,7 +26,6 @@ from harness.runtime.projection import (
     projection_lines,
     stream_seconds,
 )
-from harness.runtime.shard import InferWorker
 from harness.runtime.status import run_status
 from harness.scenes.schema import Label
 from harness.scenes.settings import make_scenes

@@ -16,9 +16,9 @@ from harness.products.segments import read_segments, segment_objects
 from harness.products.timeline import Timeline
 from harness.runtime.config import RunConfig
 from harness.runtime.driver import write_objects
+from harness.runtime.infer_worker import InferWorker, ModelLoadStalled, longest_first
 from harness.runtime.plan import RunPlan
 from harness.runtime.runner import ModelFailure, ModelStalled
-from harness.runtime.shard import InferWorker, ModelLoadStalled, longest_first
 from harness.scoring.flow import ConversationScorer
 from harness.stages import run_stage
 from harness.stages.score import ConversationScoring

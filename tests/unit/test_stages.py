@@ -28,3 +28,14 @@ def test_a_process_running_one_stage_imports_no_other_stage_module():
             "print(sorted(m for m in sys.modules if m.startswith('harness.stages.')), 'matplotlib' in sys.modules)")
     out = subprocess.run([sys.executable, "-c", code], cwd=REPO, capture_output=True, text=True, check=True).stdout
     assert out.split() == ["['harness.stages.score']", "False"]
+
+
+def test_the_job_drivers_import_no_torch():
+    """A job process that plans, dispatches or reads (the pipeline's driver, ``make status``, the
+    scene manifest, the review kit) imports no torch (about 1.5 s of CPU per process): the worker
+    that streams (harness.runtime.infer_worker) and the resamplers' filters import it where they run."""
+    code = ("import sys, jobs.pipeline, jobs.status, jobs.scenes, jobs.review, jobs.rerun_failed, jobs.cue, "
+            "harness.runtime.executor, harness.stages.synth, harness.stages.score, harness.stages.reduce; "
+            "print('torch' in sys.modules)")
+    out = subprocess.run([sys.executable, "-c", code], cwd=REPO, capture_output=True, text=True, check=True).stdout
+    assert out.split() == ["False"]
