@@ -123,6 +123,11 @@ def designator_share(pairs: Sequence[tuple[Scene, Scene]]) -> dict:
             "words": dict(words.most_common(12))}
 
 
+def _analysed(features: list[str]) -> list[str]:
+    """CountVectorizer's analyzer for texts already analysed (:func:`surface_auc`)."""
+    return features
+
+
 def surface_auc(scenes: Sequence[Scene], classifiers: Sequence[Classifier] = CLASSIFIERS) -> dict:
     """The best cross-validated AUC of ``classifiers`` separating T from the other question turns of
     ``scenes`` (one condition). ``None`` figures (with ``why``) when a class has fewer than
@@ -146,15 +151,20 @@ def surface_auc(scenes: Sequence[Scene], classifiers: Sequence[Classifier] = CLA
     from sklearn.pipeline import make_pipeline
 
     folds = StratifiedGroupKFold(n_splits=N_FOLDS, shuffle=True, random_state=0)
+    analysed: dict[int, list[list[str]]] = {}  # max_n -> each text's n-grams, as CountVectorizer's analyzer gives them
     for clf in classifiers:
-        vec = CountVectorizer(lowercase=True, token_pattern=TOKEN.pattern, ngram_range=(1, clf.max_n), binary=True,
-                              min_df=2)
+        if clf.max_n not in analysed:  # once, not in every fold's fit and transform: the same features, faster
+            analyse = CountVectorizer(lowercase=True, token_pattern=TOKEN.pattern,
+                                      ngram_range=(1, clf.max_n)).build_analyzer()
+            analysed[clf.max_n] = [analyse(t) for t in texts]
+        # the vocabulary (min_df=2) is still learnt from each training fold alone
+        vec = CountVectorizer(analyzer=_analysed, binary=True, min_df=2)
         model = (LogisticRegression(C=clf.c, solver="liblinear", max_iter=1000) if clf.kind == "logreg"
                  else MultinomialNB())
         with warnings.catch_warnings():  # a fold whose classes are unbalanced by the grouping: still scored
             warnings.simplefilter("ignore")
-            scores = cross_val_score(make_pipeline(vec, model), texts, np.array(y), groups=groups, cv=folds,
-                                     scoring="roc_auc")
+            scores = cross_val_score(make_pipeline(vec, model), analysed[clf.max_n], np.array(y), groups=groups,
+                                     cv=folds, scoring="roc_auc")
         out["auc"][clf.name] = round(float(np.mean(scores)), 4)
     out["best"] = max(out["auc"], key=out["auc"].get)
     out["best_auc"] = out["auc"][out["best"]]
