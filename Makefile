@@ -56,7 +56,7 @@ test: setup  ## run the test suite (tests/unit, contract, e2e, gpu) and print it
 	$(PYTEST) --durations=25
 
 test-fast: setup  ## the in-process tests only: tests/unit and tests/contract, without slow ones (TEST_WORKERS=2)
-	$(PYTEST) -m "not slow" tests/unit tests/contract
+	$(PYTEST) -m "not slow" tests/contract tests/unit
 
 lint: setup  ## ruff
 	.venv/bin/ruff check .
