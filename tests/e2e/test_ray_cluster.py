@@ -155,7 +155,9 @@ def test_pipeline_on_a_three_node_cluster_survives_losing_a_worker(bucket, tmp_p
             node_ids = _wait_for_nodes(dashboard, list_nodes, nodes)
         started = time.monotonic() - t0
 
-        extra = ["scenes=tiny", "scenes.n_pairs=4", "store.addressing_style=path", "infer.shard_size=1",
+        # store.root: where the driver's Hydra logs go (the objects are in the bucket), not runs/ in the checkout
+        extra = [f"store.root={tmp / 'driver'}", "scenes=tiny", "scenes.n_pairs=4", "store.addressing_style=path",
+                 "infer.shard_size=1",
                  "model.silent.num_gpus=1", "model.silent.num_cpus=0.5", "infer.allow_cpu_for_gpu_actors=true",
                  "cluster.resource_wait_s=60", "cluster.shard_attempts=2",
                  # the gate: `silent`, whose shards after an actor's first wait in open while hold_dir/hold exists
@@ -230,6 +232,7 @@ def test_pipeline_on_a_three_node_cluster_survives_losing_a_worker(bucket, tmp_p
             assert shard_markers[shard] == marker
             assert not [k for k in after - before if k.startswith(shard + "/")], f"{shard} ran again"
         assert any(k.endswith("/report.html") for k in _keys(bucket, f"runs/{RUN}/reduce/"))
+        assert len(list((tmp / "driver").glob(f"{RUN}/logs/*/_entry.log"))) == 2  # each job's log, none in the checkout
         print(f"\nRay cluster: 3 nodes up in {started:.1f} s; worker-b killed {killed_at - t0:.0f} s in; the first job "
               f"{status.value.lower()} with {len(done_before)}/{N_SHARDS} shards "
               f"({len(failed_attempts)} failed attempts recorded); rerun-failed done; "
