@@ -150,7 +150,8 @@ def surface_auc(scenes: Sequence[Scene], classifiers: Sequence[Classifier] = CLA
     from sklearn.naive_bayes import MultinomialNB
     from sklearn.pipeline import make_pipeline
 
-    folds = StratifiedGroupKFold(n_splits=N_FOLDS, shuffle=True, random_state=0)
+    # the same folds for every classifier: split once (each cross_val_score would search them again)
+    folds = list(StratifiedGroupKFold(n_splits=N_FOLDS, shuffle=True, random_state=0).split(texts, y, groups))
     analysed: dict[int, list[list[str]]] = {}  # max_n -> each text's n-grams, as CountVectorizer's analyzer gives them
     for clf in classifiers:
         if clf.max_n not in analysed:  # once, not in every fold's fit and transform: the same features, faster
@@ -163,8 +164,8 @@ def surface_auc(scenes: Sequence[Scene], classifiers: Sequence[Classifier] = CLA
                  else MultinomialNB())
         with warnings.catch_warnings():  # a fold whose classes are unbalanced by the grouping: still scored
             warnings.simplefilter("ignore")
-            scores = cross_val_score(make_pipeline(vec, model), analysed[clf.max_n], np.array(y), groups=groups,
-                                     cv=folds, scoring="roc_auc")
+            scores = cross_val_score(make_pipeline(vec, model), analysed[clf.max_n], np.array(y), cv=folds,
+                                     scoring="roc_auc")
         out["auc"][clf.name] = round(float(np.mean(scores)), 4)
     out["best"] = max(out["auc"], key=out["auc"].get)
     out["best_auc"] = out["auc"][out["best"]]
