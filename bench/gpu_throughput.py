@@ -20,8 +20,9 @@ size it prints:
   step, the runner's own work, and the share of row-steps idle (free rows while the queue drains);
 * peak GPU memory and memory per row (peak less the memory held after load, over the rows);
 * with ``--profile``, a ``torch.profiler`` summary of ``--profile-steps`` engine steps: operations
-  (and CUDA kernels) per step, the GPU's busy share of the wall (the union of its kernels' times),
-  and the top operations by time.
+  (and CUDA kernels) per step, the host's waits for the GPU per step (CUDA ``*Synchronize`` calls:
+  item/bool reads, blocking copies), the GPU's busy share of the wall (the union of its kernels'
+  times), and the top operations by time.
 
 ``--compile on|off`` switches moshi's ``torch.compile`` (moshi skips it for any non-empty
 ``NO_TORCH_COMPILE``, so ``off`` sets it to 1 and ``on`` removes it; default on, off with
@@ -185,8 +186,10 @@ def measure(model, batch: int, turn_s: float, protocol: ProtocolSettings, device
 
 def profile_steps(model, batch: int, steps: int, device: str) -> dict:
     """``torch.profiler`` over ``steps`` engine steps at ``batch`` rows (after 2 untimed ones): operations
-    and CUDA kernels per step, the GPU's busy share of the wall (union of its kernels' intervals), and the
-    ten operations with the most self time (device time on CUDA, host time on CPU)."""
+    and CUDA kernels per step, the host's waits for the GPU per step (the CUDA runtime's ``*Synchronize``
+    calls: each ``item``/``bool`` of a device value and each blocking copy makes one), the GPU's busy
+    share of the wall (union of its kernels' intervals), and the ten operations with the most self time
+    (device time on CUDA, host time on CPU)."""
     import torch
     from torch.profiler import ProfilerActivity, profile
 
@@ -216,6 +219,7 @@ def profile_steps(model, batch: int, steps: int, device: str) -> dict:
     return {"steps": steps, "ops_per_step": round(sum(e.device_type == torch.autograd.DeviceType.CPU
                                                       for e in events) / steps),
             "kernels_per_step": round(len(kernels) / steps) if cuda else None,
+            "host_syncs_per_step": round(sum("Synchronize" in e.name for e in events) / steps, 1) if cuda else None,
             "gpu_busy_share": round(busy_us / 1e6 / wall, 3) if cuda else None,
             "ms_per_step": round(1000 * wall / steps, 2),
             "top": [{"op": a.key, "ms_per_step": round(getattr(a, key) / 1000 / steps, 3), "calls_per_step":
@@ -342,7 +346,7 @@ def runner_figures(model, batches: list[int], turn_s: float, protocol: ProtocolS
         if args.profile:
             p = r["profile"]
             print(f"batch {b:4d} profile: {p['ops_per_step']} operations and {p['kernels_per_step']} kernels a step, "
-                  f"GPU busy {p['gpu_busy_share']} of the wall; top: "
+                  f"{p['host_syncs_per_step']} host syncs a step, GPU busy {p['gpu_busy_share']} of the wall; top: "
                   + ", ".join(f"{t['op']} {t['ms_per_step']} ms" for t in p["top"][:5]), flush=True)
     measured = [r for r in runs if not r.get("out_of_memory")]
     keeping_pace = [r for r in measured if r["per_stream_rtf"] >= 1.0] or measured

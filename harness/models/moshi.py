@@ -37,7 +37,12 @@ Upstream behaviours handled here, once:
   per-row offsets and marks the rows with nothing yet as ``ungenerated`` (-2) instead.
 * Mimi's batched decoder must decode every row (a subset breaks its state), but must not
   advance a row that has nothing to decode yet, or that row's first decoded frame would depend
-  on a placeholder; the decoder runs with an exec mask over the rows that have tokens.
+  on a placeholder; the decoder runs with an exec mask over the rows that have tokens (on a batch's
+  first step none: it runs and advances no row).
+* Host syncs (issue 24, item 4): which rows have tokens is decided on the device, inputs reach it
+  through pinned buffers without blocking the host (CUDA), and the output comes back in one copy,
+  so the host waits for the GPU once a step (upstream's ``LMGen.step`` reads nothing back: its
+  boolean write is a ``masked_fill``).
 * The first input frame is encoded and fed once like every other frame (the server instead
   drops it after encoding, ``server.py recv_loop``; ``run_inference.py`` feeds it twice): the
   harness stream starts with room tone, so there is no start-up click to hide.
@@ -269,6 +274,7 @@ class MoshiModel(DuplexModel):
         self.lm_gen = LMGen(lm, support_out_of_sync=True, on_audio_hook=self._force_audio,
                             on_text_hook=self._force_text if self.forced_text == "pad" else None, **self.sampling)
         self._streams = None
+        self._staged = {}  # slot -> pinned host buffer of a step's input (CUDA; _to_device)
 
     def fit_streams(self, longest_s: float) -> float | None:
         """:meth:`DuplexModel.fit_streams`: with ``context_steps="auto"``, the ring holds the steps of
@@ -323,9 +329,23 @@ class MoshiModel(DuplexModel):
         with self.torch.no_grad():
             return self._step(frames, forced, mask) if mask.any() else self._step(frames)
 
-    def _tensor(self, frames: np.ndarray):
-        """``float32[R, 1920]`` -> Mimi's input ``[R, 1, 1920]`` on the device."""
-        return self.torch.from_numpy(np.ascontiguousarray(frames, dtype=np.float32)).to(self.device)[:, None, :]
+    def _tensor(self, frames: np.ndarray, slot: str):
+        """``float32[R, 1920]`` -> Mimi's input ``[R, 1, 1920]`` on the device (``slot``: :meth:`_to_device`)."""
+        return self._to_device(np.asarray(frames, dtype=np.float32), slot)[:, None, :]
+
+    def _to_device(self, array: np.ndarray, slot: str):
+        """``array`` as a tensor on the device. On CUDA it goes through a pinned host buffer kept per
+        ``slot`` (one per input of a step), copied without blocking the host, so the step holds the
+        host only once, in its output copy; a buffer is rewritten only by the next step, after that
+        copy has waited for this one's work. Elsewhere the tensor shares ``array``'s memory."""
+        tensor = self.torch.from_numpy(np.ascontiguousarray(array))
+        if self.torch.device(self.device).type != "cuda":
+            return tensor.to(self.device)
+        staged = self._staged.get(slot)
+        if staged is None or staged.shape != tensor.shape or staged.dtype != tensor.dtype:
+            staged = self._staged[slot] = self.torch.empty_like(tensor, pin_memory=True)
+        staged.copy_(tensor)
+        return staged.to(self.device, non_blocking=True)
 
     def _hold(self, rows_forced, forced_codes) -> None:
         """Write the forced frame's codebooks without acoustic delay where the step about to run
@@ -360,19 +380,20 @@ class MoshiModel(DuplexModel):
         if rows != self._rows:
             self._start(rows)
         elif self._fresh:
-            fresh = torch.zeros(rows, dtype=torch.bool, device=self.device)
-            fresh[sorted(self._fresh)] = True
+            fresh = np.zeros(rows, np.bool_)
+            fresh[list(self._fresh)] = True
+            fresh = self._to_device(fresh, "fresh")
             for module in (self.mimi, self.forced_mimi, self.lm_gen):
                 module.reset_streaming(fresh)
         self._fresh.clear()
-        codes = self.mimi.encode(self._tensor(frames))  # [R, 8, 1]
+        codes = self.mimi.encode(self._tensor(frames, "heard"))  # [R, 8, 1]
         if forced is None:
             tokens = self.lm_gen.step(codes)  # [R, 1 + 8, 1]; -2 (ungenerated) where a row has none yet
             audio = tokens[:, 1:]
         else:
-            rows_forced = torch.from_numpy(mask).to(self.device)
+            rows_forced = self._to_device(mask, "forced_rows")
             self.forced_mimi.set_exec_mask(rows_forced)  # the other rows' forced streams stand still
-            forced_codes = self.forced_mimi.encode(self._tensor(forced))  # [R, 8, 1]
+            forced_codes = self.forced_mimi.encode(self._tensor(forced, "forced"))  # [R, 8, 1]
             self.forced_mimi.set_exec_mask(self._all)
             self._hold(rows_forced, forced_codes)
             self._forcing = (rows_forced, forced_codes)
@@ -383,15 +404,11 @@ class MoshiModel(DuplexModel):
             # == tokens[:, 1:] for forced rows from a stream's second step on; on its first (no tokens
             # yet) a forced row says the codec's rendering of its forced frame all the same
             audio = torch.where(rows_forced[:, None, None], forced_codes, tokens[:, 1:])
+        # decided on the device, so the host waits once, for the output: every row is decoded, and
+        # only the rows with tokens advance Mimi's decoder (none on the batch's first step)
         ready = (audio >= 0).all(dim=2).all(dim=1)
-        out = np.zeros((rows, FRAME), np.float32)
-        if bool(ready.any()):
-            partial = not bool(ready.all())
-            if partial:
-                self.mimi.set_exec_mask(ready)
-            pcm = self.mimi.decode(torch.where(ready[:, None, None], audio, torch.zeros_like(audio)))
-            if partial:
-                self.mimi.set_exec_mask(self._all)
-            rows_ready = ready.cpu().numpy()
-            out[rows_ready] = pcm[:, 0].float().cpu().numpy()[rows_ready]
-        return np.clip(out, -1.0, 1.0)
+        self.mimi.set_exec_mask(ready)
+        pcm = self.mimi.decode(torch.where(ready[:, None, None], audio, torch.zeros_like(audio)))
+        self.mimi.set_exec_mask(self._all)
+        out = torch.where(ready[:, None], pcm[:, 0].float(), 0.0).clamp_(-1.0, 1.0)
+        return out.cpu().numpy()

@@ -14,6 +14,8 @@ import copy
 
 import numpy as np
 import pytest
+import torch
+from torch.utils._python_dispatch import TorchDispatchMode
 
 pytest.importorskip("moshi")
 
@@ -172,3 +174,43 @@ def test_teacher_forcing_is_declared_and_bad_forcing_input_is_refused():
     delays = [0, 0] + [2] * 7 + [0] + [1] * 7
     with pytest.raises(ValueError, match="acoustic delays of 0 or 1 frame"):
         build_model("moshi", {"lm_kwargs": {**TINY_LM, "delays": delays}, "dtype": "float32"}).load("cpu")
+
+
+# ---------------------------------------------------------------------- host reads (issue 24, item 4)
+
+class _HostReads(TorchDispatchMode):
+    """Records the operations that make the host wait for a device's result (on CUDA: a sync): reading
+    a value (``item``, ``bool``), and outputs whose shape depends on the data (``nonzero``, masked
+    selection, indexing with a boolean mask)."""
+
+    READS = frozenset({"aten::_local_scalar_dense", "aten::is_nonzero", "aten::nonzero", "aten::masked_select"})
+
+    def __init__(self):
+        super().__init__()
+        self.seen: list[str] = []
+
+    def __torch_dispatch__(self, func, types, args=(), kwargs=None):
+        name = func._schema.name
+        flat = [a for x in args for a in (x if isinstance(x, (list, tuple)) else [x])]
+        boolean = any(isinstance(a, torch.Tensor) and a.dtype == torch.bool for a in flat[1:])
+        if name in self.READS or (name == "aten::index" and boolean):
+            self.seen.append(name)
+        return func(*args, **(kwargs or {}))
+
+
+def test_a_step_reads_nothing_back_from_the_device_but_its_output():
+    """On CUDA every read of a device value inside a step stalls the host until the GPU catches up;
+    the adapter decides on the device (which rows have tokens, which Mimi decodes) and copies its
+    output back once. Counted here on CPU as the operations that would read: none, over a batch's
+    first step (no row has tokens), a refill, teacher forcing and the steps after."""
+    m = tiny_moshi(**ON_CPU)
+    heard, forced = audio(0, rows=3), audio(1, rows=3)
+    reads = _HostReads()
+    for k in range(STEPS):
+        if k == 3:
+            m.open(1, StreamContext("again", 1, "", _conv(0, 0.1).scene))
+        mask = np.array([k in (4, 5), False, k == 3])
+        with reads:
+            out = m.step_forced(heard[k], forced[k], mask) if mask.any() else m.step(heard[k])
+        assert out.shape == (3, FRAME) and out.dtype == np.float32
+    assert reads.seen == []
