@@ -27,7 +27,7 @@ def _cuda(monkeypatch):
     monkeypatch.setattr(torch.backends.cudnn, "deterministic", True)
 
 
-def test_one_layer_over_a_ring_with_resets_and_an_exec_mask_matches_dense():
+def test_two_layers_over_a_ring_with_resets_and_an_exec_mask_match_dense():
     assert layer_difference("cuda") < 1e-5
 
 

@@ -1,13 +1,14 @@
 """Moshi's LM attending over its ring's filled slots only (issue 24, item 1; ``MoshiModel(attention="flex")``,
 ``harness.models.moshi_attention``) against upstream's masked dense SDPA, on CPU:
 
-* one attention layer streamed past a ring of two blocks with resets and an exec mask, flex_attention
-  compiled (the kernel reads only the listed blocks; eager it scores every slot, as the tiny Moshi's
-  tests below run it): the same output to float32 rounding, and slots past a row's filled blocks are
-  never read (NaN there changes nothing; dense reads them);
+* two attention layers (the second reads the first's block mask) streamed past rings of two blocks with
+  resets and an exec mask, flex_attention compiled (the kernel reads only the listed blocks; eager it
+  scores every slot, as the tiny Moshi's tests below run it): the same output to float32 rounding, and
+  slots past a row's filled blocks are never read (NaN there changes nothing; dense reads them);
 * the tiny Moshi, greedy: over a stream with rows refilled at different steps (rows of different
   lengths), teacher-forced steps, and a ring smaller than the streams (fixed and ``auto``), the same
-  tokens as ``dense`` and text logits within float32 rounding; only the LM's transformer changes.
+  tokens as ``dense`` and text logits within float32 rounding, with one block mask a step for all the
+  LM's attentions; only the LM's transformer changes.
 """
 
 from __future__ import annotations
@@ -36,7 +37,7 @@ def _no_compile(monkeypatch):
     monkeypatch.setenv("NO_TORCH_COMPILE", "1")
 
 
-def test_one_layer_over_a_ring_with_resets_and_an_exec_mask_matches_dense():
+def test_two_layers_over_a_ring_with_resets_and_an_exec_mask_match_dense():
     assert layer_difference() < 1e-6
 
 
@@ -50,7 +51,7 @@ def test_outside_streaming_a_flex_layer_is_upstreams():
     dense, flex = layers(compiled=False)
     x = torch.randn(2, 5, 16, generator=torch.Generator().manual_seed(3))
     with torch.no_grad():
-        torch.testing.assert_close(flex(x, x, x), dense(x, x, x), rtol=0, atol=0)
+        torch.testing.assert_close(flex(x), dense(x), rtol=0, atol=0)
 
 
 @pytest.fixture(scope="module")
@@ -72,9 +73,19 @@ def test_the_stream_refills_rows_forces_one_and_outlasts_the_ring(dense_small):
     np.testing.assert_array_equal(full[0][:RING], tokens[:RING])
 
 
-def test_flex_gives_dense_tokens_with_a_ring_smaller_than_the_streams(dense_small):
+def test_flex_gives_dense_tokens_with_a_ring_smaller_than_the_streams_one_block_mask_a_step(dense_small, monkeypatch):
+    """The LM's first attention makes each step's block mask; the others (the tiny LM has 2) read it and
+    only write their keys and values: still dense's tokens, through refills, forcing and the ring's wrap."""
+    import harness.models.moshi_attention as attention
+
+    made = []
+    real = attention.filled_mask
+    monkeypatch.setattr(attention, "filled_mask", lambda *a: made.append(a) or real(*a))
     m = tiny_moshi(context_steps=RING, attention="flex")
+    flex = [a for a in m.lm.transformer.modules() if isinstance(a, attention.FlexStreamingAttention)]
+    assert [a.leads for a in flex] == [True, False] and flex[0].plan is flex[1].plan
     assert_same(stream_with_refills(m), dense_small, atol=1e-5)
+    assert len(made) == STEPS
 
 
 def test_flex_gives_dense_tokens_with_an_auto_ring(dense_small):
