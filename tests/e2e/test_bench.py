@@ -50,3 +50,18 @@ def test_gpu_throughput_smoke_streams_with_flex_attention():
     figures = bench("gpu_throughput.py", "--smoke", "--attention", "flex")
     assert figures["attention"] == "flex"
     assert all(r["errors"] == 0 and r["conversations"] == 2 * r["batch"] for r in figures["runs"])
+
+
+def test_moshi_memory_counts_the_lms_rings_from_moshis_own_code():
+    """The accounting sees the rings: between two ring sizes a row's state differs by exactly the 7B LM's
+    K and V for the steps between (32 layers x 2 x 4,096 x 2 bytes a step); the weights are 7.7 billion
+    parameters in bfloat16 (the LM) plus Mimi."""
+    pytest.importorskip("moshi")
+    figures = bench("moshi_memory.py", "--contexts", "3000,1000", "--rows", "1,3")
+    full, small = figures["contexts"]
+    assert full["context_steps"] == 3000 and small["context_steps"] == 1000
+    kv_step = 32 * 2 * 4096 * 2 / 2**30
+    assert full["per_row_gib"] - small["per_row_gib"] == pytest.approx(2000 * kv_step, abs=2e-4)
+    assert full["per_row_gib"] == pytest.approx(3000 * kv_step, rel=0.03)  # the rest: Mimi's and LMGen's states
+    assert 14 < figures["weights_gib"] < 15.5
+    assert full["rows_that_fit"]["141 GB"] < 128 <= small["rows_that_fit"]["141 GB"]
