@@ -20,7 +20,8 @@ shorter than the ring attends exactly as with the full ring (its slots past the 
 either way: greedy tokens identical, tested), while a longer one attends to its last
 ``context_steps`` and is flagged like any overrun (``ModelInfo.context_s``). ``context_steps="auto"``
 sizes it per shard (:meth:`MoshiModel.fit_streams`) to the longest stream the shard's scripts allow
-whatever the model says, never past the checkpoint's: exact for every stream of the shard.
+whatever the model says (with ``attention="flex"`` rounded up to one of :data:`RING_RUNGS` sizes), never
+past the checkpoint's: exact for every stream of the shard.
 
 Attention (issue 24, item 1): the LM attends every step over its whole ring with a boolean mask
 (``attention="dense"``, upstream's). ``attention="flex"`` reads only the slots each row has filled
@@ -117,6 +118,10 @@ TINY_LM = {
 AUTO = "auto"  # context_steps: the ring sized per shard to its longest possible stream (fit_streams)
 FORCED_TEXT = ("model", "pad")  # the text stream while a row is teacher-forced (docs/models.md)
 ATTENTIONS = ("dense", "flex")  # the LM's attention over its ring (module docstring, "Attention")
+# with attention="flex" and context_steps="auto", the ring sizes a process may meet (fit_streams): 6 compiles
+# of flex's kernel at most, within torch's recompile limit of 8 with two to spare; 500 steps (40 s) apart
+# for the 7B
+RING_RUNGS = 6
 
 
 def mimi_twin(mimi):
@@ -279,12 +284,19 @@ class MoshiModel(DuplexModel):
     def fit_streams(self, longest_s: float) -> float | None:
         """:meth:`DuplexModel.fit_streams`: with ``context_steps="auto"``, the ring holds the steps of
         ``longest_s`` seconds and one more (never more than the checkpoint's context); a changed size
-        takes effect with a fresh streaming state at the next step (no row is open). Returns the
-        seconds it holds exactly, or None at the checkpoint's context (or with a fixed
-        ``context_steps``)."""
+        takes effect with a fresh streaming state at the next step (no row is open). With
+        ``attention="flex"`` the ring is one of :data:`RING_RUNGS` sizes, the multiples of the checkpoint's
+        context over :data:`RING_RUNGS`, the smallest that holds them: each size a process meets is a compile
+        of flex's kernel (fixed shapes), and past torch's recompile limit (8) it would run eager, exact but
+        reading every slot. Flex reads only the filled slots, so a larger ring costs memory, not time; dense
+        reads them all and keeps the exact fit. Returns the seconds it holds exactly, or None at the
+        checkpoint's context (or with a fixed ``context_steps``)."""
         if self.context_steps != AUTO:
             return None
         need = math.ceil(longest_s * RATE / FRAME) + 1
+        if self.attention == "flex" and self._full is not None:
+            rung = -(-self._full // RING_RUNGS)
+            need = -(-need // rung) * rung
         steps = need if self._full is None else min(self._full, need)
         if steps != self._ring:
             _set_context(self.lm, steps)

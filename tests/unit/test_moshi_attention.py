@@ -18,6 +18,7 @@ import pytest
 
 pytest.importorskip("moshi")
 
+from harness.models.moshi import RING_RUNGS, TINY_LM
 from tests.fixtures.moshi_attention import (
     OPENS,
     RING,
@@ -88,10 +89,32 @@ def test_flex_gives_dense_tokens_with_a_ring_smaller_than_the_streams_one_block_
     assert len(made) == STEPS
 
 
-def test_flex_gives_dense_tokens_with_an_auto_ring(dense_small):
+def test_flex_gives_dense_tokens_with_an_auto_ring():
+    """``auto`` with flex sizes the ring to a rung (the smallest multiple of the full ring over
+    RING_RUNGS that holds the shard's streams), smaller than the streams here: dense's tokens at that ring."""
     m = tiny_moshi(context_steps="auto", attention="flex")
-    assert m.fit_streams((RING - 1.5) * 0.08) == pytest.approx((RING - 1) * 0.08)  # a ring of RING steps
-    assert_same(stream_with_refills(m), dense_small, atol=1e-5)
+    rung = -(-TINY_LM["context"] // RING_RUNGS)
+    assert RING < rung < STEPS  # RING steps needed, a rung held, and the streams outlast it
+    assert m.fit_streams((RING - 1.5) * 0.08) == pytest.approx((rung - 1) * 0.08)
+    assert_same(stream_with_refills(m), stream_with_refills(tiny_moshi(context_steps=rung)), atol=1e-5)
+
+
+def test_flex_meets_at_most_ring_rungs_ring_sizes_and_dense_fits_each_shard_exactly():
+    """For the 7B's 3,000-step context: flex's auto ring is a multiple of 500 steps that holds the shard's
+    streams (6 sizes whatever the shards), dense's the exact fit."""
+    seven_b = {**TINY_LM, "context": 3000}
+    flex = tiny_moshi(lm_kwargs=seven_b, context_steps="auto", attention="flex")
+    dense = tiny_moshi(lm_kwargs=seven_b, context_steps="auto")
+    sizes = set()
+    for longest_s in np.linspace(0.5, 300, 97):
+        need = int(np.ceil(longest_s / 0.08)) + 1
+        held = flex.fit_streams(longest_s)
+        sizes.add(flex._ring)
+        assert flex._ring == min(3000, -(-need // 500) * 500)
+        assert held is None if flex._ring == 3000 else held == pytest.approx((flex._ring - 1) * 0.08)
+        dense.fit_streams(longest_s)
+        assert dense._ring == min(3000, need)
+    assert sizes == {500, 1000, 1500, 2000, 2500, 3000} and len(sizes) == RING_RUNGS
 
 
 def test_only_the_lms_transformer_attends_with_flex():
