@@ -65,3 +65,15 @@ def test_moshi_memory_counts_the_lms_rings_from_moshis_own_code():
     assert full["per_row_gib"] == pytest.approx(3000 * kv_step, rel=0.03)  # the rest: Mimi's and LMGen's states
     assert 14 < figures["weights_gib"] < 15.5
     assert full["rows_that_fit"]["141 GB"] < 128 <= small["rows_that_fit"]["141 GB"]
+
+
+def test_kv_precision_reports_each_round_trip_against_exact_kv():
+    """Every round trip changes the random tiny model's tokens (near-tied logits), and the 8-bit formats'
+    own logit error, before the tokens part, is larger than bfloat16's."""
+    pytest.importorskip("moshi")
+    figures = bench("kv_precision.py")
+    trips = figures["round_trips"]
+    assert set(trips) == {"bfloat16", "float8_e4m3fn", "float8_e5m2", "float8_e4m3fn scaled per vector"}
+    assert figures["tokens"] > 400 and all(0 < r["tokens_differing"] < figures["tokens"] for r in trips.values())
+    bf16 = trips["bfloat16"]["text_logit_max_diff_before"]
+    assert all(r["text_logit_max_diff_before"] > 5 * bf16 > 0 for name, r in trips.items() if name != "bfloat16")
