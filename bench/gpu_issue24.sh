@@ -51,10 +51,10 @@ for step in $STEPS; do
     context)  # the ring sized to the streams (1,000 steps = 80 s; the bench's streams are shorter: exact)
         run context 300 "$PY" bench/gpu_throughput.py --batches 64,128,176 --compile off --context 1000 \
             --turn-s 2 --engine-steps 30 ;;
-    gputests)  # the CUDA checks of tests/gpu (flex against dense under CUDA graphs, one block mask a step, the
-        # adapter's one-sync step; teacher forcing), without the suite's conftest (its S3 and TTS fixtures need
-        # packages the GPU image lacks); needs pytest there (wheels, as above: pytest, pluggy, iniconfig,
-        # packaging). A named step: bash bench/gpu_issue24.sh gputests
+    gputests)  # the CUDA checks of tests/gpu (flex against dense under CUDA graphs, one block mask a step,
+        # the adapter's step and its outputs, teacher forcing), without the suite's conftest (its S3 and TTS
+        # fixtures need packages the GPU image lacks); needs pytest there (wheels, as above: pytest, pluggy,
+        # iniconfig, packaging). A named step: bash bench/gpu_issue24.sh gputests
         run gputests 240 "$PY" -m pytest -q -p no:cacheprovider --noconftest tests/gpu ;;
     compile)  # torch.compile on (the first steps compile: minutes) against the profile step's compile off
         run compile 300 "$PY" bench/gpu_throughput.py --batches 64 --compile on --context 1000 --turn-s 2 \
