@@ -226,6 +226,7 @@ class MoshiModel(DuplexModel):
         self.info = ModelInfo("moshi", RATE, RATE, FRAME, FRAME, max_batch, frozenset({TEACHER_FORCING}),
                               weights=weights, context_s=None if context is None else context * FRAME / RATE)
         self._rows = 0  # R of the current streaming state (0: none yet)
+        self._widest = 0  # the most rows stepped in this process (attention="flex" steps that many: _step)
         self._fresh: set[int] = set()  # rows opened since the last step
         self._forcing = None  # during a forced step: (bool[R] forced rows, int[R, 8, 1] their codes) for the hooks
 
@@ -386,7 +387,25 @@ class MoshiModel(DuplexModel):
             text_token.copy_(self.torch.where(rows_forced, self.lm.existing_text_padding_id, text_token))
 
     def _step(self, frames: np.ndarray, forced: np.ndarray | None = None, mask: np.ndarray | None = None) -> np.ndarray:
-        """One step; with ``forced`` and ``mask`` (some row True) a teacher-forced one."""
+        """One step; with ``forced`` and ``mask`` (some row True) a teacher-forced one. With
+        ``attention="flex"`` (compiled for fixed shapes, the batch's included) every step runs as many rows
+        as the most this process has stepped: the extra rows hear silence, are never forced, and their
+        output is dropped, so a shard with fewer conversations than rows compiles nothing new."""
+        rows = frames.shape[0]
+        width = max(rows, self._widest) if self.attention == "flex" else rows
+        self._widest = width
+        if width > rows:
+            frames = np.concatenate([frames, np.zeros((width - rows, FRAME), np.float32)])
+            if forced is not None:
+                forced = np.concatenate([forced, np.zeros((width - rows, FRAME), np.float32)])
+                mask = np.concatenate([mask, np.zeros(width - rows, np.bool_)])
+        try:
+            return self._step_rows(frames, forced, mask)[:rows]
+        except BaseException:
+            self._staged.clear()  # a copy from a buffer may still be pending: the next step takes new ones
+            raise
+
+    def _step_rows(self, frames: np.ndarray, forced: np.ndarray | None, mask: np.ndarray | None) -> np.ndarray:
         torch = self.torch
         rows = frames.shape[0]
         if rows != self._rows:
@@ -405,8 +424,10 @@ class MoshiModel(DuplexModel):
         else:
             rows_forced = self._to_device(mask, "forced_rows")
             self.forced_mimi.set_exec_mask(rows_forced)  # the other rows' forced streams stand still
-            forced_codes = self.forced_mimi.encode(self._tensor(forced, "forced"))  # [R, 8, 1]
-            self.forced_mimi.set_exec_mask(self._all)
+            try:
+                forced_codes = self.forced_mimi.encode(self._tensor(forced, "forced"))  # [R, 8, 1]
+            finally:
+                self.forced_mimi.set_exec_mask(self._all)
             self._hold(rows_forced, forced_codes)
             self._forcing = (rows_forced, forced_codes)
             try:
@@ -420,7 +441,9 @@ class MoshiModel(DuplexModel):
         # only the rows with tokens advance Mimi's decoder (none on the batch's first step)
         ready = (audio >= 0).all(dim=2).all(dim=1)
         self.mimi.set_exec_mask(ready)
-        pcm = self.mimi.decode(torch.where(ready[:, None, None], audio, torch.zeros_like(audio)))
-        self.mimi.set_exec_mask(self._all)
+        try:
+            pcm = self.mimi.decode(torch.where(ready[:, None, None], audio, torch.zeros_like(audio)))
+        finally:
+            self.mimi.set_exec_mask(self._all)
         out = torch.where(ready[:, None], pcm[:, 0].float(), 0.0).clamp_(-1.0, 1.0)
         return out.cpu().numpy()

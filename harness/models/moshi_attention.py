@@ -136,9 +136,10 @@ class _StepPlan:
 class FlexStreamingAttention(StreamingMultiheadAttention):
     """moshi 0.2.13's ``StreamingMultiheadAttention`` (a causal self-attention, one set of weights, no
     repeated KV heads) whose streaming forward attends with :func:`filled_attention`; made by
-    :func:`use_flex_attention`, never constructed. Outside streaming it is upstream's forward.
-    ``compiled``: run flex_attention compiled; ``leads``: the transformer's first attention, which makes
-    the step's block mask that the others (after it in every step) read from ``plan``."""
+    :func:`use_flex_attention`, never constructed. Outside streaming it is upstream's forward; streaming,
+    it attends with ``flex_attention`` over the step's :func:`filled_mask`. ``compiled``: run flex_attention
+    compiled; ``leads``: the transformer's first attention, which makes the step's block mask that the
+    others (after it in every step) read from ``plan``."""
 
     compiled: bool = False
     leads: bool = True
@@ -181,7 +182,8 @@ def use_flex_attention(transformer: torch.nn.Module, compiled: bool) -> int:
     Raises:
         RuntimeError: the installed moshi's code that this mirrors differs from moshi 0.2.13's (the
             message names both versions); or ``transformer`` has no attention, or one that is not a
-            causal self-attention with one set of weights and no repeated KV heads.
+            causal self-attention with one set of weights and no repeated KV heads, or attentions with
+            different contexts.
     """
     for name, (fn, digest) in UPSTREAM.items():
         if _digest(fn) != digest:
@@ -194,6 +196,9 @@ def use_flex_attention(transformer: torch.nn.Module, compiled: bool) -> int:
         raise RuntimeError(f"moshi attention 'flex' takes causal self-attentions with one set of weights and no "
                            f"repeated KV heads (moshi {MOSHI_VERSION}'s LM): found {len(found)}, {len(odd)} of "
                            "another kind")
+    if len({m.context for m in found}) != 1:  # the first's block mask serves all (_StepPlan)
+        raise RuntimeError("moshi attention 'flex' shares one block mask between the attentions of a transformer, "
+                           f"which needs one context for all; found {sorted({str(m.context) for m in found})}")
     plan = _StepPlan()
     for i, module in enumerate(found):  # in the order the transformer runs them
         module.__class__ = FlexStreamingAttention

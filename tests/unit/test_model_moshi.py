@@ -180,8 +180,9 @@ def test_teacher_forcing_is_declared_and_bad_forcing_input_is_refused():
 
 class _HostReads(TorchDispatchMode):
     """Records the operations that make the host wait for a device's result (on CUDA: a sync): reading
-    a value (``item``, ``bool``), and outputs whose shape depends on the data (``nonzero``, masked
-    selection, indexing with a boolean mask)."""
+    a value (``item``, ``bool``), outputs whose shape depends on the data (``nonzero``, masked
+    selection, indexing with a boolean mask), and writes through a boolean mask of more than one value
+    (one value from the host is a ``masked_fill``, which does not wait)."""
 
     READS = frozenset({"aten::_local_scalar_dense", "aten::is_nonzero", "aten::nonzero", "aten::masked_select"})
 
@@ -195,6 +196,10 @@ class _HostReads(TorchDispatchMode):
         boolean = any(isinstance(a, torch.Tensor) and a.dtype == torch.bool for a in flat[1:])
         if name in self.READS or (name == "aten::index" and boolean):
             self.seen.append(name)
+        elif name in ("aten::index_put", "aten::index_put_") and boolean:
+            value = args[2]
+            if not (value.numel() == 1 and value.device.type == "cpu"):
+                self.seen.append(name)
         return func(*args, **(kwargs or {}))
 
 

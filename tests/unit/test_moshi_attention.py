@@ -146,6 +146,39 @@ def test_flex_refuses_an_attention_it_does_not_mirror():
     m = tiny_moshi()
     with pytest.raises(RuntimeError, match="found 1, 1 of another kind"):  # weights per step
         use_flex_attention(m.lm.depformer, compiled=False)
+    dense, _ = layers(compiled=False)
+    dense.second.context = 2 * dense.first.context  # one block mask cannot serve both
+    with pytest.raises(RuntimeError, match="needs one context for all"):
+        use_flex_attention(dense, compiled=False)
+
+
+def test_flex_steps_a_smaller_batch_at_the_widest_batch_so_far():
+    """flex is compiled for fixed shapes: after 3 rows, a shard of 1 row runs in the 3-row state (the other
+    rows hear silence, their output is dropped), which gives the row what it gets beside silent rows;
+    dense restarts at 1 row."""
+    rng = np.random.default_rng(4)
+    frames = (rng.standard_normal((4, 3, 1920)) * 0.05).astype(np.float32)
+    outs = {}
+    for name, kw in (("flex", {"attention": "flex"}), ("dense", {})):
+        m = tiny_moshi(**kw)
+        for row in range(3):
+            m.open(row, None)
+        m.step(frames[0])
+        m.step(frames[1])
+        m.open(0, None)
+        outs[name] = [m.step(frames[k][:1]) for k in (2, 3)]
+        assert outs[name][0].shape == (1, 1920)
+        assert m._rows == (3 if name == "flex" else 1)
+    alone = tiny_moshi(attention="flex")
+    for row in range(3):
+        alone.open(row, None)
+    alone.step(frames[0])
+    alone.step(frames[1])
+    alone.open(0, None)
+    silent = np.zeros((2, 1920), np.float32)
+    expected = [alone.step(np.concatenate([frames[k][:1], silent]))[:1] for k in (2, 3)]
+    np.testing.assert_array_equal(np.stack(outs["flex"]), np.stack(expected))
+    assert np.abs(expected[1]).max() > 0  # the row speaks on its second step: a comparison that can fail
 
 
 @pytest.mark.parametrize("bad", ["sdpa", "", None])
