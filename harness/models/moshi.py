@@ -24,7 +24,9 @@ whatever the model says (with ``attention="flex"`` rounded up to one of :data:`R
 past the checkpoint's: exact for every stream of the shard.
 
 Attention (issue 24, item 1): the LM attends every step over its whole ring with a boolean mask
-(``attention="dense"``, upstream's). ``attention="flex"`` reads only the slots each row has filled
+(``attention="dense"``, upstream's attention, its mask made once a step for all layers:
+``harness.models.moshi_attention.DenseStreamingAttention``, upstream's output bit for bit).
+``attention="flex"`` reads only the slots each row has filled
 (``harness.models.moshi_attention``: FlexAttention with a block mask from the ring's per-row lengths
 on the device, compiled on CUDA; the same mask, so the same attention up to float rounding: greedy
 tokens identical on CPU, tested), for the LM's transformer only (Mimi and the depformer keep theirs).
@@ -263,10 +265,12 @@ class MoshiModel(DuplexModel):
             self.info = dataclasses.replace(self.info, weights=loaded(repo, root))
         if isinstance(self.context_steps, int):  # the ring's capacity is the context (moshi RingKVCache)
             _set_context(lm, self.context_steps)
-        if self.attention == "flex":
-            from harness.models.moshi_attention import use_flex_attention
+        from harness.models.moshi_attention import share_step_masks, use_flex_attention
 
+        if self.attention == "flex":
             use_flex_attention(lm.transformer, compiled=torch.device(device).type == "cuda")
+        else:  # upstream's attention, its mask made once a step (upstream's modules on another moshi)
+            share_step_masks(lm.transformer)
         delays = lm.delays[1:1 + lm.dep_q]  # the agent's codebooks: semantic, then acoustic
         if not set(delays) <= {0, 1}:
             raise ValueError(f"moshi teacher forcing needs acoustic delays of 0 or 1 frame, got {delays}")

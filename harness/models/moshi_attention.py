@@ -1,4 +1,5 @@
-"""Attention over the filled slots of Moshi's ring KV cache (issue 24, item 1): ``attention="flex"``.
+"""Moshi's LM attention with one mask a step (issue 24, item 4; both attentions) and over the filled slots
+of its ring KV cache (item 1): ``attention="flex"``.
 
 Moshi's LM (moshi 0.2.13, ``moshi/modules/transformer.py``) attends every step over its whole
 ring KV cache (``RingKVCache``: ``context_steps`` slots, 3,000 in the 7B config) with a boolean
@@ -18,7 +19,10 @@ a block mask (:func:`filled_attention`)
 
 The mask is the same for every layer of a step (they hold equal per-row offsets and ring counters), so
 the first attention makes it and the others read it (:class:`_StepPlan`) and only write their keys and
-values (:func:`_write`): 619 fewer computing operations a step with the 7B's 32 layers (issue 24, item 4).
+values (:func:`_write`), for flex's block mask and for upstream's boolean one alike
+(:class:`SharedStepAttention`; :func:`share_step_masks` makes the default, dense, attention
+:class:`DenseStreamingAttention`, upstream's output bit for bit): with the 7B's 32 layers about 620-650
+fewer computing operations a step (docs/models.md, "One mask a step").
 
 Exact: ``RingKVCache.complete`` gives every slot at or past the row's ``end_offset`` (after this
 step's write) position -1, which the predicate drops, so the blocks skipped hold no slot the mask
@@ -39,6 +43,7 @@ import inspect
 from importlib.metadata import version
 
 import torch
+import torch.nn.functional as F
 from einops import rearrange
 from moshi.modules.transformer import RingKVCache, StreamingMultiheadAttention
 from torch.nn.attention.flex_attention import BlockMask, flex_attention
@@ -125,25 +130,30 @@ def _write(ring: RingKVCache, k: torch.Tensor, v: torch.Tensor,
 
 
 class _StepPlan:
-    """What every attention of the LM reads alike in a step: the block mask, made by the first
-    (:class:`FlexStreamingAttention` ``leads``). The layers hold equal per-row offsets, ring counters
+    """What every attention of the LM reads alike in a step: the mask, made by the first
+    (:class:`SharedStepAttention` ``leads``). The layers hold equal per-row offsets, ring counters
     and contexts (the same resets, exec masks and ``set_attention_context`` reach all of them), so one
     mask serves all, and the others only write their keys and values (issue 24, item 4)."""
 
-    mask: BlockMask | None = None
+    mask: BlockMask | torch.Tensor | None = None
 
 
-class FlexStreamingAttention(StreamingMultiheadAttention):
+class SharedStepAttention(StreamingMultiheadAttention):
     """moshi 0.2.13's ``StreamingMultiheadAttention`` (a causal self-attention, one set of weights, no
-    repeated KV heads) whose streaming forward attends with :func:`filled_attention`; made by
-    :func:`use_flex_attention`, never constructed. Outside streaming it is upstream's forward; streaming,
-    it attends with ``flex_attention`` over the step's :func:`filled_mask`. ``compiled``: run flex_attention
-    compiled; ``leads``: the transformer's first attention, which makes the step's block mask that the
-    others (after it in every step) read from ``plan``."""
+    repeated KV heads) whose streaming forward is upstream's, except that the transformer's first attention
+    (``leads``) makes the step's mask from its ring's positions and the others (after it in every step)
+    read it from ``plan`` and only write their keys and values (:func:`_write`). Made by
+    :func:`share_step_masks` / :func:`use_flex_attention`, never constructed; outside streaming it is
+    upstream's forward. Subclasses say which mask and which attention."""
 
-    compiled: bool = False
     leads: bool = True
     plan: _StepPlan
+
+    def _mask(self, offset: torch.Tensor, pos_k: torch.Tensor, filled: torch.Tensor, steps: int, slots: int):
+        raise NotImplementedError
+
+    def _attend(self, q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, mask) -> torch.Tensor:
+        raise NotImplementedError
 
     def forward(self, query: torch.Tensor, key: torch.Tensor, value: torch.Tensor) -> torch.Tensor:
         """``query`` ``[B, T, embed_dim]`` -> ``[B, T, embed_dim]`` (``key`` and ``value`` are ``query``:
@@ -157,15 +167,46 @@ class FlexStreamingAttention(StreamingMultiheadAttention):
             q, k = self.rope(q, k, state.offset, time_before_heads=False)
         if self.leads:
             k, v, pos_k = state.kv_cache.complete(k, v, state.exec_mask)
-            self.plan.mask = filled_mask(state.offset.clone(), pos_k, state.kv_cache.end_offset, self.context, steps,
-                                         k.shape[2])
+            self.plan.mask = self._mask(state.offset, pos_k, state.kv_cache.end_offset, steps, k.shape[2])
         else:
             k, v = _write(state.kv_cache, k, v, state.exec_mask)
-        x = _flex(self.compiled)(q, k, v, block_mask=self.plan.mask)
+        x = self._attend(q, k, v, self.plan.mask)
         x = self.out_projs[0](rearrange(x, "b h t d -> b t (h d)"))
         state.offset[:] = torch.where(state.exec_mask, state.offset + steps, state.offset)
         state.offset_cpu += steps
         return x
+
+
+class DenseStreamingAttention(SharedStepAttention):
+    """``attention="dense"``: upstream's boolean mask (``StreamingMultiheadAttention.forward``'s
+    ``attn_bias``, made once a step) and its ``scaled_dot_product_attention`` over every slot: upstream's
+    output bit for bit."""
+
+    def _mask(self, offset, pos_k, filled, steps, slots):
+        pos_k = pos_k[:, None]
+        pos_q = offset.view(-1, 1, 1) + torch.arange(steps, device=offset.device, dtype=torch.long).view(-1, 1)
+        delta = pos_q - pos_k
+        bias = (pos_k >= 0) & (delta >= 0)
+        if self.context is not None:
+            bias = bias & (delta < self.context)
+        return bias[:, None]
+
+    def _attend(self, q, k, v, mask):
+        return F.scaled_dot_product_attention(q, k, v, mask, dropout_p=0.0)
+
+
+class FlexStreamingAttention(SharedStepAttention):
+    """``attention="flex"``: ``flex_attention`` over the step's :func:`filled_mask` (the filled slots only).
+    ``compiled``: run flex_attention compiled."""
+
+    compiled: bool = False
+
+    def _mask(self, offset, pos_k, filled, steps, slots):
+        # the mask reads offset when it is used: a copy, as the leader advances it before the others attend
+        return filled_mask(offset.clone(), pos_k, filled, self.context, steps, slots)
+
+    def _attend(self, q, k, v, mask):
+        return _flex(self.compiled)(q, k, v, block_mask=mask)
 
 
 def use_flex_attention(transformer: torch.nn.Module, compiled: bool) -> int:
@@ -185,22 +226,46 @@ def use_flex_attention(transformer: torch.nn.Module, compiled: bool) -> int:
             causal self-attention with one set of weights and no repeated KV heads, or attentions with
             different contexts.
     """
-    for name, (fn, digest) in UPSTREAM.items():
+    changed = _share(transformer, FlexStreamingAttention, "flex")
+    for module in changed:
+        module.compiled = compiled
+    return len(changed)
+
+
+def share_step_masks(transformer: torch.nn.Module) -> int:
+    """``attention="dense"``: make every attention of ``transformer`` (Moshi's LM transformer) a
+    :class:`DenseStreamingAttention` (upstream's attention, its mask made once a step), in place, before any
+    stream opens; where the installed moshi's code is not the code this mirrors, leave upstream's modules
+    (the same output, a mask a layer).
+
+    Returns:
+        The number of attention modules changed (0: upstream's kept).
+
+    Raises:
+        RuntimeError: as :func:`use_flex_attention`, except for another moshi's code.
+    """
+    if any(_digest(fn) != digest for fn, digest in UPSTREAM.values()):
+        return 0
+    return len(_share(transformer, DenseStreamingAttention, "dense"))
+
+
+def _share(transformer: torch.nn.Module, cls: type[SharedStepAttention], name: str) -> list[SharedStepAttention]:
+    for part, (fn, digest) in UPSTREAM.items():
         if _digest(fn) != digest:
-            raise RuntimeError(f"moshi attention 'flex' mirrors moshi {MOSHI_VERSION}'s {name}, whose code differs "
+            raise RuntimeError(f"moshi attention '{name}' mirrors moshi {MOSHI_VERSION}'s {part}, whose code differs "
                                f"in the installed moshi {version('moshi')}: use attention 'dense', or port "
                                "harness/models/moshi_attention.py to it")
     found = [m for m in transformer.modules() if isinstance(m, StreamingMultiheadAttention)]
     odd = [m for m in found if m.cross_attention or not m.causal or m.weights_per_step or m.kv_repeat != 1]
     if not found or odd:
-        raise RuntimeError(f"moshi attention 'flex' takes causal self-attentions with one set of weights and no "
+        raise RuntimeError(f"moshi attention '{name}' takes causal self-attentions with one set of weights and no "
                            f"repeated KV heads (moshi {MOSHI_VERSION}'s LM): found {len(found)}, {len(odd)} of "
                            "another kind")
-    if len({m.context for m in found}) != 1:  # the first's block mask serves all (_StepPlan)
-        raise RuntimeError("moshi attention 'flex' shares one block mask between the attentions of a transformer, "
+    if len({m.context for m in found}) != 1:  # the first's mask serves all (_StepPlan)
+        raise RuntimeError(f"moshi attention '{name}' shares one mask between the attentions of a transformer, "
                            f"which needs one context for all; found {sorted({str(m.context) for m in found})}")
     plan = _StepPlan()
     for i, module in enumerate(found):  # in the order the transformer runs them
-        module.__class__ = FlexStreamingAttention
-        module.compiled, module.leads, module.plan = compiled, i == 0, plan
-    return len(found)
+        module.__class__ = cls
+        module.leads, module.plan = i == 0, plan
+    return found

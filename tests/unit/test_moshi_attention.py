@@ -42,6 +42,10 @@ def test_two_layers_over_a_ring_with_resets_and_an_exec_mask_match_dense():
     assert layer_difference() < 1e-6
 
 
+def test_dense_with_one_mask_a_step_is_upstreams_attention_bit_for_bit():
+    assert layer_difference(kind="dense") == 0.0
+
+
 def test_compiled_flex_never_reads_the_blocks_past_a_rows_filled_slots():
     unfilled_blocks_are_never_read()
 
@@ -120,7 +124,7 @@ def test_flex_meets_at_most_ring_rungs_ring_sizes_and_dense_fits_each_shard_exac
 def test_only_the_lms_transformer_attends_with_flex():
     from moshi.modules.transformer import StreamingMultiheadAttention
 
-    from harness.models.moshi_attention import FlexStreamingAttention
+    from harness.models.moshi_attention import DenseStreamingAttention, FlexStreamingAttention
 
     def kinds(module) -> set[type]:
         return {type(a) for a in module.modules() if isinstance(a, StreamingMultiheadAttention)}
@@ -128,16 +132,31 @@ def test_only_the_lms_transformer_attends_with_flex():
     m = tiny_moshi(attention="flex")
     assert kinds(m.lm.transformer) == {FlexStreamingAttention}
     assert kinds(m.lm.depformer) == kinds(m.mimi) == {StreamingMultiheadAttention}
-    assert kinds(tiny_moshi().lm.transformer) == {StreamingMultiheadAttention}
+    m = tiny_moshi()
+    assert kinds(m.lm.transformer) == {DenseStreamingAttention}
+    assert kinds(m.lm.depformer) == kinds(m.mimi) == {StreamingMultiheadAttention}
 
 
-def test_flex_refuses_another_moshis_attention_code(monkeypatch):
+def test_dense_gives_upstreams_tokens_and_logits_bit_for_bit(dense_small, monkeypatch):
+    """The default attention with its mask made once a step against upstream's modules (a mask a layer):
+    the same tokens and text logits, exactly, through refills, forcing and the ring's wrap."""
+    from harness.models import moshi_attention
+
+    monkeypatch.setattr(moshi_attention, "share_step_masks", lambda transformer: 0)  # upstream's modules
+    upstream = stream_with_refills(tiny_moshi(context_steps=RING))
+    assert_same(dense_small, upstream, atol=0)
+
+
+def test_flex_refuses_another_moshis_attention_code_and_dense_keeps_upstreams(monkeypatch):
     from harness.models import moshi_attention
 
     fn, _ = moshi_attention.UPSTREAM["RingKVCache.complete"]
     monkeypatch.setitem(moshi_attention.UPSTREAM, "RingKVCache.complete", (fn, "0" * 16))
     with pytest.raises(RuntimeError, match=r"mirrors moshi 0\.2\.13's RingKVCache\.complete.*installed moshi 0\.2\.13"):
         tiny_moshi(attention="flex")
+    # dense keeps upstream's own modules there (a mask a layer: the same output)
+    assert {type(a) for a in tiny_moshi().lm.transformer.modules() if hasattr(a, "kv_repeat")} == {
+        moshi_attention.StreamingMultiheadAttention}
 
 
 def test_flex_refuses_an_attention_it_does_not_mirror():
