@@ -193,7 +193,8 @@ class MoshiModel(DuplexModel):
             ``load``, a checkpoint whose agent codebooks have acoustic delays other than 0 and 1 frames
             (teacher forcing relies on Moshi's layout).
         RuntimeError: from ``load`` with ``attention="flex"``, an installed moshi whose attention code
-            differs from moshi 0.2.13's (``harness.models.moshi_attention.use_flex_attention``).
+            differs from moshi 0.2.13's (``harness.models.moshi_attention.use_flex_attention``); ``dense``
+            then keeps upstream's modules.
     """
 
     SOURCE_DIRS: tuple[str, ...] = ()
@@ -229,6 +230,7 @@ class MoshiModel(DuplexModel):
                               weights=weights, context_s=None if context is None else context * FRAME / RATE)
         self._rows = 0  # R of the current streaming state (0: none yet)
         self._widest = 0  # the most rows stepped in this process (attention="flex" steps that many: _step)
+        self._live = 0  # rows the last step was given (the rest of _widest are padding)
         self._fresh: set[int] = set()  # rows opened since the last step
         self._forcing = None  # during a forced step: (bool[R] forced rows, int[R, 8, 1] their codes) for the hooks
 
@@ -403,10 +405,14 @@ class MoshiModel(DuplexModel):
             if forced is not None:
                 forced = np.concatenate([forced, np.zeros((width - rows, FRAME), np.float32)])
                 mask = np.concatenate([mask, np.zeros(width - rows, np.bool_)])
+        if width > rows and rows < self._live:  # rows that just became padding restart empty (flex reads
+            self._fresh.update(range(rows, self._live))  # only filled slots: a stale stream's would cost)
+        self._live = rows
         try:
             return self._step_rows(frames, forced, mask)[:rows]
         except BaseException:
             self._staged.clear()  # a copy from a buffer may still be pending: the next step takes new ones
+            self._rows = 0  # and starts a fresh streaming state (this one may be half stepped)
             raise
 
     def _step_rows(self, frames: np.ndarray, forced: np.ndarray | None, mask: np.ndarray | None) -> np.ndarray:

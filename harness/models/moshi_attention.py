@@ -226,7 +226,7 @@ def use_flex_attention(transformer: torch.nn.Module, compiled: bool) -> int:
             causal self-attention with one set of weights and no repeated KV heads, or attentions with
             different contexts.
     """
-    changed = _share(transformer, FlexStreamingAttention, "flex")
+    changed = _share(_mirrorable(transformer, "flex"), FlexStreamingAttention)
     for module in changed:
         module.compiled = compiled
     return len(changed)
@@ -235,21 +235,23 @@ def use_flex_attention(transformer: torch.nn.Module, compiled: bool) -> int:
 def share_step_masks(transformer: torch.nn.Module) -> int:
     """``attention="dense"``: make every attention of ``transformer`` (Moshi's LM transformer) a
     :class:`DenseStreamingAttention` (upstream's attention, its mask made once a step), in place, before any
-    stream opens; where the installed moshi's code is not the code this mirrors, leave upstream's modules
-    (the same output, a mask a layer).
+    stream opens. Where that cannot be (the installed moshi's code is not the code this mirrors, or its
+    source cannot be read; an attention of another kind; attentions with different contexts) upstream's
+    modules stay: the same output, a mask a layer.
 
     Returns:
         The number of attention modules changed (0: upstream's kept).
-
-    Raises:
-        RuntimeError: as :func:`use_flex_attention`, except for another moshi's code.
     """
-    if any(_digest(fn) != digest for fn, digest in UPSTREAM.values()):
+    try:
+        found = _mirrorable(transformer, "dense")
+    except (RuntimeError, OSError):
         return 0
-    return len(_share(transformer, DenseStreamingAttention, "dense"))
+    return len(_share(found, DenseStreamingAttention))
 
 
-def _share(transformer: torch.nn.Module, cls: type[SharedStepAttention], name: str) -> list[SharedStepAttention]:
+def _mirrorable(transformer: torch.nn.Module, name: str) -> list[StreamingMultiheadAttention]:
+    """The attentions of ``transformer``, in the order it runs them, if one step mask can serve them all with
+    the code mirrored here; else RuntimeError (OSError where moshi's source cannot be read)."""
     for part, (fn, digest) in UPSTREAM.items():
         if _digest(fn) != digest:
             raise RuntimeError(f"moshi attention '{name}' mirrors moshi {MOSHI_VERSION}'s {part}, whose code differs "
@@ -264,6 +266,13 @@ def _share(transformer: torch.nn.Module, cls: type[SharedStepAttention], name: s
     if len({m.context for m in found}) != 1:  # the first's mask serves all (_StepPlan)
         raise RuntimeError(f"moshi attention '{name}' shares one mask between the attentions of a transformer, "
                            f"which needs one context for all; found {sorted({str(m.context) for m in found})}")
+    return found
+
+
+def _share(found: list[StreamingMultiheadAttention], cls: type[SharedStepAttention]) -> list[SharedStepAttention]:
+    """``found`` made ``cls``, the first leading, one :class:`_StepPlan` between them. (One context for all
+    is checked here; a later ``set_attention_context`` on some of them only would go unseen: moshi and the
+    adapter set it on the whole transformer.)"""
     plan = _StepPlan()
     for i, module in enumerate(found):  # in the order the transformer runs them
         module.__class__ = cls

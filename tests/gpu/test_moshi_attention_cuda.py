@@ -31,6 +31,10 @@ def test_two_layers_over_a_ring_with_resets_and_an_exec_mask_match_dense():
     assert layer_difference("cuda") < 1e-5
 
 
+def test_dense_with_one_mask_a_step_is_upstreams_attention_on_cuda():
+    assert layer_difference("cuda", kind="dense") == 0.0
+
+
 def test_flex_never_reads_the_blocks_past_a_rows_filled_slots():
     unfilled_blocks_are_never_read("cuda")
 

@@ -173,31 +173,54 @@ def test_flex_refuses_an_attention_it_does_not_mirror():
 
 def test_flex_steps_a_smaller_batch_at_the_widest_batch_so_far():
     """flex is compiled for fixed shapes: after 3 rows, a shard of 1 row runs in the 3-row state (the other
-    rows hear silence, their output is dropped), which gives the row what it gets beside silent rows;
-    dense restarts at 1 row."""
+    rows hear silence, restart empty so their rings cost nothing, and their output is dropped), which gives
+    the row what it gets beside silent rows; dense restarts at 1 row."""
     rng = np.random.default_rng(4)
-    frames = (rng.standard_normal((4, 3, 1920)) * 0.05).astype(np.float32)
+    frames = (rng.standard_normal((6, 3, 1920)) * 0.05).astype(np.float32)
+    before, after = range(4), (4, 5)
     outs = {}
     for name, kw in (("flex", {"attention": "flex"}), ("dense", {})):
         m = tiny_moshi(**kw)
         for row in range(3):
             m.open(row, None)
-        m.step(frames[0])
-        m.step(frames[1])
+        for k in before:
+            m.step(frames[k])
         m.open(0, None)
-        outs[name] = [m.step(frames[k][:1]) for k in (2, 3)]
+        outs[name] = [m.step(frames[k][:1]) for k in after]
         assert outs[name][0].shape == (1, 1920)
         assert m._rows == (3 if name == "flex" else 1)
+        ring = next(a for a in m.lm.transformer.modules() if hasattr(a, "leads"))._streaming_state.kv_cache
+        assert ring.end_offset.tolist() == ([len(after)] * 3 if name == "flex" else [len(after)])
     alone = tiny_moshi(attention="flex")
     for row in range(3):
         alone.open(row, None)
-    alone.step(frames[0])
-    alone.step(frames[1])
+    for k in before:
+        alone.step(frames[k])
     alone.open(0, None)
     silent = np.zeros((2, 1920), np.float32)
-    expected = [alone.step(np.concatenate([frames[k][:1], silent]))[:1] for k in (2, 3)]
+    expected = [alone.step(np.concatenate([frames[k][:1], silent]))[:1] for k in after]
     np.testing.assert_array_equal(np.stack(outs["flex"]), np.stack(expected))
     assert np.abs(expected[1]).max() > 0  # the row speaks on its second step: a comparison that can fail
+
+
+def test_dense_makes_one_mask_a_step_and_keeps_upstreams_modules_where_it_cannot(monkeypatch):
+    from harness.models import moshi_attention
+    from harness.models.moshi_attention import DenseStreamingAttention, share_step_masks
+
+    made = []
+    real = DenseStreamingAttention._mask
+    monkeypatch.setattr(DenseStreamingAttention, "_mask", lambda self, *a: made.append(self) or real(self, *a))
+    m = tiny_moshi()
+    shared = [a for a in m.lm.transformer.modules() if isinstance(a, DenseStreamingAttention)]
+    assert [a.leads for a in shared] == [True, False] and shared[0].plan is shared[1].plan
+    for row in range(2):
+        m.open(row, None)
+    for _ in range(3):
+        m.step(np.zeros((2, 1920), np.float32))
+    assert made == [shared[0]] * 3
+    assert share_step_masks(m.lm.depformer) == 0  # weights per step: upstream's modules stay
+    assert {type(a) for a in m.lm.depformer.modules() if hasattr(a, "kv_repeat")} == {
+        moshi_attention.StreamingMultiheadAttention}
 
 
 @pytest.mark.parametrize("bad", ["sdpa", "", None])
