@@ -5,7 +5,7 @@
 # docs/models.md ("Throughput") with this command.
 #
 #   OUT=/tmp/gpu24 bash bench/gpu_issue24.sh            # attention profile flex context
-#   OUT=/tmp/gpu24 bash bench/gpu_issue24.sh compile    # one step: attention|profile|flex|context|compile|gputests
+#   OUT=/tmp/gpu24 bash bench/gpu_issue24.sh compile    # one step: attention|profile|flex|context|compile|masks|gputests
 #
 # compile (torch.compile on: minutes of compiling) is left out of the default run to keep it within
 # 6-7 minutes; run it by name in a second call.
@@ -51,6 +51,10 @@ for step in $STEPS; do
     context)  # the ring sized to the streams (1,000 steps = 80 s; the bench's streams are shorter: exact)
         run context 300 "$PY" bench/gpu_throughput.py --batches 64,128,176 --compile off --context 1000 \
             --turn-s 2 --engine-steps 30 ;;
+    masks)  # item 4: the profile step's 64 rows with every layer making its own mask (upstream's modules),
+        # against profile.json (one mask a step, the adapter's default)
+        run masks 240 "$PY" bench/gpu_throughput.py --batches 64 --compile off --masks per-layer --profile \
+            --turn-s 2 --engine-steps 30 ;;
     gputests)  # the CUDA checks of tests/gpu (flex against dense under CUDA graphs, one block mask a step,
         # the adapter's step and its outputs, teacher forcing), without the suite's conftest (its S3 and TTS
         # fixtures need packages the GPU image lacks); needs pytest there (wheels, as above: pytest, pluggy,
@@ -59,7 +63,7 @@ for step in $STEPS; do
     compile)  # torch.compile on (the first steps compile: minutes) against the profile step's compile off
         run compile 300 "$PY" bench/gpu_throughput.py --batches 64 --compile on --context 1000 --turn-s 2 \
             --engine-steps 30 ;;
-    *) echo "unknown step $step (attention|profile|flex|context|compile|gputests)"; exit 2 ;;
+    *) echo "unknown step $step (attention|profile|flex|context|compile|masks|gputests)"; exit 2 ;;
     esac
 done
 echo "figures in $OUT"

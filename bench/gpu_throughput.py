@@ -29,7 +29,9 @@ size it prints:
 ``--smoke``); ``--context STEPS`` sizes the LM's ring KV cache (``MoshiModel(context_steps=...)``,
 issue 24 item 2; default the checkpoint's 3,000); ``--attention dense|flex`` is the LM's attention over
 it (``MoshiModel(attention=...)``, issue 24 item 1: flex reads only each row's filled slots, its
-FlexAttention compiled on CUDA whatever ``--compile`` says; default dense).
+FlexAttention compiled on CUDA whatever ``--compile`` says; default dense); ``--masks per-layer`` keeps
+upstream's attention modules for dense (every layer makes its own mask) instead of the adapter's one mask a
+step (issue 24 item 4), to measure the difference.
 
 The last line is one JSON object: ``batch`` (the batch size with the highest aggregate whose
 per-stream factor stays >= 1), its ``aggregate_rtf`` and ``per_stream_rtf``, ``compile``,
@@ -353,7 +355,9 @@ def runner_figures(model, batches: list[int], turn_s: float, protocol: ProtocolS
     best = max(keeping_pace, key=lambda r: r["aggregate_rtf"])
     return {"batch": best["batch"], "aggregate_rtf": best["aggregate_rtf"], "per_stream_rtf": best["per_stream_rtf"],
             "projected_gpu_hours": best["projected_gpu_hours"], "device": device, "smoke": args.smoke,
-            "compile": args.compile, "context": args.context, "attention": model.attention, "runs": runs}
+            "compile": args.compile, "context": args.context, "attention": model.attention,
+            "masks": "per-step" if any(hasattr(a, "leads") for a in model.lm.transformer.modules()) else "per-layer",
+            "runs": runs}
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -382,6 +386,9 @@ def main(argv: list[str] | None = None) -> int:
                     help="steps of the LM's ring KV cache (MoshiModel context_steps; default: the checkpoint's)")
     ap.add_argument("--attention", choices=("dense", "flex"), default="dense",
                     help="the LM's attention over its ring (MoshiModel attention; flex: compiled on CUDA)")
+    ap.add_argument("--masks", choices=("per-step", "per-layer"), default="per-step",
+                    help="dense: the attention mask made once a step (the adapter's) or by every layer (upstream's "
+                         "modules), to measure the difference")
     ap.add_argument("--engine-steps", type=int, default=50, help="timed engine-only steps per batch size")
     ap.add_argument("--profile", action="store_true", help="a torch.profiler summary of engine steps per batch size")
     ap.add_argument("--profile-steps", type=int, default=10, help="engine steps --profile records")
@@ -399,6 +406,10 @@ def main(argv: list[str] | None = None) -> int:
         args.steps, args.warmup_steps, args.cue_context_s, args.cue_window_s = 4, 2, 0.8, 0.4
         args.engine_steps, args.profile_steps = 4, 2
     t0 = time.perf_counter()
+    if args.masks == "per-layer":
+        from harness.models import moshi_attention
+
+        moshi_attention.share_step_masks = lambda transformer: 0  # dense keeps upstream's modules
     model = build(args.smoke, device, max(batches), args.context, args.attention)
     print(f"model built on {device} in {time.perf_counter() - t0:.1f} s ({'tiny' if args.smoke else 'full size'}, "
           f"random weights; torch.compile {args.compile}, context {args.context or 'the checkpoint'}"

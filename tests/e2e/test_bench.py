@@ -37,6 +37,7 @@ def test_gpu_throughput_smoke_streams_tiny_moshi_with_refills():
     pytest.importorskip("moshi")
     figures = bench("gpu_throughput.py", "--smoke")
     assert figures["smoke"] and figures["device"] == "cpu" and figures["batch"] in (1, 2)
+    assert figures["masks"] == "per-step"  # the adapter's dense attention: one mask a step
     assert {r["batch"] for r in figures["runs"]} == {1, 2}
     for r in figures["runs"]:
         assert r["errors"] == 0 and r["conversations"] == 2 * r["batch"]
@@ -48,7 +49,16 @@ def test_gpu_throughput_smoke_streams_with_flex_attention():
     with refills without errors."""
     pytest.importorskip("moshi")
     figures = bench("gpu_throughput.py", "--smoke", "--attention", "flex")
-    assert figures["attention"] == "flex"
+    assert figures["attention"] == "flex" and figures["masks"] == "per-step"
+    assert all(r["errors"] == 0 and r["conversations"] == 2 * r["batch"] for r in figures["runs"])
+
+
+def test_gpu_throughput_smoke_with_upstreams_per_layer_masks():
+    """``--masks per-layer`` (the baseline of issue 24 item 4's measurement) reaches the model: dense keeps
+    upstream's attention modules; it streams with refills without errors."""
+    pytest.importorskip("moshi")
+    figures = bench("gpu_throughput.py", "--smoke", "--masks", "per-layer")
+    assert figures["attention"] == "dense" and figures["masks"] == "per-layer"
     assert all(r["errors"] == 0 and r["conversations"] == 2 * r["batch"] for r in figures["runs"])
 
 
