@@ -16,6 +16,7 @@
 #   python3 -m pip download --no-deps --only-binary=:all: --python-version 3.12 --implementation cp \
 #     --platform manylinux_2_28_x86_64 --platform manylinux_2_17_x86_64 --platform manylinux2014_x86_64 \
 #     -d .whl moshi==0.2.13 silero-vad==6.2.3 soundfile==0.14.0 cffi==2.1.1 pycparser==3.12  # our venv's versions
+# (for the gputests step add pytest==9.2.0 pluggy==1.7.0 iniconfig==2.3.1 packaging==26.4, also our venv's)
 # and the run (carry [".whl"], timeout_s 560) starts with
 #   python3 -m pip install -q --no-index --no-deps --no-compile --target /tmp/site .whl/*.whl &&
 #   export PYTHONPATH=/tmp/site && OUT=$OUT bash bench/gpu_issue24.sh
@@ -57,8 +58,8 @@ for step in $STEPS; do
             --turn-s 2 --engine-steps 30 ;;
     gputests)  # the CUDA checks of tests/gpu (flex against dense under CUDA graphs, one block mask a step,
         # the adapter's step and its outputs, teacher forcing), without the suite's conftest (its S3 and TTS
-        # fixtures need packages the GPU image lacks); needs pytest there (wheels, as above: pytest, pluggy,
-        # iniconfig, packaging). A named step: bash bench/gpu_issue24.sh gputests
+        # fixtures need packages the GPU image lacks); needs pytest there (its wheels: the header). A named
+        # step: bash bench/gpu_issue24.sh gputests
         run gputests 240 "$PY" -m pytest -q -p no:cacheprovider --noconftest tests/gpu ;;
     compile)  # torch.compile on (the first steps compile: minutes) against the profile step's compile off
         run compile 300 "$PY" bench/gpu_throughput.py --batches 64 --compile on --context 1000 --turn-s 2 \
