@@ -185,13 +185,14 @@ class _HostReads(TorchDispatchMode):
     (one value from the host is a ``masked_fill``, which does not wait)."""
 
     READS = frozenset({"aten::_local_scalar_dense", "aten::is_nonzero", "aten::nonzero", "aten::masked_select"})
+    supports_higher_order_operators = True  # flex_attention passes through, its inputs counted as any other
 
     def __init__(self):
         super().__init__()
         self.seen: list[str] = []
 
     def __torch_dispatch__(self, func, types, args=(), kwargs=None):
-        name = func._schema.name
+        name = func._schema.name if hasattr(func, "_schema") else func.name()  # a higher-order operator: its name
         flat = [a for x in args for a in (x if isinstance(x, (list, tuple)) else [x])]
         boolean = any(isinstance(a, torch.Tensor) and a.dtype == torch.bool for a in flat[1:])
         if name in self.READS or (name == "aten::index" and boolean):
@@ -203,12 +204,14 @@ class _HostReads(TorchDispatchMode):
         return func(*args, **(kwargs or {}))
 
 
-def test_a_step_reads_nothing_back_from_the_device_but_its_output():
+@pytest.mark.parametrize("attention", ["dense", "flex"])
+def test_a_step_reads_nothing_back_from_the_device_but_its_output(attention):
     """On CUDA every read of a device value inside a step stalls the host until the GPU catches up;
     the adapter decides on the device (which rows have tokens, which Mimi decodes) and copies its
     output back once. Counted here on CPU as the operations that would read: none, over a batch's
-    first step (no row has tokens), a refill, teacher forcing and the steps after."""
-    m = tiny_moshi(**ON_CPU)
+    first step (no row has tokens), a refill, teacher forcing and the steps after, with either attention
+    (flex's block mask is built from the rings' counters on the device)."""
+    m = tiny_moshi(**ON_CPU, attention=attention)
     heard, forced = audio(0, rows=3), audio(1, rows=3)
     reads = _HostReads()
     for k in range(STEPS):
