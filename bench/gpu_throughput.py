@@ -319,6 +319,8 @@ def runner_figures(model, batches: list[int], turn_s: float, protocol: ProtocolS
     """Conversations through the runner per batch size (module docstring); the best batch's summary."""
     import torch
 
+    from harness.models.moshi_attention import SharedStepAttention
+
     runs = []
     held = _held_gib(device)
     for b in batches:
@@ -356,7 +358,8 @@ def runner_figures(model, batches: list[int], turn_s: float, protocol: ProtocolS
     return {"batch": best["batch"], "aggregate_rtf": best["aggregate_rtf"], "per_stream_rtf": best["per_stream_rtf"],
             "projected_gpu_hours": best["projected_gpu_hours"], "device": device, "smoke": args.smoke,
             "compile": args.compile, "context": args.context, "attention": model.attention,
-            "masks": "per-step" if any(hasattr(a, "leads") for a in model.lm.transformer.modules()) else "per-layer",
+            "masks": "per-step" if any(isinstance(a, SharedStepAttention) for a in model.lm.transformer.modules())
+            else "per-layer",
             "runs": runs}
 
 

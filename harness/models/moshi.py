@@ -401,12 +401,12 @@ class MoshiModel(DuplexModel):
         width = max(rows, self._widest) if self.attention == "flex" else rows
         self._widest = width
         if width > rows:
-            frames = np.concatenate([frames, np.zeros((width - rows, FRAME), np.float32)])
+            extra = ((0, width - rows), (0, 0))
+            frames = np.pad(frames, extra)
             if forced is not None:
-                forced = np.concatenate([forced, np.zeros((width - rows, FRAME), np.float32)])
-                mask = np.concatenate([mask, np.zeros(width - rows, np.bool_)])
-        if width > rows and rows < self._live:  # rows that just became padding restart empty (flex reads
-            self._fresh.update(range(rows, self._live))  # only filled slots: a stale stream's would cost)
+                forced, mask = np.pad(forced, extra), np.pad(mask, extra[:1])
+            if rows < self._live:  # rows that just became padding restart empty (flex reads only filled
+                self._fresh.update(range(rows, self._live))  # slots: a stale stream's would cost)
         self._live = rows
         try:
             return self._step_rows(frames, forced, mask)[:rows]
