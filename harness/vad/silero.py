@@ -29,6 +29,7 @@ import copy
 import math
 from concurrent.futures import ThreadPoolExecutor
 from contextlib import contextmanager
+from dataclasses import dataclass, field
 from functools import cache
 
 import numpy as np
@@ -217,6 +218,21 @@ class SileroNet:
         return np.concatenate([ctx, w], axis=2)
 
 
+@dataclass
+class Windows:
+    """One push's Silero windows, prepared (:meth:`SileroProbs.prepare`) and scored in one or more
+    parts (:meth:`SileroProbs.score`)."""
+
+    probs: np.ndarray  # float32[B, k]: each row's probabilities, NaN until scored (and for rows not held)
+    rows: np.ndarray  # int64[R]: the rows held, increasing
+    inputs: np.ndarray  # float32[R, k, 576]: their Silero inputs (context + window, 16 kHz)
+    starts: dict[int, int]  # place in rows -> window at which that row's new stream starts (fresh state)
+    scored: np.ndarray = field(init=False)  # bool[R]: the rows scored so far
+
+    def __post_init__(self) -> None:
+        self.scored = np.zeros(len(self.rows), bool)
+
+
 class SileroProbs:
     """Causal Silero speech probabilities for ``n_streams`` streams on a timeline at ``sample_rate``.
 
@@ -297,13 +313,27 @@ class SileroProbs:
 
     def push(self, audio: np.ndarray, rows: np.ndarray | None = None) -> np.ndarray:
         """Take the next timeline samples ``float32[B, n]`` of every stream; return the probabilities
-        ``float32[B, k]`` of the ``k`` windows they complete (the same ``k`` for every stream).
+        ``float32[B, k]`` of the ``k`` windows they complete (the same ``k`` for every stream):
+        :meth:`prepare`, then :meth:`score` of every row it holds.
 
         Args:
             rows: the streams to score (indices, increasing; default all of them), in one batch:
                 the others are resampled but not scored, their columns are NaN and their Silero
                 state stands still, so leave a stream out only while it holds nothing and
                 :meth:`reset` it before it holds a stream again (the runner's free rows).
+
+        Raises:
+            ValueError: ``audio`` is not ``[B, n]``.
+        """
+        windows = self.prepare(audio, rows)
+        self.score(windows)
+        return windows.probs
+
+    def prepare(self, audio: np.ndarray, rows: np.ndarray | None = None) -> Windows:
+        """Resample the next timeline samples ``float32[B, n]`` of every stream and cut the windows
+        they complete, scoring none: :meth:`score` then scores them, all rows at once or in parts
+        (each row once, and every row before the next :meth:`prepare`: a row's Silero state carries
+        from window to window). ``rows`` as in :meth:`push`.
 
         Raises:
             ValueError: ``audio`` is not ``[B, n]``.
@@ -329,21 +359,44 @@ class SileroProbs:
         for b, _ in fresh:
             del self._fresh_at[b]
         self.windows += n_win
-        if not n_win:
-            return np.zeros((self.n_streams, 0), np.float32)
         idx = np.arange(self.n_streams) if rows is None else np.asarray(rows, dtype=np.int64)
         out = np.full((self.n_streams, n_win), 0.0 if rows is None else np.nan, np.float32)
-        if not len(idx):
-            return out
-        pos = {int(b): j for j, b in enumerate(idx.tolist())}  # row -> its place in the scored batch
+        if not n_win or not len(idx):
+            return Windows(out, idx[:0], np.zeros((0, n_win, SileroNet.CONTEXT + SILERO_WINDOW), np.float32), {})
         inputs = self._net.windows_with_context(x16[idx, : n_win * SILERO_WINDOW], self._context[idx])
+        pos = {int(b): j for j, b in enumerate(idx.tolist())}  # row -> its place in idx
         for b, k in fresh:  # a row's new stream starts at window k: no context before it
             if b in pos:
                 inputs[pos[b], k, :SileroNet.CONTEXT] = 0.0
         self._context[idx] = inputs[:, -1, -SileroNet.CONTEXT:]
-        starts = {pos[b]: k for b, k in fresh if b in pos}  # place in the batch -> window its new stream starts at
+        return Windows(out, idx, inputs, {pos[b]: k for b, k in fresh if b in pos})
+
+    def score(self, windows: Windows, rows: np.ndarray | None = None) -> None:
+        """Score ``rows`` (indices, increasing; default the rows of ``windows`` not scored yet) of a :meth:`prepare`'s
+        windows into ``windows.probs``, carrying their Silero state. The rows scored in one call are
+        split into ``ceil(rows / GROUP_ROWS)`` balanced groups of consecutive rows, each one batch (so
+        the numbers depend on how a push's rows are divided between calls, never on the threads).
+
+        Raises:
+            ValueError: a row is not one of ``windows``' or was scored already.
+        """
+        sel = np.flatnonzero(~windows.scored)
+        if rows is not None:
+            rows = np.asarray(rows, dtype=np.int64)
+            sel = np.searchsorted(windows.rows, rows)
+            if not np.array_equal(windows.rows[np.minimum(sel, len(windows.rows) - 1)] if len(windows.rows)
+                                  else windows.rows, rows):
+                raise ValueError(f"rows {rows.tolist()} are not all among the prepared rows {windows.rows.tolist()}")
+        if windows.scored[sel].any():
+            raise ValueError(f"rows {windows.rows[sel[windows.scored[sel]]]} were scored already")
+        windows.scored[sel] = True
+        if not len(sel) or not windows.probs.shape[1]:
+            return
+        idx = windows.rows[sel]
         tidx = torch.from_numpy(idx).to(self._net.device)
         h0, c0 = self._h[tidx], self._c[tidx]
+        inputs = windows.inputs[sel]
+        starts = {j: windows.starts[int(i)] for j, i in enumerate(sel.tolist()) if int(i) in windows.starts}
         # fixed groups of the scored rows (their number a function of the rows alone, so the numbers
         # never depend on the threads, which only run the groups side by side)
         groups = row_ranges(len(idx), -(-len(idx) // self.GROUP_ROWS))
@@ -355,10 +408,9 @@ class SileroProbs:
 
         parts = (list(row_pool(self.threads).map(score, groups)) if len(groups) > 1 and self.threads > 1
                  else [score(g) for g in groups])
-        out[idx] = np.concatenate([p for p, _, _ in parts])
+        windows.probs[idx] = np.concatenate([p for p, _, _ in parts])
         self._h[tidx] = torch.cat([h for _, h, _ in parts])
         self._c[tidx] = torch.cat([c for _, _, c in parts])
-        return out
 
     def _score(self, inputs: np.ndarray, h: torch.Tensor, c: torch.Tensor,
                starts: dict[int, int]) -> tuple[np.ndarray, torch.Tensor, torch.Tensor]:
@@ -400,6 +452,8 @@ class StreamingDetector:
         self._history = np.zeros((n_streams, 256), np.float32)
         self._kept = np.zeros(n_streams, np.int64)
         self._first = np.zeros(n_streams, np.int64)  # window index at which each row's stream starts
+        self._pending: tuple[Windows, np.ndarray] | None = None  # a push not wholly scored, its rows' first columns
+        self._waiting = np.zeros(n_streams, bool)  # the rows of it not yet scored
 
     @property
     def reset_period(self) -> int:
@@ -410,30 +464,67 @@ class StreamingDetector:
         """Start a fresh stream in each of ``rows`` at timeline sample ``at`` (default: the samples
         pushed so far; a multiple of :attr:`reset_period`, ValueError otherwise). Their views are
         fresh at once; samples pushed for them before ``at`` are ignored."""
+        self._settle_for(rows)
         first = self.probs.reset(rows, at)
         self.tracker.reset(rows)
         for b in np.atleast_1d(rows):
             self._first[b] = first
             self._kept[b] = 0
 
-    def push(self, audio: np.ndarray, rows: np.ndarray | None = None) -> None:
+    def push(self, audio: np.ndarray, rows: np.ndarray | None = None, due: np.ndarray | None = None) -> None:
         """Feed the next ``float32[B, n]`` output samples of every stream.
 
         Args:
-            rows: the streams that hold something (indices, increasing; default all), scored in
-                one batch: the others' probabilities, segments and views stand still, and each of
-                them must be :meth:`reset` before it holds a stream again (:meth:`SileroProbs.push`).
+            rows: the streams that hold something (indices, increasing; default all), scored: the
+                others' probabilities, segments and views stand still, and each of them must be
+                :meth:`reset` before it holds a stream again (:meth:`SileroProbs.push`).
+            due: of ``rows``, those whose view is wanted before the next push (indices,
+                increasing; default all of them): scored now, in one batch; the others are scored,
+                in another, by :meth:`settle`, which a caller may run while it waits on something
+                else (the runner: while the model steps). Any read or reset of a row, and the next
+                push, settle first, so what ``due`` changes is only where the batches are cut
+                (hence the probabilities, within :data:`PROB_TOLERANCE`), never what is read.
         """
+        self.settle()
         w0 = self.probs.windows
-        p = self.probs.push(audio, rows)
-        if p.shape[1]:
-            first = np.clip(self._first - w0, 0, p.shape[1])  # windows of a row's previous stream are skipped
-            if rows is not None:
-                left_out = np.ones(len(first), bool)
-                left_out[np.asarray(rows, dtype=np.int64)] = False
-                first[left_out] = p.shape[1]
-            self.tracker.push(p, first=first)
-            self._keep(p, first)
+        windows = self.probs.prepare(audio, rows)
+        k = windows.probs.shape[1]
+        if not k:
+            return
+        first = np.full(self.probs.n_streams, k, np.int64)  # rows not held take no column
+        first[windows.rows] = np.clip(self._first[windows.rows] - w0, 0, k)  # nor do windows of a previous stream
+        now = np.ones(len(windows.rows), bool)
+        if due is not None:
+            now[:] = False
+            now[np.searchsorted(windows.rows, np.intersect1d(windows.rows, due))] = True
+        if not now.all():
+            self._waiting[windows.rows[~now]] = True
+            self._pending = (windows, first)
+        self._score(windows, first, windows.rows[now])
+
+    def _settle_for(self, rows) -> None:
+        """:meth:`settle` if any of ``rows`` waits to be scored (before it is read or reset)."""
+        if self._pending is not None and self._waiting[rows].any():
+            self.settle()
+
+    def settle(self) -> None:
+        """Score the rows of the last push that were not due (:meth:`push`); nothing if none wait."""
+        if self._pending is not None:
+            windows, first = self._pending
+            rows = np.flatnonzero(self._waiting)
+            self._pending = None
+            self._waiting[:] = False
+            self._score(windows, first, rows)
+
+    def _score(self, windows: Windows, first: np.ndarray, rows: np.ndarray) -> None:
+        """Score ``rows`` of ``windows`` and hand their columns from ``first`` on to the tracker and history."""
+        if not len(rows):
+            return
+        self.probs.score(windows, rows)
+        mine = np.full(len(first), windows.probs.shape[1], np.int64)
+        mine[rows] = first[rows]
+        self.tracker.push(windows.probs, first=mine)
+        self._keep(windows.probs, mine)
 
     def _keep(self, p: np.ndarray, first: np.ndarray) -> None:
         """Append ``p[b, first[b]:]`` to each row's history (all rows at once, a window column at a time)."""
@@ -452,16 +543,20 @@ class StreamingDetector:
         :attr:`SileroProbs.frame` timeline samples, what the scheduler acted on. Causal, so
         :func:`detect` on the stored output agrees within :data:`PROB_TOLERANCE` (the ``vad``
         stage reuses these)."""
+        self._settle_for(b)
         return self._history[b, :min(int(self._kept[b]), n_frames)].copy()
 
     def finish(self) -> None:
         """End of every stream: close open segments (a partial last window is not scored)."""
+        self.settle()
         self.tracker.finish()
 
     def view(self, b: int) -> SpeechView:
+        self._settle_for(b)
         return self.tracker.view(b)
 
     def segments(self, b: int) -> list[tuple[int, int]]:
+        self._settle_for(b)
         return self.tracker.segments(b)
 
 

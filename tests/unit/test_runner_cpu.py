@@ -253,3 +253,62 @@ def test_quantize_rows_is_quantize_and_the_stored_steps():
         assert (stage[:, :500] == 99).all() and (stage[:, 3500 - skip:] == 99).all()
     with pytest.raises(ValueError, match="room"):
         quantize_rows(x, np.zeros((6, 100), np.int16), 0)
+
+
+def test_detector_rows_not_due_are_scored_later_as_their_own_batch():
+    """StreamingDetector.push(..., due): the due rows are scored at once, the others by settle(), each
+    set as one batch: bit for bit what two detectors, each pushed only its own rows, give (so the
+    numbers depend on how the rows are divided, never on when settle() runs); every row's view before
+    settle() is already settled (a read settles), and due=all rows is the push without due."""
+    from harness.models.smoke import smoke_conversations
+    from harness.vad.silero import StreamingDetector
+
+    clips = [c for conv in smoke_conversations() for c in conv.turn_clips]  # espeak speech, 24 kHz
+    audio = np.zeros((6, 1920 * 50), np.float32)
+    for b in range(6):  # each row a clip after a pause of its own
+        clip = clips[b % len(clips)][:audio.shape[1] - 4000 * b]
+        audio[b, 4000 * b:4000 * b + len(clip)] = clip
+    due, rest = np.array([1, 4]), np.array([0, 2, 3, 5])
+
+    def run(rows=None, due_rows=None, read=None):
+        det = StreamingDetector(6, SR, VadSettings())
+        for i in range(0, audio.shape[1], 1920):
+            det.push(audio[:, i:i + 1920], rows, due_rows)
+            if read is not None:
+                read(det)
+        return det
+
+    split, alone, others = run(due_rows=due), run(rows=due), run(rows=rest)
+    n = 10_000
+    for b in due:
+        np.testing.assert_array_equal(split.probabilities(b, n), alone.probabilities(b, n))
+    for b in rest:
+        np.testing.assert_array_equal(split.probabilities(b, n), others.probabilities(b, n))
+        assert split.segments(b) == others.segments(b)
+    assert all(split.segments(b) for b in range(6))  # the speech was heard
+    views = []
+    run(due_rows=due, read=lambda det: views.append(det.view(3)))  # row 3 waits: its view settles first
+    settled = []
+
+    def read_settled(det):
+        det.settle()
+        settled.append(det.view(3))
+
+    run(due_rows=due, read=read_settled)
+    assert views == settled and views[-1].now > 0
+    full, all_due = run(), run(due_rows=np.arange(6))
+    for b in range(6):
+        np.testing.assert_array_equal(full.probabilities(b, n), all_due.probabilities(b, n))
+
+
+def test_a_push_scores_each_prepared_row_once():
+    """SileroProbs.score refuses a row it was not prepared for, or one scored already."""
+    probs = SileroProbs(4, SR, VadSettings())
+    w = probs.prepare(np.zeros((4, 3840), np.float32), rows=[0, 2])
+    probs.score(w, [2])
+    with pytest.raises(ValueError, match="scored already"):
+        probs.score(w, [2])
+    with pytest.raises(ValueError, match="not all among the prepared rows"):
+        probs.score(w, [1])
+    probs.score(w)  # what is left: row 0
+    assert w.scored.all() and not np.isnan(w.probs[[0, 2]]).any() and np.isnan(w.probs[[1, 3]]).all()
