@@ -17,7 +17,9 @@ size it prints:
   (``--engine-steps`` timed steps after ``--warmup-steps``): ms per step and the aggregate and
   per-stream real-time factors the model alone could reach;
 * end to end (the runner with refills, the drain counted), ms per step split into the model's
-  step, the runner's own work, and the share of row-steps idle (free rows while the queue drains);
+  step and the runner's own work left beside it (on CUDA the runner overlaps the step, as the
+  ``infer`` stage does: ``overlap``), the model's share of the wall, and the share of row-steps idle
+  (free rows while the queue drains);
 * peak GPU memory and memory per row (peak less the memory held after load, over the rows);
 * with ``--profile``, a ``torch.profiler`` summary of ``--profile-steps`` engine steps: operations
   (and CUDA kernels) per step, the host's waits for the GPU per step (CUDA ``*Synchronize`` calls:
@@ -178,10 +180,13 @@ def measure(model, batch: int, turn_s: float, protocol: ProtocolSettings, device
     convs = conversations(2 * batch, turn_s, seed=batch)  # twice the rows: every row is refilled once
     _start_peak(device)
     res: list = [None] * len(convs)
-    stats = stream_conversations(model, convs, protocol, VadSettings(), 3600.0, res.__setitem__, rows=batch)
+    # as the infer stage runs it: on a GPU the runner's detector and rendering work beside the model's step
+    stats = stream_conversations(model, convs, protocol, VadSettings(), 3600.0, res.__setitem__, rows=batch,
+                                 overlap=device == "cuda")
     split = {"model": round(1000 * stats.model_s / stats.steps, 2),
              "runner": round(1000 * (stats.wall_s - stats.model_s) / stats.steps, 2),
-             "idle_row_share": round(stats.idle_row_steps / stats.row_steps, 3)}
+             "idle_row_share": round(stats.idle_row_steps / stats.row_steps, 3),
+             "model_share_of_wall": round(stats.model_s / stats.wall_s, 3)}
     return {"batch": batch, **stream_rates(res, stats.wall_s), "steps": stats.steps, "ms_per_step": split,
             "peak_memory_gib": _peak_gib(device)}
 
@@ -344,7 +349,8 @@ def runner_figures(model, batches: list[int], turn_s: float, protocol: ProtocolS
         print(f"batch {b:4d}: engine alone {engine['ms_per_step']:.1f} ms a step ({engine['aggregate_rtf']:.2f}x "
               f"aggregate, {engine['per_stream_rtf']:.2f}x a stream); end to end aggregate {r['aggregate_rtf']:8.2f}x "
               f"real time, per stream {r['per_stream_rtf']:6.2f}x (min {r['per_stream_rtf_min']:.2f}x), a step "
-              f"{ms['model']:.1f} ms model + {ms['runner']:.1f} ms runner, {100 * ms['idle_row_share']:.1f} % of "
+              f"{ms['model']:.1f} ms model + {ms['runner']:.1f} ms runner (the model "
+              f"{100 * ms['model_share_of_wall']:.1f} % of wall), {100 * ms['idle_row_share']:.1f} % of "
               f"row-steps idle; peak memory {r['peak_memory_gib']} GiB ({r['memory_per_row_gib']} a row), "
               f"{r['errors']} errors; 4,000 conversations: {r['projected_gpu_hours']} GPU-hours", flush=True)
         if args.profile:

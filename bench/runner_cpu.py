@@ -50,11 +50,13 @@ SR, FRAME = 24_000, 1_920
 
 
 class Free(DuplexModel):
-    """A 24 kHz model of 80 ms frames whose step costs nothing: silence (the detector still runs)."""
+    """A 24 kHz model of 80 ms frames whose step costs nothing: silence (the detector still runs). With
+    ``sleep_s`` its step sleeps that long: a GPU step as the host sees it (the GIL released while it waits)."""
 
-    def __init__(self, rows: int):
+    def __init__(self, rows: int, sleep_s: float = 0.0):
         self.info = ModelInfo("free", SR, SR, FRAME, FRAME, rows, frozenset())
         self._out: np.ndarray | None = None
+        self.sleep_s = sleep_s
 
     def load(self, device: str) -> None:
         pass
@@ -63,6 +65,8 @@ class Free(DuplexModel):
         pass
 
     def step(self, frames: np.ndarray) -> np.ndarray:
+        if self.sleep_s:
+            time.sleep(self.sleep_s)
         if self._out is None or self._out.shape[0] != frames.shape[0]:
             self._out = np.zeros((frames.shape[0], FRAME), np.float32)
         return self._out
@@ -85,8 +89,11 @@ class Deaf:
     def reset(self, rows, at: int | None = None) -> None:
         self.now[np.atleast_1d(rows)] = 0
 
-    def push(self, y: np.ndarray, rows=None) -> None:
+    def push(self, y: np.ndarray, rows=None, due=None) -> None:
         self.now += y.shape[1]
+
+    def settle(self) -> None:
+        pass
 
     def view(self, b: int) -> SpeechView:
         return SpeechView(int(self.now[b]), (), None, None, *self.rules.samples(SR))
@@ -100,24 +107,28 @@ def gpu_step_ms(rows: int) -> float:
     return 28.0 + 0.39 * rows
 
 
-def measure(rows: int, turn_s: float, gpu_ms: float | None, threads: int, detector: str = "silero") -> dict:
+def measure(rows: int, turn_s: float, gpu_ms: float | None, threads: int, detector: str = "silero",
+            sleep: bool = False, overlap: bool = False) -> dict:
     convs = conversations(2 * rows, turn_s, seed=rows)
     done = []
     runner.StreamingDetector = Deaf if detector == "none" else StreamingDetector
+    gpu = gpu_ms if gpu_ms is not None else gpu_step_ms(rows)
     cpu0, main0 = time.process_time(), time.thread_time()
-    stats = stream_conversations(Free(rows), convs, ProtocolSettings(), VadSettings(threads=threads), 3600.0,
-                                 lambda i, r: done.append(r.status), rows=rows)
+    stats = stream_conversations(Free(rows, gpu / 1000 if sleep else 0.0), convs, ProtocolSettings(),
+                                 VadSettings(threads=threads), 3600.0, lambda i, r: done.append(r.status), rows=rows,
+                                 overlap=overlap)
     cpu_s, main_s = time.process_time() - cpu0, time.thread_time() - main0
     runner_s = stats.wall_s - stats.model_s
     ms_step = 1000 * runner_s / stats.steps
-    gpu = gpu_ms if gpu_ms is not None else gpu_step_ms(rows)
     return {"rows": rows, "detector": detector, "detector_threads": threads, "steps": stats.steps,
             "conversations": len(done), "errors": done.count("error"),
             "us_per_row_step": round(1e6 * runner_s / stats.row_steps, 1), "ms_per_step": round(ms_step, 2),
             "cpu_us_per_row_step": round(1e6 * cpu_s / stats.row_steps, 1),
             "main_cpu_us_per_row_step": round(1e6 * main_s / stats.row_steps, 1),
-            "idle_row_steps": round(stats.idle_row_steps / stats.row_steps, 3), "gpu_step_ms": round(gpu, 1),
-            "serial_share": round(ms_step / (ms_step + gpu), 3)}
+            "idle_row_steps": round(stats.idle_row_steps / stats.row_steps, 3),
+            "due_row_steps": round(stats.due_row_steps / stats.row_steps, 3), "gpu_step_ms": round(gpu, 1),
+            "serial_share": round(ms_step / (ms_step + gpu), 3), "slept": sleep, "overlap": overlap,
+            "model_share_of_wall": round(stats.model_s / stats.wall_s, 4)}
 
 
 def warm() -> None:
@@ -138,8 +149,17 @@ def main(argv: list[str] | None = None) -> int:
                     "comma-separated to compare")
     ap.add_argument("--detector", choices=("silero", "none"), default="silero",
                     help="none: a detector that hears silence at no cost, to time the runner's serial part alone")
+    ap.add_argument("--gpu-sleep", action="store_true",
+                    help="the model's step sleeps the GPU step's time (the host waiting on a GPU, the GIL released): "
+                         "the runner's time left beside it, and the model's share of wall, are measured")
+    ap.add_argument("--overlap", default=None, help="off, on or off,on (paired): the runner's detector scores the "
+                    "rows no decision waits on while the model steps (default: off,on with --gpu-sleep, else off)")
     ap.add_argument("--profile", action="store_true", help="cProfile the largest batch: top functions by own time")
+    ap.add_argument("--profile-sort", default="tottime", help="pstats sort key of --profile (tottime, cumulative)")
+    ap.add_argument("--profile-lines", type=int, default=25, help="functions --profile prints")
     args = ap.parse_args(argv)
+    overlap = args.overlap or ("off,on" if args.gpu_sleep else "off")
+    overlaps = [{"off": False, "on": True}[o] for o in overlap.split(",")]
     import torch
 
     torch.set_num_threads(1)  # an infer actor's default (infer.torch_threads)
@@ -147,24 +167,26 @@ def main(argv: list[str] | None = None) -> int:
     runs = []
     sizes = [int(r) for r in args.rows.split(",")]
     threads = [int(t) for t in args.detector_threads.split(",")]
-    for rows, th in itertools.product(sizes, threads):
+    for rows, th, overlap in itertools.product(sizes, threads, overlaps):
         t0 = time.perf_counter()
-        r = measure(rows, args.turn_s, args.gpu_step_ms, th, args.detector)
+        r = measure(rows, args.turn_s, args.gpu_step_ms, th, args.detector, args.gpu_sleep, overlap)
         runs.append(r)
         deaf = "" if args.detector == "silero" else " (no detector)"
+        how = (f"beside a {r['gpu_step_ms']:.1f} ms step slept, overlap {'on' if overlap else 'off'}: the model "
+               f"{100 * r['model_share_of_wall']:.1f} % of wall" if args.gpu_sleep else
+               f"beside a {r['gpu_step_ms']:.1f} ms GPU step in series: {100 * r['serial_share']:.1f} % of the step")
         print(f"{rows:4d} rows, {th} detector threads{deaf}: {r['us_per_row_step']:6.1f} us a row-step "
               f"({r['cpu_us_per_row_step']:.1f} us of CPU, {r['main_cpu_us_per_row_step']:.1f} on the runner's "
               "thread), "
               f"{r['ms_per_step']:6.2f} ms a step "
-              f"({r['steps']} steps, {100 * r['idle_row_steps']:.1f} % of row-steps idle); beside a "
-              f"{r['gpu_step_ms']:.1f} ms GPU step in series: {100 * r['serial_share']:.1f} % of the step "
-              f"[{time.perf_counter() - t0:.0f} s]", flush=True)
+              f"({r['steps']} steps, {100 * r['idle_row_steps']:.1f} % of row-steps idle, "
+              f"{100 * r['due_row_steps']:.1f} % due); {how} [{time.perf_counter() - t0:.0f} s]", flush=True)
     if args.profile:
         prof = cProfile.Profile()
         prof.enable()
-        measure(sizes[-1], args.turn_s, args.gpu_step_ms, threads[-1], args.detector)
+        measure(sizes[-1], args.turn_s, args.gpu_step_ms, threads[-1], args.detector, args.gpu_sleep, overlaps[-1])
         prof.disable()
-        pstats.Stats(prof).sort_stats("tottime").print_stats(25)
+        pstats.Stats(prof).sort_stats(args.profile_sort).print_stats(args.profile_lines)
     print(json.dumps({"runs": runs}))
     return 0
 

@@ -76,6 +76,7 @@ class InferWorker(ShardWorker):
                 raise NoUsableCuda(problem)
             device = "cuda" if model.num_gpus and torch.cuda.is_available() else "cpu"
         self.model = build_model(model.target, model.params)
+        self.on_gpu = device.startswith("cuda")  # the runner's detector then works while the model steps
         self.thread = ModelThread(model.name)
         t0 = time.perf_counter()
         try:
@@ -173,7 +174,8 @@ class InferWorker(ShardWorker):
                     self.model, ShardInputs(order, lambda sid: self._load(sid, scenes, timeline)), self.cfg.protocol,
                     self.cfg.detector, self.cfg.infer.max_duration_s, on_result, rows=rows,
                     step_timeout_s=self.msettings.step_timeout_s or self.cfg.infer.step_timeout_s,
-                    first_step_timeout_s=self.cfg.infer.first_step_timeout_s, thread=self.thread)
+                    first_step_timeout_s=self.cfg.infer.first_step_timeout_s, thread=self.thread,
+                    overlap=self.on_gpu)
                 while pending:
                     pending.popleft().result()
             finally:

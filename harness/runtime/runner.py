@@ -26,6 +26,15 @@ conversation's wall time and model-step time (its per-stream real-time factor) a
 its stream fell behind real time (:class:`Pacing`: a slow step or a stalled service delays every
 later frame until the stream catches up in a burst, so the service heard it late).
 
+Off the step's critical path (``overlap``, a GPU model; issue 24, item 5): only the rows whose loop
+body does something at the next step (a decision pending past T's end, a stream's end or first
+step) need the detector's view of this step's output and a fresh render of the next input before
+the next step. The detector scores those rows at once and the others in a batch of their own
+(:meth:`~harness.vad.silero.StreamingDetector.push`'s ``due``), and with ``overlap`` that second
+batch, and the next input of the rows no body will visit, are computed while the model steps (the
+step runs on the :class:`ModelThread`). The rows are divided alike with or without ``overlap``, so
+nothing the runner computes depends on it; only when it is computed does.
+
 Failures (docs/adding-a-model.md):
 
 * deterministic faults of single conversations are that conversation's error, returned with
@@ -34,7 +43,7 @@ Failures (docs/adding-a-model.md):
   with NaN/Inf or a sample outside [-1, 1]; output of the wrong dtype or shape fails every
   row of the batch (:func:`check_output`). A row that had already finished stays ``ok``.
 * any other exception from a model call may be transient (CUDA out of memory, a broken
-  remote stream): :func:`run_batch` raises :class:`ModelFailure`, nothing of the batch is
+  remote stream): :func:`stream_conversations` raises :class:`ModelFailure`, nothing of the batch is
   returned, and the shard's attempt fails and is retried by the executor.
 * a model call that does not return within the watchdog's timeout raises
   :class:`ModelStalled` (a :class:`ModelFailure`); the stuck thread cannot be stopped, so the
@@ -118,14 +127,19 @@ class RunStats:
         idle_row_steps: row-steps without a stream (free rows stepped while the queue drained or a
             row waited for the refill grid): ``idle_row_steps / row_steps`` is the share of the
             model's work thrown away.
+        due_row_steps: row-steps whose detector scores were due before the next step (a decision
+            pending past T's end, or an end): the rows the detector scores on the step's critical
+            path; the others it may score while the model steps (``overlap``).
         model_s: seconds inside the model's step calls; ``wall_s - model_s`` is the runner's own
-            time (scheduler, resampling, detector, hand-over of results).
+            time (scheduler, resampling, detector, hand-over of results) where it does not run
+            beside the model's steps (``overlap``).
         wall_s: seconds of the whole call.
     """
 
     rows: int = 0
     steps: int = 0
     idle_row_steps: int = 0
+    due_row_steps: int = 0
     model_s: float = 0.0
     wall_s: float = 0.0
 
@@ -135,7 +149,8 @@ class RunStats:
 
     def to_dict(self) -> dict[str, float]:
         return {"rows": self.rows, "steps": self.steps, "row_steps": self.row_steps,
-                "idle_row_steps": self.idle_row_steps, "model_s": round(self.model_s, 3),
+                "idle_row_steps": self.idle_row_steps, "due_row_steps": self.due_row_steps,
+                "model_s": round(self.model_s, 3),
                 "wall_s": round(self.wall_s, 3)}
 
 
@@ -280,6 +295,18 @@ def check_output(y: Any, model: str, shape: tuple[int, int]) -> tuple[np.ndarray
     return a.astype(np.float32, copy=False), bad
 
 
+@dataclass
+class PendingCall:
+    """A call submitted to a :class:`ModelThread` (:meth:`ModelThread.submit`)."""
+
+    what: str  # which call, for messages
+    future: Future
+    submitted: float  # time.perf_counter() at submission
+    ran_s: float = 0.0  # seconds the call itself ran on the thread (set once it returned or raised)
+    first: bool = False  # RowBatch: the run's first step or an open (the longer watchdog)
+    is_step: bool = False  # RowBatch: a step (a RowError names rows by their streams' steps)
+
+
 class ModelThread:
     """One long-lived daemon thread on which every call into a model runs (the step watchdog).
 
@@ -308,25 +335,50 @@ class ModelThread:
 
     def _serve(self) -> None:
         while (job := self._jobs.get()) is not None:
-            fut, fn, args = job
+            call, fn, args = job
+            t0 = time.perf_counter()
             try:
-                fut.set_result(fn(*args))
+                result = fn(*args)
             except BaseException as e:  # delivered to the caller, whatever it is
-                fut.set_exception(e)
+                call.ran_s = time.perf_counter() - t0
+                call.future.set_exception(e)
+            else:
+                call.ran_s = time.perf_counter() - t0
+                call.future.set_result(result)
 
     def call(self, what: str, fn: Callable[..., Any], *args: Any, timeout_s: float | None = None) -> Any:
-        """``fn(*args)`` on the thread; returns its result or raises its exception.
+        """``fn(*args)`` on the thread; returns its result or raises its exception
+        (:meth:`submit`, then :meth:`wait`).
 
         Raises:
             TimeoutError: it did not return within ``timeout_s`` seconds (``what`` is then
                 :attr:`stuck`), or an earlier call is stuck.
         """
+        return self.wait(self.submit(what, fn, *args), timeout_s)
+
+    def submit(self, what: str, fn: Callable[..., Any], *args: Any) -> PendingCall:
+        """Start ``fn(*args)`` on the thread and return at once; :meth:`wait` for it (which raises
+        TimeoutError at once when an earlier call is stuck: this one never starts)."""
+        call = PendingCall(what, Future(), time.perf_counter())
         if self.stuck is not None:
-            raise TimeoutError(f"{what} not started: an earlier call ({self.stuck}) never returned")
-        fut: Future = Future()
-        self._jobs.put((fut, fn, args))
+            stuck = TimeoutError(f"{what} not started: an earlier call ({self.stuck}) never returned")
+            call.future.set_exception(stuck)
+        else:
+            self._jobs.put((call, fn, args))
+        return call
+
+    def wait(self, call: PendingCall, timeout_s: float | None = None) -> Any:
+        """The result of a :meth:`submit`: returns it or raises its exception. ``timeout_s`` counts
+        from the submission.
+
+        Raises:
+            TimeoutError: it did not return within ``timeout_s`` seconds of its submission (its
+                ``what`` is then :attr:`stuck`).
+        """
+        fut, what = call.future, call.what
         try:
-            return fut.result(timeout_s)
+            left = None if timeout_s is None else max(0.0, call.submitted + timeout_s - time.perf_counter())
+            return fut.result(left)
         except TimeoutError:
             if fut.done():  # the call itself raised TimeoutError
                 raise
@@ -430,15 +482,25 @@ class RowBatch:
     def call(self, what: str, where: str, fn: Callable[..., Any], *args: Any, output: bool = False) -> Any:
         """One model call on the model thread; a RowError fails its rows and returns its ``output``.
         ``what`` is the method (``step`` and ``step_forced`` are steps), ``where`` says which call
-        it is, for messages."""
-        info, n_rows = self.info, self.n_rows
+        it is, for messages. :meth:`submit`, then :meth:`wait`."""
+        return self.wait(self.submit(what, where, fn, *args), output=output)
+
+    def submit(self, what: str, where: str, fn: Callable[..., Any], *args: Any) -> PendingCall:
+        """Start a model call (as :meth:`call`) and return at once; :meth:`wait` for it before the next."""
         is_step = what in ("step", "step_forced")
         first = what == "open" or (is_step and not self.stepped)
         self.stepped = self.stepped or is_step
+        call = self.thread.submit(where, fn, *args)
+        call.first, call.is_step = first, is_step
+        return call
+
+    def wait(self, call: PendingCall, output: bool = False) -> Any:
+        """The result of a :meth:`submit` under the watchdog and failure semantics of :meth:`call`."""
+        info, n_rows, where, first, is_step = self.info, self.n_rows, call.what, call.first, call.is_step
         timeout = (self.first_step_timeout_s or self.step_timeout_s) if first else self.step_timeout_s
         setting = "infer.first_step_timeout_s" if first and self.first_step_timeout_s else "infer.step_timeout_s"
         try:
-            return self.thread.call(where, fn, *args, timeout_s=timeout)
+            return self.thread.wait(call, timeout)
         except RowError as e:
             outside = sorted(set(e.reasons) - set(range(n_rows)))
             if outside:
@@ -548,10 +610,20 @@ class _Stream:
                                   step_s=self.step_s, pacing=self.pacing)
 
 
+@dataclass
+class _Ahead:
+    """The next step's input rendered while the model steps (``overlap``): clips and room tone of the rows
+    the next step's loop body will not visit, which nothing can change before then."""
+
+    x: np.ndarray  # float32[R, frame]: those rows rendered, zeros elsewhere
+    streams: dict[int, Any]  # row -> the stream it was rendered for (a row failed or refilled since is redone)
+    gone: int = 0  # clips to drop after the rendering
+
+
 def run_conversations(model: DuplexModel, convs: Sequence[ConversationInput], protocol: ProtocolSettings,
                       vad: VadSettings, max_duration_s: float = 3600.0, *, rows: int | None = None,
                       step_timeout_s: float | None = None, first_step_timeout_s: float | None = None,
-                      thread: ModelThread | None = None) -> list[ConversationResult]:
+                      thread: ModelThread | None = None, overlap: bool = False) -> list[ConversationResult]:
     """:func:`stream_conversations` collecting the results: one :class:`ConversationResult` per
     input, in order (every output held until the end: for a queue that fits in memory, e.g. tests
     and benchmarks; the ``infer`` stage streams them out). Arguments and errors as there."""
@@ -561,14 +633,15 @@ def run_conversations(model: DuplexModel, convs: Sequence[ConversationInput], pr
         results[i] = r
 
     stream_conversations(model, convs, protocol, vad, max_duration_s, keep, rows=rows, step_timeout_s=step_timeout_s,
-                         first_step_timeout_s=first_step_timeout_s, thread=thread)
+                         first_step_timeout_s=first_step_timeout_s, thread=thread, overlap=overlap)
     return results
 
 
 def stream_conversations(model: DuplexModel, convs: Sequence[ConversationInput], protocol: ProtocolSettings,
                          vad: VadSettings, max_duration_s: float, on_result: Callable[[int, ConversationResult], None],
                          *, rows: int | None = None, step_timeout_s: float | None = None,
-                         first_step_timeout_s: float | None = None, thread: ModelThread | None = None) -> RunStats:
+                         first_step_timeout_s: float | None = None, thread: ModelThread | None = None,
+                         overlap: bool = False) -> RunStats:
     """Stream every conversation of ``convs`` through ``model``, ``rows`` at a time (continuous batching),
     in the order of ``convs``, handing each result to ``on_result(index, result)`` as its conversation ends.
 
@@ -586,6 +659,13 @@ def stream_conversations(model: DuplexModel, convs: Sequence[ConversationInput],
             include warm-up or compilation (``None``: ``step_timeout_s``).
         thread: the model's :class:`ModelThread` (the one it was loaded on); default: a new
             one for this run.
+        overlap: score the online detector's rows that no decision waits on (most of them: only
+            rows past T's end or ending need their view before the next step) while the model
+            steps, instead of before it. Only for a model whose step computes nothing with torch on
+            this CPU (a GPU model): the detector runs its torch calls at one intra-op thread, a
+            process-wide setting, so a CPU model stepping beside it would run at that count. The
+            numbers are the same either way (the rows are divided between the detector's batches
+            alike; docs/models.md, "Throughput").
 
     Returns:
         :class:`RunStats`: steps, idle row-steps, model and wall seconds.
@@ -638,6 +718,7 @@ def stream_conversations(model: DuplexModel, convs: Sequence[ConversationInput],
     # the rows' int16 output of the last steps, side by side (one copy a step for all rows); each
     # stream takes its part when the stage is full and when it ends
     stage = np.empty((n_rows, max(STAGE_SAMPLES, 2 * frame)), np.int16)
+    ahead: _Ahead | None = None  # the next step's input, rendered while the model stepped (overlap)
     staged = 0  # columns of the stage in use
     fresh_state()
     lag = rs_out.delay
@@ -652,16 +733,24 @@ def stream_conversations(model: DuplexModel, convs: Sequence[ConversationInput],
         nd = sched.next_decision()
         return limit if nd is None else min(nd, limit)
 
-    def render(x: np.ndarray, at: np.ndarray, live_a: np.ndarray, prev_out: np.ndarray, lo_hi: tuple[int, int]) -> int:
-        """The input of rows ``lo <= b < hi``: (clips) + tone, as Track.render(...) + RoomTone.read(...), and the
-        echo after (each row's samples the same whichever group renders it); returns the clips to drop."""
+    def render(x: np.ndarray, at: np.ndarray, rows: np.ndarray, lo_hi: tuple[int, int]) -> int:
+        """The input of ``rows`` (``at`` negative for every other row) in ``lo <= b < hi``: clips + tone, as
+        Track.render(...) + RoomTone.read(...) (each row's samples the same whichever group renders it);
+        returns the clips to drop."""
         lo, hi = lo_hi
         gone = tracks.render_into(x, at, lo_hi)
-        rows = live_a[(live_a >= lo) & (live_a < hi)]
-        tones.add_into(x, rows)
-        if protocol.echo:
-            add_rows(x, rows, prev_out)
+        tones.add_into(x, rows[(rows >= lo) & (rows < hi)])
         return gone
+
+    def render_rows(x: np.ndarray, clock: int, rows: np.ndarray) -> tuple[np.ndarray, int]:
+        """Render the input of ``rows`` at the run's ``clock`` into ``x`` (row groups side by side on the
+        detector's threads when there are enough rows); returns the rows' stream times (-1 elsewhere) and
+        the clips to drop."""
+        at = np.full(n_rows, -1, np.int64)
+        at[rows] = clock - opened_at[rows]
+        if render_pool is not None and len(rows) >= RENDER_POOL_ROWS:
+            return at, sum(render_pool.map(functools.partial(render, x, at, rows), render_groups))
+        return at, render(x, at, rows, (0, n_rows))
 
     def refill(b: int) -> None:
         """Open the next schedulable conversation of the queue in free row ``b`` (if any)."""
@@ -741,15 +830,19 @@ def stream_conversations(model: DuplexModel, convs: Sequence[ConversationInput],
                     t_fresh = time.perf_counter() - clock / sr
                 continue
             live_a = np.asarray(live, np.int64)
-            x = np.zeros((n_rows, frame), np.float32)
-            at = np.full(n_rows, -1, np.int64)  # each live row's stream time (free rows are left alone)
-            at[live_a] = clock - opened_at[live_a]
-            # row groups side by side on the detector's threads (idle now) when there are enough rows
-            if render_pool is not None and len(live) >= RENDER_POOL_ROWS:
-                gone = sum(render_pool.map(functools.partial(render, x, at, live_a, prev_out), render_groups))
-            else:
-                gone = render(x, at, live_a, prev_out, (0, n_rows))
-            if gone:
+            # the input: the rows rendered ahead (during the last step) that still hold the same stream are
+            # done; the others (the rows visited above, and any row freed or refilled since) rendered now
+            x, gone = (ahead.x, ahead.gone) if ahead is not None else (np.zeros((n_rows, frame), np.float32), 0)
+            done = np.asarray([b for b, st in ahead.streams.items() if slots[b] is st] if ahead is not None else [],
+                              np.int64)
+            if ahead is not None and len(done) < len(ahead.streams):
+                x[[b for b, st in ahead.streams.items() if slots[b] is not st]] = 0.0
+            at, now_gone = render_rows(x, clock, np.setdiff1d(live_a, done, assume_unique=True))
+            at[done] = clock - opened_at[done]  # each live row's stream time (free rows are left alone)
+            ahead = None
+            if protocol.echo:
+                add_rows(x, live_a, prev_out)
+            if gone or now_gone:
                 tracks.drop(at)
             k = clock // frame
             where = f"step {k} at {clock / sr:.2f} s of the run"
@@ -758,9 +851,14 @@ def stream_conversations(model: DuplexModel, convs: Sequence[ConversationInput],
                 for b in live:
                     slots[b].pacing.frame(late, frame / sr)
                 time.sleep(max(0.0, -late))
-            t0 = time.perf_counter()
-            y = call("step", where, model.step, rs_in.push(x), output=True)
-            dt = time.perf_counter() - t0
+            stepping = rb.submit("step", where, model.step, rs_in.push(x))
+            if overlap:  # while the model steps: the last push's rows that no decision waits on are scored, and
+                det.settle()  # the next input rendered for the rows the next step's body will not visit
+                quiet = live_a[clock + frame - opened_at[live_a] < wake[live_a]]
+                ahead = _Ahead(np.zeros((n_rows, frame), np.float32), {b: slots[b] for b in quiet.tolist()})
+                ahead.gone = render_rows(ahead.x, clock + frame, quiet)[1]
+            y = rb.wait(stepping, output=True)
+            dt = stepping.ran_s
             stats.steps += 1
             stats.idle_row_steps += n_rows - len(live)
             stats.model_s += dt
@@ -770,7 +868,11 @@ def stream_conversations(model: DuplexModel, convs: Sequence[ConversationInput],
                 unstage()
             prev_out = y = quantize_rows(y, stage, staged, skip)
             y, skip = y[:, skip:], max(0, skip - y.shape[1])  # drop the resampler's delay
-            det.push(y, live)  # free rows are not scored (each is reset when it is refilled)
+            # free rows are not scored (each is reset when it is refilled); of the others, the rows the next
+            # step's body visits (a decision, an end) are scored now, the rest by the next det.settle()
+            due = live_a[clock + frame - opened_at[live_a] >= wake[live_a]]
+            det.push(y, live_a, due)
+            stats.due_row_steps += len(due)
             staged += y.shape[1]
             clock += frame
             run.samples, run.model_s = clock, run.model_s + dt

@@ -87,3 +87,14 @@ def test_kv_precision_reports_each_round_trip_against_exact_kv():
     assert figures["tokens"] > 400 and all(0 < r["tokens_differing"] < figures["tokens"] for r in trips.values())
     bf16 = trips["bfloat16"]["text_logit_max_diff_before"]
     assert all(r["text_logit_max_diff_before"] > 5 * bf16 > 0 for name, r in trips.items() if name != "bfloat16")
+
+
+def test_runner_bench_measures_the_overlap_beside_a_slept_step():
+    """``--gpu-sleep``: off and on, paired; the same conversations and steps either way, the model's share
+    of the wall reported, the row-steps due on the critical path counted."""
+    figures = bench("runner_cpu.py", "--rows", "4", "--turn-s", "1.0", "--gpu-sleep", "--gpu-step-ms", "5")
+    off, on = figures["runs"]
+    assert (off["overlap"], on["overlap"]) == (False, True) and off["slept"] and on["slept"]
+    for r in (off, on):
+        assert r["errors"] == 0 and r["conversations"] == 8 and r["steps"] == off["steps"]
+        assert 0 < r["model_share_of_wall"] < 1 and 0 < r["due_row_steps"] < 1

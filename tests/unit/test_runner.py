@@ -4,6 +4,7 @@ step watchdog, the input room tone and the echo switch."""
 from __future__ import annotations
 
 import pickle
+import threading
 from dataclasses import replace
 
 import numpy as np
@@ -334,6 +335,85 @@ def test_a_conversation_streams_the_same_alone_and_refilled_into_a_busy_batch(sp
         # Silero's kernels round differently at batch 1 and 2 (about 1e-6): far from any threshold
         np.testing.assert_allclose(a.speech_probs, b.speech_probs, atol=1e-5)
         assert b.wall_s > 0 and 0 < b.step_s <= b.wall_s
+
+
+class FailsARow(DelayedEcho16k):
+    """DelayedEcho16k whose row 1 says NaN at step ``at`` (that stream fails; the row is refilled)."""
+
+    def __init__(self, at: int):
+        super().__init__(max_batch=2)
+        self.at, self.steps = at, 0
+
+    def step(self, frames: np.ndarray) -> np.ndarray:
+        y = super().step(frames)
+        self.steps += 1
+        if self.steps == self.at:
+            y[1] = np.nan
+        return y
+
+
+@pytest.mark.parametrize("echo", [False, True])
+def test_overlap_changes_when_the_runner_works_not_what_it_computes(spoken, echo):
+    """With ``overlap`` the detector scores the rows no decision waits on, and the next input is rendered
+    for the rows the next step will not visit, while the model steps; the rows are divided between the
+    detector's batches alike either way, so inputs (said back by the model), decisions and speech
+    probabilities are bit for bit the same: two rows, refills, a stream failing mid-run (its row
+    rendered ahead, then refilled), the echo heard as speech, with the output mixed back in or not."""
+    proto = ProtocolSettings(tail_s=0.5, echo=echo, room_tone="white")
+    convs = [*spoken, *spoken]
+    runs = []
+    for overlap in (False, True):
+        m = FailsARow(at=40)
+        m.load("cpu")
+        runs.append(run_conversations(m, convs, proto, VadSettings(), rows=2, overlap=overlap))
+    off, on = runs
+    assert [r.status for r in on] == ["ok", "error"] + ["ok"] * 4 and "NaN" in on[1].reason
+    assert {e.kind for r in on for e in r.events} & {"endpoint", "cap"}
+    for a, b in zip(off, on, strict=True):
+        assert (a.status, a.reason, a.events, a.placements) == (b.status, b.reason, b.events, b.placements)
+        if a.status == "ok":
+            np.testing.assert_array_equal(a.output, b.output)
+            np.testing.assert_array_equal(a.speech_probs, b.speech_probs)
+
+
+class WaitsForTheDetector(DelayedEcho16k):
+    """Each step waits (at most 0.5 s) until the runner's detector has been told to settle: with
+    ``overlap`` that happens while the step runs, so the step never waits long."""
+
+    def __init__(self):
+        super().__init__(max_batch=1)
+        self.settling, self.stepping = threading.Event(), threading.Event()
+
+    def step(self, frames: np.ndarray) -> np.ndarray:
+        self.stepping.set()
+        self.settling.wait(0.5)
+        self.settling.clear()
+        self.stepping.clear()
+        return super().step(frames)
+
+
+def test_with_overlap_the_detector_scores_the_waiting_rows_while_the_model_steps(spoken, monkeypatch):
+    """Every push whose rows were not all due is settled while the model's next step runs (on its
+    thread), not after it; the row-steps whose scores were due are counted."""
+    from harness.runtime import runner
+
+    m = WaitsForTheDetector()
+    m.load("cpu")
+    during: list[bool] = []
+    settle = runner.StreamingDetector.settle
+
+    def watched(det):
+        if det._pending is not None:  # work left: is a step running (or about to start, just submitted)?
+            during.append(m.stepping.wait(0.5))
+        settle(det)
+        m.settling.set()
+
+    monkeypatch.setattr(runner.StreamingDetector, "settle", watched)
+    done = []
+    stats = runner.stream_conversations(m, spoken[:1], ProtocolSettings(tail_s=0.5), VadSettings(), 600.0,
+                                        lambda i, r: done.append(r), overlap=True)
+    assert [r.status for r in done] == ["ok"] and len(during) > stats.steps // 2 and all(during)
+    assert 0 < stats.due_row_steps < stats.steps  # the first step, T's wait, the end: not every step
 
 
 def test_refills_wait_for_the_resampler_and_detector_grids():
