@@ -27,13 +27,14 @@ its stream fell behind real time (:class:`Pacing`: a slow step or a stalled serv
 later frame until the stream catches up in a burst, so the service heard it late).
 
 Off the step's critical path (``overlap``, a GPU model; issue 24, item 5): only the rows whose loop
-body does something at the next step (a decision pending past T's end, a stream's end or first
-step) need the detector's view of this step's output and a fresh render of the next input before
-the next step. The detector scores those rows at once and the others in a batch of their own
-(:meth:`~harness.vad.silero.StreamingDetector.push`'s ``due``), and with ``overlap`` that second
-batch, and the next input of the rows no body will visit, are computed while the model steps (the
-step runs on the :class:`ModelThread`). The rows are divided alike with or without ``overlap``, so
-nothing the runner computes depends on it; only when it is computed does.
+body does something at the next step (a decision pending past T's end, or a stream's end) need
+the detector's view of this step's output and a fresh render of the next input before the next
+step (a row refilled meanwhile is rendered then anyway). The detector scores those rows at once
+and the others in a batch of their own (:meth:`~harness.vad.silero.StreamingDetector.push`'s
+``due``), and with ``overlap`` that second batch, and the next input of the rows no body will
+visit, are computed while the model steps (the step runs on the :class:`ModelThread`). The rows
+are divided alike with or without ``overlap``, so nothing the runner computes depends on it; only
+when it is computed does.
 
 Failures (docs/adding-a-model.md):
 
@@ -303,8 +304,16 @@ class PendingCall:
     future: Future
     submitted: float  # time.perf_counter() at submission
     ran_s: float = 0.0  # seconds the call itself ran on the thread (set once it returned or raised)
-    first: bool = False  # RowBatch: the run's first step or an open (the longer watchdog)
-    is_step: bool = False  # RowBatch: a step (a RowError names rows by their streams' steps)
+
+
+@dataclass
+class BatchCall:
+    """A call :class:`RowBatch` submitted: the thread's :class:`PendingCall` and how the watchdog and a
+    RowError treat it."""
+
+    pending: PendingCall
+    first: bool  # the run's first step or an open (the longer allowance)
+    is_step: bool  # a step (a RowError names its rows by their streams' steps)
 
 
 class ModelThread:
@@ -485,22 +494,23 @@ class RowBatch:
         it is, for messages. :meth:`submit`, then :meth:`wait`."""
         return self.wait(self.submit(what, where, fn, *args), output=output)
 
-    def submit(self, what: str, where: str, fn: Callable[..., Any], *args: Any) -> PendingCall:
+    def submit(self, what: str, where: str, fn: Callable[..., Any], *args: Any) -> BatchCall:
         """Start a model call (as :meth:`call`) and return at once; :meth:`wait` for it before the next."""
         is_step = what in ("step", "step_forced")
         first = what == "open" or (is_step and not self.stepped)
         self.stepped = self.stepped or is_step
-        call = self.thread.submit(where, fn, *args)
-        call.first, call.is_step = first, is_step
-        return call
+        return BatchCall(self.thread.submit(where, fn, *args), first, is_step)
 
-    def wait(self, call: PendingCall, output: bool = False) -> Any:
+    def _allowance(self, call: BatchCall) -> float | None:
+        """The watchdog's seconds for ``call``: the run's first step and opens have their own."""
+        return (self.first_step_timeout_s or self.step_timeout_s) if call.first else self.step_timeout_s
+
+    def wait(self, call: BatchCall, output: bool = False) -> Any:
         """The result of a :meth:`submit` under the watchdog and failure semantics of :meth:`call`."""
-        info, n_rows, where, first, is_step = self.info, self.n_rows, call.what, call.first, call.is_step
-        timeout = (self.first_step_timeout_s or self.step_timeout_s) if first else self.step_timeout_s
-        setting = "infer.first_step_timeout_s" if first and self.first_step_timeout_s else "infer.step_timeout_s"
+        info, n_rows, where, is_step = self.info, self.n_rows, call.pending.what, call.is_step
+        setting = "infer.first_step_timeout_s" if call.first and self.first_step_timeout_s else "infer.step_timeout_s"
         try:
-            return self.thread.wait(call, timeout)
+            return self.thread.wait(call.pending, self._allowance(call))
         except RowError as e:
             outside = sorted(set(e.reasons) - set(range(n_rows)))
             if outside:
@@ -514,6 +524,13 @@ class RowBatch:
             return e.output
         except Exception as e:
             raise model_failure(self.thread, info.name, where, e, setting)  # noqa: B904 - chained by model_failure
+
+    def abandon(self, call: BatchCall) -> None:
+        """Wait out a submitted call whose outcome is no longer wanted (the runner failed while it ran),
+        under its own allowance, ignoring how it ends: what follows (closing the rows) must not queue
+        behind it on a shorter allowance and mark a healthy thread stuck."""
+        with contextlib.suppress(Exception):
+            self.thread.wait(call.pending, self._allowance(call))
 
     def deliver(self, index: int, result: Any) -> None:
         """Item ``index``'s final result: to ``on_result``, else into :attr:`results`."""
@@ -617,7 +634,6 @@ class _Ahead:
 
     x: np.ndarray  # float32[R, frame]: those rows rendered, zeros elsewhere
     streams: dict[int, Any]  # row -> the stream it was rendered for (a row failed or refilled since is redone)
-    gone: int = 0  # clips to drop after the rendering
 
 
 def run_conversations(model: DuplexModel, convs: Sequence[ConversationInput], protocol: ProtocolSettings,
@@ -659,13 +675,14 @@ def stream_conversations(model: DuplexModel, convs: Sequence[ConversationInput],
             include warm-up or compilation (``None``: ``step_timeout_s``).
         thread: the model's :class:`ModelThread` (the one it was loaded on); default: a new
             one for this run.
-        overlap: score the online detector's rows that no decision waits on (most of them: only
-            rows past T's end or ending need their view before the next step) while the model
-            steps, instead of before it. Only for a model whose step computes nothing with torch on
-            this CPU (a GPU model): the detector runs its torch calls at one intra-op thread, a
-            process-wide setting, so a CPU model stepping beside it would run at that count. The
-            numbers are the same either way (the rows are divided between the detector's batches
-            alike; docs/models.md, "Throughput").
+        overlap: while the model steps, score the online detector's rows that no decision waits on
+            (most of them: only rows with a decision pending past T's end, or ending, need their
+            view before the next step) and render the next input of the rows the next step's loop
+            body will not visit, instead of doing both before the step. For a model that steps on a
+            GPU (the ``infer`` stage sets it then): a CPU model's step computes on the same cores,
+            so there is little to hide (not measured). Nothing computed depends on it, only when
+            (the rows are divided between the detector's batches alike; docs/models.md, "Off the
+            critical path").
 
     Returns:
         :class:`RunStats`: steps, idle row-steps, model and wall seconds.
@@ -689,14 +706,14 @@ def stream_conversations(model: DuplexModel, convs: Sequence[ConversationInput],
     limit = round(max_duration_s * sr)
 
     def fresh_state() -> None:
-        nonlocal det, rs_in, rs_out, skip, prev_out, clock, t_fresh
+        nonlocal det, rs_in, rs_out, skip, prev_out, clock, t_fresh, ahead
         run.samples = 0
         det = StreamingDetector(n_rows, sr, vad)
         # streaming resamplers, one stream per row (docs/protocol-decisions.md, "Time and audio"): the output
         # side's fixed delay (lag) is trimmed, so the stored output is resample(model output) on the timeline; a
         # stream runs until lag samples past its end have been output
         rs_in, rs_out = StreamResampler(n_rows, sr, info.input_rate), StreamResampler(n_rows, info.output_rate, sr)
-        skip, prev_out, clock = rs_out.delay, np.zeros((n_rows, frame), np.float32), 0
+        skip, prev_out, clock, ahead = rs_out.delay, np.zeros((n_rows, frame), np.float32), 0, None
         t_fresh = time.perf_counter()
 
     det: StreamingDetector
@@ -733,24 +750,23 @@ def stream_conversations(model: DuplexModel, convs: Sequence[ConversationInput],
         nd = sched.next_decision()
         return limit if nd is None else min(nd, limit)
 
-    def render(x: np.ndarray, at: np.ndarray, rows: np.ndarray, lo_hi: tuple[int, int]) -> int:
+    def render(x: np.ndarray, at: np.ndarray, rows: np.ndarray, lo_hi: tuple[int, int]) -> None:
         """The input of ``rows`` (``at`` negative for every other row) in ``lo <= b < hi``: clips + tone, as
-        Track.render(...) + RoomTone.read(...) (each row's samples the same whichever group renders it);
-        returns the clips to drop."""
+        Track.render(...) + RoomTone.read(...) (each row's samples the same whichever group renders it)."""
         lo, hi = lo_hi
-        gone = tracks.render_into(x, at, lo_hi)
+        tracks.render_into(x, at, lo_hi)
         tones.add_into(x, rows[(rows >= lo) & (rows < hi)])
-        return gone
 
-    def render_rows(x: np.ndarray, clock: int, rows: np.ndarray) -> tuple[np.ndarray, int]:
+    def render_rows(x: np.ndarray, clock: int, rows: np.ndarray) -> np.ndarray:
         """Render the input of ``rows`` at the run's ``clock`` into ``x`` (row groups side by side on the
-        detector's threads when there are enough rows); returns the rows' stream times (-1 elsewhere) and
-        the clips to drop."""
+        detector's threads when there are enough rows); returns the rows' stream times (-1 elsewhere)."""
         at = np.full(n_rows, -1, np.int64)
         at[rows] = clock - opened_at[rows]
         if render_pool is not None and len(rows) >= RENDER_POOL_ROWS:
-            return at, sum(render_pool.map(functools.partial(render, x, at, rows), render_groups))
-        return at, render(x, at, rows, (0, n_rows))
+            list(render_pool.map(functools.partial(render, x, at, rows), render_groups))
+        else:
+            render(x, at, rows, (0, n_rows))
+        return at
 
     def refill(b: int) -> None:
         """Open the next schedulable conversation of the queue in free row ``b`` (if any)."""
@@ -831,19 +847,21 @@ def stream_conversations(model: DuplexModel, convs: Sequence[ConversationInput],
                 continue
             live_a = np.asarray(live, np.int64)
             # the input: the rows rendered ahead (during the last step) that still hold the same stream are
-            # done; the others (the rows visited above, and any row freed or refilled since) rendered now
-            x, gone = (ahead.x, ahead.gone) if ahead is not None else (np.zeros((n_rows, frame), np.float32), 0)
-            done = np.asarray([b for b, st in ahead.streams.items() if slots[b] is st] if ahead is not None else [],
-                              np.int64)
-            if ahead is not None and len(done) < len(ahead.streams):
-                x[[b for b, st in ahead.streams.items() if slots[b] is not st]] = 0.0
-            at, now_gone = render_rows(x, clock, np.setdiff1d(live_a, done, assume_unique=True))
+            # done; the others (the rows visited above, and any row failed or refilled since) rendered now
+            x, done = np.zeros((n_rows, frame), np.float32), np.zeros(0, np.int64)
+            if ahead is not None:
+                x, kept = ahead.x, [b for b, st in ahead.streams.items() if slots[b] is st]
+                if len(kept) < len(ahead.streams):
+                    x[[b for b, st in ahead.streams.items() if slots[b] is not st]] = 0.0
+                done, ahead = np.asarray(kept, np.int64), None
+            at = render_rows(x, clock, np.setdiff1d(live_a, done, assume_unique=True))
             at[done] = clock - opened_at[done]  # each live row's stream time (free rows are left alone)
-            ahead = None
             if protocol.echo:
                 add_rows(x, live_a, prev_out)
-            if gone or now_gone:
-                tracks.drop(at)
+            tracks.drop(at)  # the clips that ended before this window, and those of free rows
+            # the rows the next step's loop body visits (a decision pending past T's end, an end): the detector
+            # scores them at once; the others' scores and next input wait (with overlap: done during the step)
+            visit_next = clock + frame - opened_at[live_a] >= wake[live_a]
             k = clock // frame
             where = f"step {k} at {clock / sr:.2f} s of the run"
             if paced:  # a remote service hears the stream in real time: step k no earlier than k frames in
@@ -853,12 +871,16 @@ def stream_conversations(model: DuplexModel, convs: Sequence[ConversationInput],
                 time.sleep(max(0.0, -late))
             stepping = rb.submit("step", where, model.step, rs_in.push(x))
             if overlap:  # while the model steps: the last push's rows that no decision waits on are scored, and
-                det.settle()  # the next input rendered for the rows the next step's body will not visit
-                quiet = live_a[clock + frame - opened_at[live_a] < wake[live_a]]
-                ahead = _Ahead(np.zeros((n_rows, frame), np.float32), {b: slots[b] for b in quiet.tolist()})
-                ahead.gone = render_rows(ahead.x, clock + frame, quiet)[1]
+                try:  # the next input rendered for the rows the next step's body will not visit
+                    det.settle()
+                    quiet = live_a[~visit_next]
+                    ahead = _Ahead(np.zeros((n_rows, frame), np.float32), {b: slots[b] for b in quiet.tolist()})
+                    render_rows(ahead.x, clock + frame, quiet)
+                except BaseException:
+                    rb.abandon(stepping)
+                    raise
             y = rb.wait(stepping, output=True)
-            dt = stepping.ran_s
+            dt = stepping.pending.ran_s
             stats.steps += 1
             stats.idle_row_steps += n_rows - len(live)
             stats.model_s += dt
@@ -870,7 +892,7 @@ def stream_conversations(model: DuplexModel, convs: Sequence[ConversationInput],
             y, skip = y[:, skip:], max(0, skip - y.shape[1])  # drop the resampler's delay
             # free rows are not scored (each is reset when it is refilled); of the others, the rows the next
             # step's body visits (a decision, an end) are scored now, the rest by the next det.settle()
-            due = live_a[clock + frame - opened_at[live_a] >= wake[live_a]]
+            due = live_a[visit_next]
             det.push(y, live_a, due)
             stats.due_row_steps += len(due)
             staged += y.shape[1]

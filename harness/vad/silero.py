@@ -378,7 +378,8 @@ class SileroProbs:
         the numbers depend on how a push's rows are divided between calls, never on the threads).
 
         Raises:
-            ValueError: a row is not one of ``windows``' or was scored already.
+            ValueError: a row is not one of ``windows``', the rows are not increasing, or one
+                was scored already.
         """
         sel = np.flatnonzero(~windows.scored)
         if rows is not None:
@@ -387,10 +388,10 @@ class SileroProbs:
             if not np.array_equal(windows.rows[np.minimum(sel, len(windows.rows) - 1)] if len(windows.rows)
                                   else windows.rows, rows):
                 raise ValueError(f"rows {rows.tolist()} are not all among the prepared rows {windows.rows.tolist()}")
-        if windows.scored[sel].any():
-            raise ValueError(f"rows {windows.rows[sel[windows.scored[sel]]]} were scored already")
-        windows.scored[sel] = True
+        if windows.scored[sel].any() or (np.diff(sel) <= 0).any():
+            raise ValueError(f"rows {windows.rows[sel].tolist()} are not increasing, or some were scored already")
         if not len(sel) or not windows.probs.shape[1]:
+            windows.scored[sel] = True
             return
         idx = windows.rows[sel]
         tidx = torch.from_numpy(idx).to(self._net.device)
@@ -411,6 +412,7 @@ class SileroProbs:
         windows.probs[idx] = np.concatenate([p for p, _, _ in parts])
         self._h[tidx] = torch.cat([h for _, h, _ in parts])
         self._c[tidx] = torch.cat([c for _, _, c in parts])
+        windows.scored[sel] = True
 
     def _score(self, inputs: np.ndarray, h: torch.Tensor, c: torch.Tensor,
                starts: dict[int, int]) -> tuple[np.ndarray, torch.Tensor, torch.Tensor]:

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import pickle
 import threading
+import time
 from dataclasses import replace
 
 import numpy as np
@@ -19,6 +20,7 @@ from harness.runtime.runner import (
     ConversationInput,
     ModelFailure,
     ModelStalled,
+    ModelThread,
     OutputContractError,
     check_output,
     refill_period,
@@ -65,10 +67,11 @@ def test_nan_output_fails_only_that_stream(scene):
     assert res[1].status == "ok" and res[1].output is not None and len(res[1].output) > 0
 
 
-def test_row_error_fails_its_row_and_the_others_complete_in_full(scene):
+@pytest.mark.parametrize("overlap", [False, True])
+def test_row_error_fails_its_row_and_the_others_complete_in_full(scene, overlap):
     convs = [_conv(scene, 0), _conv(scene, 1), _conv(scene, 2)]
     clean = _run(_model("ToneModel"), convs)
-    res = _run(_model("ToneModel", fault_step=5, rows=(1,)), convs)
+    res = _run(_model("ToneModel", fault_step=5, rows=(1,)), convs, overlap=overlap)
     assert [r.status for r in res] == ["ok", "error", "ok"]
     assert res[1].reason == "model tone step 5 at 0.40 s of stream: decoder failed on stream 1"
     assert res[1].output is None
@@ -138,24 +141,58 @@ def test_an_exception_that_is_not_a_row_error_fails_the_attempt(scene, call, whe
     assert isinstance(info.value.__cause__, RuntimeError)
 
 
-def test_a_stalled_step_fails_the_attempt_naming_the_step(scene):
+@pytest.mark.parametrize("overlap", [False, True])
+def test_a_stalled_step_fails_the_attempt_naming_the_step(scene, overlap):
     m = _model("StallingModel", stall_step=2)
     try:
         with pytest.raises(ModelStalled, match=r"^model stalling: step 2 at 0\.16 s of the run did not return within "
                                                r"0\.2 s \(infer\.step_timeout_s\); the actor must be discarded$"):
-            _run(m, [_conv(scene)], step_timeout_s=0.2, first_step_timeout_s=60.0)
+            _run(m, [_conv(scene)], step_timeout_s=0.2, first_step_timeout_s=60.0, overlap=overlap)
     finally:
         m.release.set()
 
 
-def test_the_first_step_has_its_own_allowance(scene):
+@pytest.mark.parametrize("overlap", [False, True])
+def test_the_first_step_has_its_own_allowance(scene, overlap):
     m = _model("StallingModel", stall_step=0)
     try:
         with pytest.raises(ModelStalled, match=r"step 0 at 0\.00 s of the run did not return within 0\.2 s "
                                                r"\(infer\.first_step_timeout_s\)"):
-            _run(m, [_conv(scene)], step_timeout_s=60.0, first_step_timeout_s=0.2)
+            _run(m, [_conv(scene)], step_timeout_s=60.0, first_step_timeout_s=0.2, overlap=overlap)
     finally:
         m.release.set()
+
+
+class SlowFirstStep(Listener):
+    """Silent; its first step takes 1 s (a warm-up, within the first step's allowance)."""
+
+    def __init__(self):
+        super().__init__()
+        self.steps = 0
+
+    def step(self, frames: np.ndarray) -> np.ndarray:
+        self.steps += 1
+        if self.steps == 1:
+            time.sleep(1.0)
+        return super().step(frames)
+
+
+def test_an_error_beside_a_step_waits_the_step_out_and_leaves_the_thread_usable(scene, monkeypatch):
+    """With overlap, the runner's own work during a step (here the detector, made to fail) raising while the
+    step runs: the step is waited out under its own allowance before the error goes up, so closing the rows
+    does not queue behind it on the shorter allowance and mark a healthy model thread stuck."""
+    from harness.runtime import runner
+
+    def broken(det):
+        raise RuntimeError("detector broke")
+
+    monkeypatch.setattr(runner.StreamingDetector, "settle", broken)
+    thread = ModelThread("slow")
+    m = SlowFirstStep()
+    with pytest.raises(RuntimeError, match="detector broke"):
+        _run(m, [_conv(scene)], step_timeout_s=0.3, first_step_timeout_s=5.0, thread=thread, overlap=True)
+    assert thread.stuck is None and m.steps == 1
+    assert thread.call("a later call", lambda: 42, timeout_s=1.0) == 42
 
 
 # --- the output contract ---------------------------------------------------------------------
@@ -374,6 +411,22 @@ def test_overlap_changes_when_the_runner_works_not_what_it_computes(spoken, echo
         if a.status == "ok":
             np.testing.assert_array_equal(a.output, b.output)
             np.testing.assert_array_equal(a.speech_probs, b.speech_probs)
+
+
+def test_overlap_on_many_rows_renders_each_row_as_without(scene):
+    """36 rows (the input rendered in row groups on the detector's threads, ahead and after the step): the
+    model says back what it heard, bit for bit the same with and without overlap, refills included."""
+    convs = [_conv(scene, seed, clip_s=0.6 + 0.02 * seed) for seed in range(44)]
+    runs = []
+    for overlap in (False, True):
+        m = DelayedEcho16k(max_batch=36)
+        m.load("cpu")
+        runs.append(run_conversations(m, convs, ProtocolSettings(room_tone="white"), VadSettings(threads=2), rows=36,
+                                      overlap=overlap))
+    for a, b in zip(*runs, strict=True):
+        assert a.status == b.status == "ok" and a.events == b.events
+        np.testing.assert_array_equal(a.output, b.output)
+        np.testing.assert_array_equal(a.speech_probs, b.speech_probs)
 
 
 class WaitsForTheDetector(DelayedEcho16k):

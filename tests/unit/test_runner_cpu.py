@@ -302,12 +302,14 @@ def test_detector_rows_not_due_are_scored_later_as_their_own_batch():
 
 
 def test_a_push_scores_each_prepared_row_once():
-    """SileroProbs.score refuses a row it was not prepared for, or one scored already."""
+    """SileroProbs.score refuses a row it was not prepared for, a row twice, or one scored already."""
     probs = SileroProbs(4, SR, VadSettings())
     w = probs.prepare(np.zeros((4, 3840), np.float32), rows=[0, 2])
     probs.score(w, [2])
     with pytest.raises(ValueError, match="scored already"):
         probs.score(w, [2])
+    with pytest.raises(ValueError, match="not increasing"):
+        probs.score(w, [0, 0])
     with pytest.raises(ValueError, match="not all among the prepared rows"):
         probs.score(w, [1])
     probs.score(w)  # what is left: row 0
