@@ -69,30 +69,34 @@ class SlowStep(DuplexModel):
         return np.zeros((frames.shape[0], FRAME), np.float32)
 
 
-def _run(model: SlowStep):
+def _run(model: SlowStep, overlap: bool = False):
     turns = (Turn("A", "x", Label.N2, Target.HUMAN), Turn("B", "x", Label.T, Target.ARIA),
              Turn("C", "x", Label.N3, Target.NONE))
     scene = Scene("p0-explicit", "p0", "explicit", ("A", "B", "C"), turns, "yes")
     conv = ConversationInput(scene, [np.zeros(SR // 4, np.float32)] * 3, np.zeros(0, np.float32), 0)
     # the stream is cut after 1.5 s of it (an error; the steps so far are all this needs)
-    (result,) = run_conversations(model, [conv], ProtocolSettings(), VadSettings(), max_duration_s=1.5)
+    (result,) = run_conversations(model, [conv], ProtocolSettings(), VadSettings(), max_duration_s=1.5,
+                                  overlap=overlap)
     assert "exceeded the 1.5 s limit" in result.reason
     assert len(model.calls) == math.ceil(1.5 / FRAME_S)  # 19 steps: after the 19th the stream is at 1.52 s
     return result
 
 
-def test_a_slow_first_step_does_not_make_the_next_steps_go_in_a_burst(clock):
+@pytest.mark.parametrize("overlap", [False, True])
+def test_a_slow_first_step_does_not_make_the_next_steps_go_in_a_burst(clock, overlap):
     model = SlowStep(clock, at=1, slow_s=0.5)
-    _run(model)
+    _run(model, overlap)
     # the clock restarts after the first step: step k (0-based, k >= 1) k - 1 frames after it returned.
     # Without the restart, steps 1-6 were due before the warm-up ended and would go back to back.
     first_done = model.calls[0] + 0.5
     assert model.calls[1:] == pytest.approx([first_done + (k - 1) * FRAME_S for k in range(1, len(model.calls))])
 
 
-def test_a_stall_mid_stream_is_recorded_as_lag_behind_real_time(clock):
+@pytest.mark.parametrize("overlap", [False, True])
+def test_a_stall_mid_stream_is_recorded_as_lag_behind_real_time(clock, overlap):
+    """Paced and, with overlap, the runner's work beside each step: the same times on the clock."""
     model = SlowStep(clock, at=5, slow_s=0.5)
-    record = _run(model).record(SR)
+    record = _run(model, overlap).record(SR)
     # the frame after the stalled step was due 80 ms into the 0.5 s stall: 0.42 s late; the stream catches up
     # in a burst, each frame 80 ms less late: 0.42, 0.34, 0.26, 0.18, 0.10 s are behind (>= 80 ms), 0.02 is not
     lags = [0.5 - FRAME_S * (1 + j) for j in range(6)]
