@@ -8,7 +8,8 @@
    the same 16 kHz samples whatever the chunk sizes; Silero supports 8/16 kHz only, so 24 kHz
    audio is never fed as 16 kHz);
 2. score 512-sample windows (32 ms) with :class:`SileroNet`, the bundled Silero model split at
-   its recurrence, all streams in one batch;
+   its recurrence, the streams in one batch, or in two: those whose view is due before the next
+   push, then the others (:meth:`StreamingDetector.push`, :meth:`StreamingDetector.settle`);
 3. segment the probabilities with :mod:`harness.vad.segments`.
 
 :func:`speech_probs` / :func:`detect` (offline: the ``vad`` stage) compute the same
