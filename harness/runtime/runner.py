@@ -757,11 +757,11 @@ def stream_conversations(model: DuplexModel, convs: Sequence[ConversationInput],
         tracks.render_into(x, at, lo_hi)
         tones.add_into(x, rows[(rows >= lo) & (rows < hi)])
 
-    def render_rows(x: np.ndarray, clock: int, rows: np.ndarray) -> np.ndarray:
-        """Render the input of ``rows`` at the run's ``clock`` into ``x`` (row groups side by side on the
+    def render_rows(x: np.ndarray, when: int, rows: np.ndarray) -> np.ndarray:
+        """Render the input of ``rows`` at the run's clock ``when`` into ``x`` (row groups side by side on the
         detector's threads when there are enough rows); returns the rows' stream times (-1 elsewhere)."""
         at = np.full(n_rows, -1, np.int64)
-        at[rows] = clock - opened_at[rows]
+        at[rows] = when - opened_at[rows]
         if render_pool is not None and len(rows) >= RENDER_POOL_ROWS:
             list(render_pool.map(functools.partial(render, x, at, rows), render_groups))
         else:
@@ -848,12 +848,13 @@ def stream_conversations(model: DuplexModel, convs: Sequence[ConversationInput],
             live_a = np.asarray(live, np.int64)
             # the input: the rows rendered ahead (during the last step) that still hold the same stream are
             # done; the others (the rows visited above, and any row failed or refilled since) rendered now
-            x, done = np.zeros((n_rows, frame), np.float32), np.zeros(0, np.int64)
-            if ahead is not None:
-                x, kept = ahead.x, [b for b, st in ahead.streams.items() if slots[b] is st]
-                if len(kept) < len(ahead.streams):
-                    x[[b for b, st in ahead.streams.items() if slots[b] is not st]] = 0.0
-                done, ahead = np.asarray(kept, np.int64), None
+            if ahead is None:
+                x, done = np.zeros((n_rows, frame), np.float32), np.zeros(0, np.int64)
+            else:
+                rows_ahead = np.fromiter(ahead.streams, np.int64, len(ahead.streams))
+                same = np.fromiter((slots[b] is st for b, st in ahead.streams.items()), bool, len(rows_ahead))
+                x, done, ahead = ahead.x, rows_ahead[same], None
+                x[rows_ahead[~same]] = 0.0
             at = render_rows(x, clock, np.setdiff1d(live_a, done, assume_unique=True))
             at[done] = clock - opened_at[done]  # each live row's stream time (free rows are left alone)
             if protocol.echo:

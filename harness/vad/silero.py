@@ -385,10 +385,9 @@ class SileroProbs:
         sel = np.flatnonzero(~windows.scored)
         if rows is not None:
             rows = np.asarray(rows, dtype=np.int64)
-            sel = np.searchsorted(windows.rows, rows)
-            if not np.array_equal(windows.rows[np.minimum(sel, len(windows.rows) - 1)] if len(windows.rows)
-                                  else windows.rows, rows):
+            if not np.isin(rows, windows.rows).all():
                 raise ValueError(f"rows {rows.tolist()} are not all among the prepared rows {windows.rows.tolist()}")
+            sel = np.searchsorted(windows.rows, rows)
         if windows.scored[sel].any() or (np.diff(sel) <= 0).any():
             raise ValueError(f"rows {windows.rows[sel].tolist()} are not increasing, or some were scored already")
         if not len(sel) or not windows.probs.shape[1]:
@@ -496,10 +495,7 @@ class StreamingDetector:
             return
         first = np.full(self.probs.n_streams, k, np.int64)  # rows not held take no column
         first[windows.rows] = np.clip(self._first[windows.rows] - w0, 0, k)  # nor do windows of a previous stream
-        now = np.ones(len(windows.rows), bool)
-        if due is not None:
-            now[:] = False
-            now[np.searchsorted(windows.rows, np.intersect1d(windows.rows, due))] = True
+        now = np.ones(len(windows.rows), bool) if due is None else np.isin(windows.rows, due)
         if not now.all():
             self._waiting[windows.rows[~now]] = True
             self._pending = (windows, first)
