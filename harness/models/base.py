@@ -115,7 +115,8 @@ class RowError(Exception):
     The runner fails exactly the rows named in ``reasons`` (each conversation is stored as an
     error with the adapter's reason) and streams the others on; a row that had already
     finished keeps its result. Raise it only for faults that would recur on a rerun (an
-    input the model cannot take, NaN in one row's logits). Any other exception from a model
+    input the model cannot take, NaN in one row's logits); rows given up for want of memory
+    are :class:`RowPreempted`, run again later. Any other exception from a model
     call fails the whole attempt, which is retried (it may be transient: CUDA out of memory,
     a broken remote stream); see docs/adding-a-model.md.
 
@@ -131,13 +132,29 @@ class RowError(Exception):
 
     def __init__(self, reasons: Mapping[int, str], output: np.ndarray | None = None):
         if not reasons:
-            raise ValueError("RowError needs at least one row")
+            raise ValueError(f"{type(self).__name__} needs at least one row")
         self.reasons = {int(b): str(why) for b, why in reasons.items()}
         self.output = output
         super().__init__("; ".join(f"row {b}: {why}" for b, why in sorted(self.reasons.items())))
 
     def __reduce__(self):  # picklable with its fields (e.g. across a Ray actor boundary)
         return type(self), (self.reasons, self.output)
+
+
+class RowPreempted(RowError):
+    """The model gave up these rows' streams to free what it needs for the others (e.g. K/V memory
+    of a pool smaller than every row's worst case): not a fault of the streams, and it would not
+    recur, so they are run again rather than failed. Raised by :meth:`DuplexModel.open` or ``step``.
+
+    Shapes and semantics of ``reasons`` and ``output`` are :class:`RowError`'s (``output``: the
+    step's output for the rows that go on; the given-up rows' samples are ignored). The runner
+    (:class:`harness.runtime.runner.RowBatch`) closes each named row (:meth:`DuplexModel.close`;
+    its ``usage`` is not asked), discards its stream's partial output (never delivered) and puts
+    its conversation at the back of the queue, to run again from its start when a row frees up;
+    a conversation given up more than ``RowBatch.MAX_REQUEUES`` times is an error naming the
+    preemptions and the last reason. The conversation is opened again as a fresh stream
+    (:meth:`DuplexModel.open`) in whichever row frees up.
+    """
 
 
 class DuplexModel(ABC):
@@ -150,9 +167,10 @@ class DuplexModel(ABC):
     :class:`StreamContext`), never on its row index or its neighbours.
 
     Failures (docs/adding-a-model.md): ``open``/``step`` raise :class:`RowError` to blame
-    single rows; any other exception fails the attempt and is retried. A call that does not
-    return within ``infer.step_timeout_s`` (``infer.first_step_timeout_s`` for ``open`` and
-    the first step of a run) fails the attempt too, and the actor is discarded.
+    single rows, :class:`RowPreempted` to give rows up to run again later; any other exception
+    fails the attempt and is retried. A call that does not return within ``infer.step_timeout_s``
+    (``infer.first_step_timeout_s`` for ``open`` and the first step of a run) fails the attempt
+    too, and the actor is discarded.
     """
 
     info: ModelInfo

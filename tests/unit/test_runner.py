@@ -13,7 +13,7 @@ import pytest
 from scipy.signal import welch
 
 from harness.audio.room_tone import TABLE_SAMPLES, RoomTone, noise_table
-from harness.models.base import DuplexModel, ModelInfo, RowError
+from harness.models.base import DuplexModel, ModelInfo, RowError, RowPreempted
 from harness.models.registry import build_model
 from harness.protocol.scheduler import ProtocolSettings
 from harness.runtime.runner import (
@@ -303,10 +303,12 @@ def test_silent_model_output_is_zero_up_to_the_stream_end(scene):
     assert not res.output.any()
 
 
-def test_row_error_needs_a_row_and_pickles_with_its_fields():
-    with pytest.raises(ValueError, match="RowError needs at least one row"):
-        RowError({})
-    e = pickle.loads(pickle.dumps(RowError({2: "bad input"}, np.ones((3, 4), np.float32))))
+@pytest.mark.parametrize("kind", [RowError, RowPreempted])
+def test_row_error_needs_a_row_and_pickles_with_its_fields(kind):
+    with pytest.raises(ValueError, match=f"{kind.__name__} needs at least one row"):
+        kind({})
+    e = pickle.loads(pickle.dumps(kind({2: "bad input"}, np.ones((3, 4), np.float32))))
+    assert type(e) is kind
     assert e.reasons == {2: "bad input"} and e.output.shape == (3, 4) and str(e) == "row 2: bad input"
 
 
