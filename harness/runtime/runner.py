@@ -43,6 +43,10 @@ Failures (docs/adding-a-model.md):
   :class:`~harness.models.base.RowError` the adapter raises for its rows, a row of output
   with NaN/Inf or a sample outside [-1, 1]; output of the wrong dtype or shape fails every
   row of the batch (:func:`check_output`). A row that had already finished stays ``ok``.
+* rows the model gives up for want of memory (:class:`~harness.models.base.RowPreempted`, not a
+  fault of their streams) are closed, their partial output discarded, and their conversations
+  run again from their start later in the same run (:attr:`RowBatch.MAX_REQUEUES` times at most,
+  then that conversation's error).
 * any other exception from a model call may be transient (CUDA out of memory, a broken
   remote stream): :func:`stream_conversations` raises :class:`ModelFailure`, nothing of the batch is
   returned, and the shard's attempt fails and is retried by the executor.
@@ -79,6 +83,7 @@ from harness.models.base import (
     DuplexModel,
     ModelInfo,
     RowError,
+    RowPreempted,
     StreamContext,
     gives_duty_text,
 )
@@ -131,6 +136,9 @@ class RunStats:
         due_row_steps: row-steps whose detector scores were due before the next step (a decision
             pending past T's end, or an end): the rows the detector scores on the step's critical
             path; the others it may score while the model steps (``overlap``).
+        requeued: streams the model gave up (:class:`~harness.models.base.RowPreempted`) that were put
+            back in the queue to run again from their start. The row-steps they had streamed count as
+            busy (not in ``idle_row_steps``) though their output was discarded.
         model_s: seconds inside the model's step calls; ``wall_s - model_s`` is the runner's own
             time (scheduler, resampling, detector, hand-over of results) where it does not run
             beside the model's steps (``overlap``).
@@ -141,6 +149,7 @@ class RunStats:
     steps: int = 0
     idle_row_steps: int = 0
     due_row_steps: int = 0
+    requeued: int = 0
     model_s: float = 0.0
     wall_s: float = 0.0
 
@@ -151,7 +160,7 @@ class RunStats:
     def to_dict(self) -> dict[str, float]:
         return {"rows": self.rows, "steps": self.steps, "row_steps": self.row_steps,
                 "idle_row_steps": self.idle_row_steps, "due_row_steps": self.due_row_steps,
-                "model_s": round(self.model_s, 3),
+                "requeued": self.requeued, "model_s": round(self.model_s, 3),
                 "wall_s": round(self.wall_s, 3)}
 
 
@@ -430,9 +439,11 @@ class RowBatch:
     object with ``index`` (into the items), ``t`` (timeline samples streamed) and
     ``result(status, reason)``), the results, and the model's :class:`ModelThread`. Every call
     into the model goes through :meth:`call`, which applies the failure semantics of the module
-    docstring: a :class:`~harness.models.base.RowError` fails the rows it names, a stall raises
-    :class:`ModelStalled`, any other exception :class:`ModelFailure`. A runner drives the loop
-    (refills, inputs, steps); :meth:`output` checks each step's output (:func:`check_output`).
+    docstring: a :class:`~harness.models.base.RowError` fails the rows it names, a
+    :class:`~harness.models.base.RowPreempted` puts their items back in the queue (:meth:`requeue`),
+    a stall raises :class:`ModelStalled`, any other exception :class:`ModelFailure`. A runner drives
+    the loop (refills, inputs, steps: an item taken from the queue again is read and opened like a
+    fresh one); :meth:`output` checks each step's output (:func:`check_output`).
 
     Args:
         n_items: length of the queue.
@@ -441,10 +452,18 @@ class RowBatch:
         on_result: called as ``on_result(index, result)`` with each item's result as it is
             decided (:meth:`deliver`), which then is not kept; None: kept in :attr:`results`.
 
+    Attributes:
+        requeued: streams given up by the model and put back in the queue so far (:meth:`requeue`).
+        preempted: item index -> times the model gave its stream up (items given up at least once).
+
     Raises:
         ValueError: no row (``max_batch`` or ``rows`` < 1), or frames that do not span a whole
             number of timeline samples.
     """
+
+    # the most times one item may be given up by the model (RowPreempted) and run again from its start; the next
+    # time it is that item's error (a pool too small for it alone would otherwise requeue it forever)
+    MAX_REQUEUES = 3
 
     def __init__(self, model: DuplexModel, n_items: int, sample_rate: int, rows: int | None = None,
                  step_timeout_s: float | None = None, first_step_timeout_s: float | None = None,
@@ -459,7 +478,9 @@ class RowBatch:
         self.own_thread = thread is None
         self.thread = thread or ModelThread(self.info.name)
         self.results: list[Any] = [None] * n_items
-        self.queue = list(range(n_items))[::-1]  # pop() takes the next item
+        self.queue = list(range(n_items))[::-1]  # pop() takes the next item; insert(0, i) puts i at the back
+        self.preempted: dict[int, int] = {}
+        self.requeued = 0
         self.slots: list[Any] = [None] * self.n_rows
         self.stepped = False
 
@@ -516,11 +537,13 @@ class RowBatch:
             if outside:
                 self.fail(range(n_rows), f"model {info.name} {where} blamed rows {outside} of {n_rows}")
                 return None
+            give_up = self.requeue if isinstance(e, RowPreempted) else self.fail
             for b, why in e.reasons.items():
-                self.fail([b], f"model {info.name} {self.at(b) if is_step else where}: {why}")
+                give_up([b], f"model {info.name} {self.at(b) if is_step else where}: {why}")
             if output and e.output is None and any(self.slots):
-                self.fail(range(n_rows), f"model {info.name} {where} raised RowError for rows {sorted(e.reasons)} "
-                                         "without the output of the other rows (RowError.output)")
+                kind = type(e).__name__
+                self.fail(range(n_rows), f"model {info.name} {where} raised {kind} for rows {sorted(e.reasons)} "
+                                         f"without the output of the other rows ({kind}.output)")
             return e.output
         except Exception as e:
             raise model_failure(self.thread, info.name, where, e, setting)  # noqa: B904 - chained by model_failure
@@ -539,19 +562,41 @@ class RowBatch:
         else:
             self.on_result(index, result)
 
-    def end(self, b: int, result: Any) -> None:
-        """Close row ``b`` and deliver its stream's result (its ``usage`` set from the model)."""
+    def end(self, b: int, result: Any | None) -> None:
+        """Close row ``b`` and deliver its stream's result (its ``usage`` set from the model); None: the
+        stream is discarded (:meth:`requeue`), nothing is delivered and its usage is not asked (the
+        record of a rerun stream meters the rerun alone)."""
         st = self.slots[b]
         self.slots[b] = None
-        result.usage = self.call("usage", f"usage of row {b}", self.model.usage, b)
+        if result is not None:
+            result.usage = self.call("usage", f"usage of row {b}", self.model.usage, b)
         self.call("close", f"close of row {b}", self.model.close, b)
-        self.deliver(st.index, result)
+        if result is not None:
+            self.deliver(st.index, result)
 
     def fail(self, rows: Any, reason: str) -> None:
         """End the streams of ``rows`` (those holding one) as errors with ``reason``."""
         for b in rows:
             if self.slots[b] is not None:
                 self.end(b, self.slots[b].result("error", reason))
+
+    def requeue(self, rows: Any, reason: str) -> None:
+        """The model gave up the streams of ``rows`` (those holding one; ``reason`` says why): each is
+        closed and discarded (:meth:`end` without a result: a partial output is never delivered) and
+        its item put at the back of the queue, to run again from its start; an item given up more
+        than :attr:`MAX_REQUEUES` times fails instead, naming the preemptions and ``reason``."""
+        for b in rows:
+            st = self.slots[b]
+            if st is None:
+                continue
+            n = self.preempted[st.index] = self.preempted.get(st.index, 0) + 1
+            if n > self.MAX_REQUEUES:
+                self.fail([b], f"preempted {n} times (run again at most {self.MAX_REQUEUES} times), "
+                               f"the last: {reason}")
+            else:
+                self.end(b, None)
+                self.queue.insert(0, st.index)
+                self.requeued += 1
 
     def output(self, y: Any, where: str) -> np.ndarray:
         """A step's output (``None``: every running row was blamed) checked with :func:`check_output`:
@@ -662,8 +707,10 @@ def stream_conversations(model: DuplexModel, convs: Sequence[ConversationInput],
     in the order of ``convs``, handing each result to ``on_result(index, result)`` as its conversation ends.
 
     Args:
-        convs: the queue; ``convs[i]`` is read once, when a row frees up for it (a lazy sequence loads
-            its inputs then), and may raise :class:`InputUnavailable` (that conversation's error).
+        convs: the queue; ``convs[i]`` is read when a row frees up for it (a lazy sequence loads its
+            inputs then), once, or again each time the model gives its stream up
+            (:class:`~harness.models.base.RowPreempted`: it reruns from its start), and may raise
+            :class:`InputUnavailable` (that conversation's error).
         on_result: called on this thread with each result as soon as it is decided (in the order the
             conversations end); the runner keeps nothing of it, so its memory is bounded by its rows.
         rows: rows stepped together, ``R = min(rows, info.max_batch, len(convs))`` (default
@@ -685,7 +732,7 @@ def stream_conversations(model: DuplexModel, convs: Sequence[ConversationInput],
             critical path").
 
     Returns:
-        :class:`RunStats`: steps, idle row-steps, model and wall seconds.
+        :class:`RunStats`: steps, idle row-steps, requeued streams, model and wall seconds.
 
     Raises:
         ModelFailure: a model call raised something other than :class:`RowError` (the
@@ -903,5 +950,6 @@ def stream_conversations(model: DuplexModel, convs: Sequence[ConversationInput],
                 t_fresh = max(t_fresh, time.perf_counter() - clock / sr)  # restart after it, or the next steps burst
     finally:
         rb.close()
+        stats.requeued = rb.requeued
         stats.wall_s = time.perf_counter() - t_run
     return stats

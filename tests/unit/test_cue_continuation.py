@@ -9,7 +9,7 @@ import pytest
 from harness.audio.io import quantize
 from harness.cue.continuation import ContinuationInput, item_span, run_continuations
 from harness.cue.schema import CueItem, Word
-from harness.models.base import TEACHER_FORCING, DuplexModel, ModelInfo, RowError
+from harness.models.base import TEACHER_FORCING, DuplexModel, ModelInfo, RowError, RowPreempted
 from harness.models.registry import build_model
 
 SR = 24_000
@@ -217,6 +217,42 @@ def test_resampled_rows_are_aligned_and_independent_of_batching_and_refills():
         free = span.forced * F
         for part, want in ((slice(lag + 100, free - 100), a), (slice(free + 100, span.length), 0.5 * b)):
             np.testing.assert_allclose(r.output[part], want[part], atol=2e-3)  # A forced, then B heard: aligned
+
+
+class GivesUpAnItem(Echo16k):
+    """Echo16k whose memory runs out once: the stream of item ``iid`` is given up (:class:`RowPreempted`,
+    with the other rows' output) at its own step ``at``. ``opened``: the items opened, in order."""
+
+    def __init__(self, iid: str, at: int):
+        super().__init__()
+        self.iid, self.at, self.given_up = iid, at, False
+        self.opened: list[str] = []
+        self.rows: dict[int, list] = {}  # row -> [item, its steps since its open]
+
+    def open(self, row, stream):
+        self.opened.append(stream.conversation_id)
+        self.rows[row] = [stream.conversation_id, 0]
+
+    def step_forced(self, frames, forced, mask):
+        y = super().step_forced(frames, forced, mask)
+        due = [b for b, (iid, k) in self.rows.items() if iid == self.iid and k == self.at]
+        for stream in self.rows.values():
+            stream[1] += 1
+        if due and not self.given_up:
+            self.given_up = True
+            raise RowPreempted({due[0]: "K/V pool exhausted"}, y)
+        return y
+
+
+def test_an_item_given_up_runs_again_from_its_start_and_ends_as_if_never_given_up():
+    inputs = [_tones("a", 2.58, 0), _tones("b", 0.58, 1), _tones("c", 1.9, 2)]
+    clean = _run(Echo16k(), inputs, rows=2)
+    m = GivesUpAnItem("a", at=10)
+    res = _run(m, inputs, rows=2)
+    assert m.opened == ["a", "b", "c", "a"]  # given up while forced, run again behind the queue
+    for c, r in zip(clean, res, strict=True):
+        assert r.status == "ok" and (r.start_s, r.switch_s, r.end_s) == (c.start_s, c.switch_s, c.end_s)
+        np.testing.assert_array_equal(r.output, c.output)
 
 
 def _baseline(name: str):

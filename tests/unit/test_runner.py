@@ -22,9 +22,11 @@ from harness.runtime.runner import (
     ModelStalled,
     ModelThread,
     OutputContractError,
+    RowBatch,
     check_output,
     refill_period,
     run_conversations,
+    stream_conversations,
 )
 from harness.scenes.schema import Label, Scene, Target, Turn
 from harness.vad.settings import VadSettings
@@ -389,6 +391,81 @@ class FailsARow(DelayedEcho16k):
         if self.steps == self.at:
             y[1] = np.nan
         return y
+
+
+class PreemptsAStream(DelayedEcho16k):
+    """DelayedEcho16k whose K/V pool runs out: the stream of conversation ``cid`` is given up
+    (:class:`RowPreempted`, with the other rows' output) at its own step ``at``, its first ``times`` times.
+    ``metered``: the conversations whose usage was asked, in order."""
+
+    def __init__(self, cid: str, at: int, times: int = 1):
+        super().__init__(max_batch=2)
+        self.cid, self.at, self.times = cid, at, times
+        self.streams: dict[int, str] = {}  # row -> conversation it holds
+        self.k = np.zeros(2, np.int64)  # each row's steps since its open
+        self.metered: list[str] = []
+
+    def open(self, row, stream) -> None:
+        super().open(row, stream)
+        self.streams[row], self.k[row] = stream.conversation_id, 0
+
+    def step(self, frames: np.ndarray) -> np.ndarray:
+        y = super().step(frames)
+        due = [b for b, cid in self.streams.items() if cid == self.cid and self.k[b] == self.at]
+        self.k[:len(frames)] += 1
+        if due and self.times > 0:
+            self.times -= 1
+            raise RowPreempted({due[0]: "K/V pool exhausted"}, y)
+        return y
+
+    def usage(self, row) -> None:
+        self.metered.append(self.streams[row])
+
+
+def _stream(model, convs, proto, **kw):
+    """:func:`stream_conversations` of a loaded ``model``: ``(every (index, result) handed over, stats)``."""
+    model.load("cpu")
+    handed = []
+    stats = stream_conversations(model, convs, proto, VadSettings(), 600.0, lambda i, r: handed.append((i, r)), **kw)
+    return handed, stats
+
+
+@pytest.mark.parametrize("overlap", [False, True])
+def test_a_stream_given_up_runs_again_from_its_start_and_ends_as_if_never_given_up(spoken, overlap):
+    """RowPreempted: the stream of the first conversation is given up mid-turn (5.6 s in, its scheduler
+    has placed and decided): its row is closed, its partial output dropped, and it reruns from its start
+    behind the queue's last, handed over once, the same as in a run never given up, as are the others."""
+    proto = ProtocolSettings(tail_s=0.5)
+    ids = [c.scene.scene_id for c in spoken]
+    clean, _ = _stream(DelayedEcho16k(max_batch=2), spoken, proto, rows=2)
+    m = PreemptsAStream(ids[0], at=70)
+    handed, stats = _stream(m, spoken, proto, rows=2, overlap=overlap)
+    assert sorted(i for i, _ in handed) == [0, 1, 2]  # each once
+    assert [cid for _, cid in m.opens] == [ids[0], ids[1], ids[2], ids[0]]  # back of the queue
+    assert sorted(m.closes) == sorted(b for b, _ in m.opens)  # every stream opened was closed, the given-up one too
+    assert sorted(m.metered) == ids  # usage asked of the delivered streams alone (a discarded one meters nothing)
+    assert stats.requeued == stats.to_dict()["requeued"] == 1
+    clean = dict(clean)
+    for i, r in handed:
+        assert r.status == "ok", r.reason
+        assert r.events == clean[i].events and r.placements == clean[i].placements
+        np.testing.assert_array_equal(r.output, clean[i].output)
+        np.testing.assert_allclose(r.speech_probs, clean[i].speech_probs, atol=1e-5)  # Silero's batch rounding
+
+
+@pytest.mark.parametrize("times", [RowBatch.MAX_REQUEUES, RowBatch.MAX_REQUEUES + 1])
+def test_a_stream_given_up_more_than_max_requeues_times_is_an_error_naming_the_preemptions(spoken, times):
+    (conv,) = spoken[:1]
+    m = PreemptsAStream(conv.scene.scene_id, at=10, times=times)
+    handed, stats = _stream(m, [conv], ProtocolSettings(tail_s=0.5))
+    ((_, r),) = handed
+    assert stats.requeued == RowBatch.MAX_REQUEUES == 3 and len(m.opens) == RowBatch.MAX_REQUEUES + 1
+    if times == RowBatch.MAX_REQUEUES:
+        assert r.status == "ok"
+    else:
+        assert r.status == "error" and r.output is None
+        assert r.reason == ("preempted 4 times (run again at most 3 times), the last: model delayed_echo16k "
+                            "step 10 at 0.80 s of stream: K/V pool exhausted")
 
 
 @pytest.mark.parametrize("echo", [False, True])
