@@ -217,7 +217,9 @@ def longest_first(scene_ids: list[str], timeline: Timeline) -> list[str]:
 class ShardInputs(Sequence[ConversationInput]):
     """A shard's queue for :func:`~harness.runtime.runner.stream_conversations`: ``load(scene_id)``
     is called when the runner admits the conversation (it may raise
-    :class:`~harness.runtime.runner.InputUnavailable`), never before, and nothing is kept."""
+    :class:`~harness.runtime.runner.InputUnavailable`), never before, and nothing is kept: a
+    conversation the model gave up (:class:`~harness.models.base.RowPreempted`) is loaded again
+    when it reruns (its clips likely still in the clip cache)."""
 
     def __init__(self, scene_ids: list[str], load: Callable[[str], ConversationInput]):
         self.scene_ids, self.load = scene_ids, load

@@ -12,7 +12,7 @@ import numpy as np
 import pytest
 
 from harness.audio.io import encode
-from harness.models.base import DuplexModel, ModelInfo, StreamContext
+from harness.models.base import DuplexModel, ModelInfo, RowPreempted, StreamContext
 from harness.products.infer import InferIncomplete, read_entries, read_ledger
 from harness.products.scenes import SceneSet
 from harness.products.timeline import ClipReader, Timeline
@@ -30,11 +30,13 @@ SR, FRAME = 24_000, 1_920
 
 class Counting(DuplexModel):
     """Silent; counts the row-steps each step spends on open rows; ``fail_after``: raises (not a
-    RowError: the attempt fails) at the first step after that many streams closed."""
+    RowError: the attempt fails) at the first step after that many streams closed; ``give_up_at``:
+    gives up the stream of its lowest open row at that step of the run (:class:`RowPreempted`), once."""
 
-    def __init__(self, rows: int = 2, fail_after: int | None = None):
+    def __init__(self, rows: int = 2, fail_after: int | None = None, give_up_at: int | None = None):
         self.info = ModelInfo("counting", SR, SR, FRAME, FRAME, rows, frozenset())
         self.fail_after, self.open_rows, self.closed, self.busy_row_steps = fail_after, set(), 0, 0
+        self.give_up_at, self.steps = give_up_at, 0
         self.opened: list[str] = []
 
     def load(self, device: str) -> None:
@@ -52,7 +54,11 @@ class Counting(DuplexModel):
         if self.fail_after is not None and self.closed >= self.fail_after:
             raise RuntimeError("CUDA error: an illegal memory access was encountered")
         self.busy_row_steps += len(self.open_rows)
-        return np.zeros((frames.shape[0], FRAME), np.float32)
+        out = np.zeros((frames.shape[0], FRAME), np.float32)
+        k, self.steps = self.steps, self.steps + 1
+        if k == self.give_up_at:
+            raise RowPreempted({min(self.open_rows): "K/V pool exhausted"}, out)
+        return out
 
 
 def _scene(i: int) -> Scene:
@@ -152,6 +158,30 @@ def test_a_shard_runs_longest_script_first_and_writes_each_conversation_as_it_en
     assert marker["runner"]["rows"] == 1 and marker["runner"]["idle_row_steps"] >= 0
     assert marker["runner"]["row_steps"] == marker["runner"]["steps"] and marker["peak_rss_mib"] > 0
     assert set(read_entries(store, plan.layout, plan.infer["rec"], "rec")) == set(ids)
+
+
+def test_a_stream_the_model_gives_up_is_loaded_again_rerun_and_written_once_as_if_never_given_up(tmp_path):
+    """The infer path of a RowPreempted: the conversation's input is loaded again (ShardInputs), its rerun
+    alone written (the same audio as a model that never gives up), and the marker counts it (``runner``)."""
+    models = {name: {"target": "tests.unit.test_infer_streaming:Counting", "batch_size": 2,
+                     "params": {"rows": 2, "give_up_at": at}} for name, at in (("clean", None), ("giving", 5))}
+    cfg = tiny_config(tmp_path, "requeue", models, n_pairs=2)
+    store, plan, ids = planned(cfg)
+    workers = {m.name: InferWorker(cfg, m, store) for m in cfg.models}
+    entries, markers = {}, {}
+    for name, worker in workers.items():
+        worker.run("shard-00000", ids)
+        markers[name] = get_json(store, plan.layout.marker(plan.layout.shard(plan.infer[name], "shard-00000")))
+        entries[name] = read_entries(store, plan.layout, plan.infer[name], name)
+    opened = workers["giving"].model.opened
+    assert sorted(opened) == sorted([*ids, opened[0]])  # the first stream, given up at step 5, opened again
+    assert (markers["clean"]["runner"]["requeued"], markers["giving"]["runner"]["requeued"]) == (0, 1)
+    assert markers["giving"]["ok"] == len(ids) and list(markers["giving"]["conversations"]) == ids
+    assert markers["giving"]["audio_s"] == markers["clean"]["audio_s"]  # each conversation's audio once, complete
+    for sid in ids:
+        clean, given = (entries[name][sid] for name in ("clean", "giving"))
+        assert clean.objects["flac"]["sha256"] == given.objects["flac"]["sha256"]
+        assert clean.json(store)["placements"] == given.json(store)["placements"]
 
 
 def test_a_failure_after_some_conversations_ended_keeps_them_only_under_its_attempt_and_commits_nothing(tmp_path):
