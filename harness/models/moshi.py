@@ -30,6 +30,12 @@ Attention (issue 24, item 1): the LM attends every step over its whole ring with
 (``harness.models.moshi_attention``: FlexAttention with a block mask from the ring's per-row lengths
 on the device, compiled on CUDA; the same mask, so the same attention up to float rounding: greedy
 tokens identical on CPU, tested), for the LM's transformer only (Mimi and the depformer keep theirs).
+``attention="paged"`` (issue 24, item 3) is flex over one pool of K/V pages for all rows instead of a ring
+a row (``harness.models.moshi_attention.KVPages``): a row holds pages for the steps it has written, taken
+as it writes them and given back when its stream ends, and the pool holds ``kv_pool`` full rings a row.
+Below 1 the memory is overcommitted: admission (:meth:`MoshiModel.admit`) waits while less than a ring is
+free, and when the pool runs out mid-stream the youngest streams give their pages to the older ones and are
+run again from their start (:class:`~harness.models.base.RowPreempted`); never scored in part.
 
 Upstream behaviours handled here, once:
 
@@ -83,7 +89,7 @@ import math
 
 import numpy as np
 
-from harness.models.base import TEACHER_FORCING, DuplexModel, ModelInfo, StreamContext
+from harness.models.base import TEACHER_FORCING, DuplexModel, ModelInfo, RowPreempted, StreamContext
 from harness.weights import Repo, Requirements, loaded, locate
 
 RATE = 24_000
@@ -119,7 +125,7 @@ TINY_LM = {
 }
 AUTO = "auto"  # context_steps: the ring sized per shard to its longest possible stream (fit_streams)
 FORCED_TEXT = ("model", "pad")  # the text stream while a row is teacher-forced (docs/models.md)
-ATTENTIONS = ("dense", "flex")  # the LM's attention over its ring (module docstring, "Attention")
+ATTENTIONS = ("dense", "flex", "paged")  # the LM's attention over its ring (module docstring, "Attention")
 # with attention="flex" and context_steps="auto", the ring sizes a process may meet (fit_streams): 6 compiles
 # of flex's kernel at most, within torch's recompile limit of 8 with two to spare; 500 steps (40 s) apart
 # for the 7B
@@ -184,15 +190,20 @@ class MoshiModel(DuplexModel):
             per shard, the longest stream its scripts allow, at most the checkpoint's,
             :meth:`fit_streams`); see the module docstring ("Context").
         attention: the LM's attention over its ring KV cache: ``"dense"`` (upstream's: every slot,
-            masked) or ``"flex"`` (only the filled slots: FlexAttention, compiled on CUDA, eager
-            elsewhere); see the module docstring ("Attention").
+            masked), ``"flex"`` (only the filled slots: FlexAttention, compiled on CUDA, eager
+            elsewhere) or ``"paged"`` (flex over one pool of K/V pages for all rows); see the module
+            docstring ("Attention").
+        kv_pool: with ``attention="paged"``, the pool's size in full rings a row (1.0: as much as a ring
+            a row, never short; less: overcommitted, the youngest streams are run again when it runs
+            out). Memory of the LM's K/V: ``kv_pool`` x a ring a row.
 
     Raises:
         ValueError: ``forced_text`` is neither ``"model"`` nor ``"pad"``; ``context_steps`` is not a
-            positive integer or ``"auto"``; ``attention`` is neither ``"dense"`` nor ``"flex"``; from
+            positive integer or ``"auto"``; ``attention`` is not one of :data:`ATTENTIONS`; ``kv_pool`` is not
+            positive, or not 1.0 without ``attention="paged"``; from
             ``load``, a checkpoint whose agent codebooks have acoustic delays other than 0 and 1 frames
             (teacher forcing relies on Moshi's layout).
-        RuntimeError: from ``load`` with ``attention="flex"``, an installed moshi whose attention code
+        RuntimeError: from ``load`` with ``attention="flex"`` or ``"paged"``, an installed moshi whose attention code
             differs from moshi 0.2.13's (``harness.models.moshi_attention.use_flex_attention``); ``dense``
             then keeps upstream's modules.
     """
@@ -204,12 +215,16 @@ class MoshiModel(DuplexModel):
                  top_k_text: int = 25, use_sampling: bool = True, seed: int = 0, max_batch: int = 64,
                  dtype: str = "bfloat16", tiny: bool = False, lm_kwargs: dict | None = None,
                  mimi_config: dict | None = None, forced_text: str = "model",
-                 context_steps: int | str | None = None, attention: str = "dense"):
+                 context_steps: int | str | None = None, attention: str = "dense", kv_pool: float = 1.0):
         if forced_text not in FORCED_TEXT:
             raise ValueError(f"moshi forced_text must be one of {FORCED_TEXT}, got {forced_text!r}")
         if attention not in ATTENTIONS:
             raise ValueError(f"moshi attention must be one of {ATTENTIONS}, got {attention!r}")
-        self.attention = attention
+        if isinstance(kv_pool, bool) or not isinstance(kv_pool, int | float) or not kv_pool > 0 or (
+                kv_pool != 1.0 and attention != "paged"):
+            raise ValueError(f"moshi kv_pool must be a positive number of rings a row, and is for attention 'paged' "
+                             f"only, got {kv_pool!r} with attention {attention!r}")
+        self.attention, self.kv_pool = attention, float(kv_pool)
         if context_steps not in (None, AUTO) and (isinstance(context_steps, bool) or not isinstance(context_steps, int)
                                                   or context_steps < 1):
             raise ValueError("moshi context_steps must be a positive integer (steps of 80 ms) or 'auto', "
@@ -232,6 +247,8 @@ class MoshiModel(DuplexModel):
         self._widest = 0  # the most rows stepped in this process (attention="flex" steps that many: _step)
         self._live = 0  # rows the last step was given (the rest of _widest are padding)
         self._fresh: set[int] = set()  # rows opened since the last step
+        self._open: set[int] = set()  # rows holding a stream (opened, not closed)
+        self._given: dict[int, int] = {}  # attention="paged": rows the last step gave back -> steps they had run
         self._forcing = None  # during a forced step: (bool[R] forced rows, int[R, 8, 1] their codes) for the hooks
 
     @property
@@ -267,10 +284,12 @@ class MoshiModel(DuplexModel):
             self.info = dataclasses.replace(self.info, weights=loaded(repo, root))
         if isinstance(self.context_steps, int):  # the ring's capacity is the context (moshi RingKVCache)
             _set_context(lm, self.context_steps)
-        from harness.models.moshi_attention import share_step_masks, use_flex_attention
+        from harness.models.moshi_attention import share_step_masks, use_flex_attention, use_paged_attention
 
         if self.attention == "flex":
             use_flex_attention(lm.transformer, compiled=torch.device(device).type == "cuda")
+        elif self.attention == "paged":
+            use_paged_attention(lm.transformer, compiled=torch.device(device).type == "cuda", pool=self.kv_pool)
         else:  # upstream's attention, its mask made once a step (upstream's modules on another moshi)
             share_step_masks(lm.transformer)
         delays = lm.delays[1:1 + lm.dep_q]  # the agent's codebooks: semantic, then acoustic
@@ -291,8 +310,8 @@ class MoshiModel(DuplexModel):
     def fit_streams(self, longest_s: float) -> float | None:
         """:meth:`DuplexModel.fit_streams`: with ``context_steps="auto"``, the ring holds the steps of
         ``longest_s`` seconds and one more (never more than the checkpoint's context); a changed size
-        takes effect with a fresh streaming state at the next step (no row is open). With
-        ``attention="flex"`` the ring is one of :data:`RING_RUNGS` sizes, the multiples of the checkpoint's
+        takes effect with a fresh streaming state at the next step (no row is open). With ``attention="flex"``
+        or ``"paged"`` the ring is one of :data:`RING_RUNGS` sizes, the multiples of the checkpoint's
         context over :data:`RING_RUNGS`, the smallest that holds them: each size a process meets is a compile
         of flex's kernel (fixed shapes), and past torch's recompile limit (8) it would run eager, exact but
         reading every slot. Flex reads only the filled slots, so a larger ring costs memory, not time; dense
@@ -301,7 +320,7 @@ class MoshiModel(DuplexModel):
         if self.context_steps != AUTO:
             return None
         need = math.ceil(longest_s * RATE / FRAME) + 1
-        if self.attention == "flex" and self._full is not None:
+        if self.attention != "dense" and self._full is not None:
             rung = -(-self._full // RING_RUNGS)
             need = -(-need // rung) * rung
         steps = need if self._full is None else min(self._full, need)
@@ -327,6 +346,28 @@ class MoshiModel(DuplexModel):
 
     def open(self, row: int, stream: StreamContext) -> None:
         self._fresh.add(row)
+        self._open.add(row)
+
+    def close(self, row: int) -> None:
+        """:meth:`DuplexModel.close`: with ``attention="paged"`` the row's K/V pages go back to the pool."""
+        self._open.discard(row)
+        if (pages := self._pages()) is not None and row < pages.rows:
+            pages.release(row)
+
+    def admit(self) -> bool:
+        """:meth:`DuplexModel.admit`: with ``attention="paged"``, while the pool has a whole ring free beside
+        the streams opened since the last step (each takes its first page then). Otherwise always."""
+        pages = self._pages()
+        return pages is None or pages.admits(len(self._fresh))
+
+    def _pages(self):
+        """The LM's :class:`~harness.models.moshi_attention.KVPages` (``attention="paged"``, while a streaming
+        state is open), else None."""
+        if self.attention != "paged" or self._streams is None:
+            return None
+        from harness.models.moshi_attention import kv_pages
+
+        return kv_pages(self.lm.transformer)
 
     def step(self, frames: np.ndarray) -> np.ndarray:
         with self.torch.no_grad():
@@ -394,11 +435,16 @@ class MoshiModel(DuplexModel):
 
     def _step(self, frames: np.ndarray, forced: np.ndarray | None = None, mask: np.ndarray | None = None) -> np.ndarray:
         """One step; with ``forced`` and ``mask`` (some row True) a teacher-forced one. With
-        ``attention="flex"`` (compiled for fixed shapes, the batch's included) every step runs as many rows
-        as the most this process has stepped: the extra rows hear silence, are never forced, and their
-        output is dropped, so a shard with fewer conversations than rows compiles nothing new."""
+        ``attention="flex"`` or ``"paged"`` (compiled for fixed shapes, the batch's included) every step runs as
+        many rows as the most this process has stepped: the extra rows hear silence, are never forced, and their
+        output is dropped, so a shard with fewer conversations than rows compiles nothing new.
+
+        Raises:
+            RowPreempted: ``attention="paged"``: the pool ran out and the youngest streams gave their pages
+                to older ones (``output``: the step's output for the others).
+        """
         rows = frames.shape[0]
-        width = max(rows, self._widest) if self.attention == "flex" else rows
+        width = max(rows, self._widest) if self.attention != "dense" else rows
         self._widest = width
         if width > rows:
             extra = ((0, width - rows), (0, 0))
@@ -409,24 +455,36 @@ class MoshiModel(DuplexModel):
                 self._fresh.update(range(rows, self._live))  # slots: a stale stream's would cost)
         self._live = rows
         try:
-            return self._step_rows(frames, forced, mask)[:rows]
+            out = self._step_rows(frames, forced, mask)[:rows]
         except BaseException:
             self._staged.clear()  # a copy from a buffer may still be pending: the next step takes new ones
             self._rows = 0  # and starts a fresh streaming state (this one may be half stepped)
             raise
+        if self._given:
+            given, self._given, pages = self._given, {}, self._pages()
+            raise RowPreempted({b: f"moshi's K/V pool was full ({pages.pages} pages of {pages.page} steps for "
+                                   f"{pages.rows} rows, kv_pool {self.kv_pool}): this stream, among the youngest "
+                                   f"({n} steps in), gave its pages to older ones" for b, n in given.items()},
+                               output=out)
+        return out
 
     def _step_rows(self, frames: np.ndarray, forced: np.ndarray | None, mask: np.ndarray | None) -> np.ndarray:
         torch = self.torch
         rows = frames.shape[0]
+        fresh = set(self._fresh)
         if rows != self._rows:
             self._start(rows)
-        elif self._fresh:
-            fresh = np.zeros(rows, np.bool_)
-            fresh[list(self._fresh)] = True
-            fresh = self._to_device(fresh, "fresh")
+            fresh = set(range(rows))
+        elif fresh:
+            reset = np.zeros(rows, np.bool_)
+            reset[list(fresh)] = True
+            reset = self._to_device(reset, "fresh")
             for module in (self.mimi, self.forced_mimi, self.lm_gen):
-                module.reset_streaming(fresh)
+                module.reset_streaming(reset)
         self._fresh.clear()
+        if (pages := self._pages()) is not None:  # rows reset above start with no page (padding rows: none)
+            self._given = pages.begin_step(fresh, self._open)
+            self._open -= set(self._given)
         codes = self.mimi.encode(self._tensor(frames, "heard"))  # [R, 8, 1]
         if forced is None:
             tokens = self.lm_gen.step(codes)  # [R, 1 + 8, 1]; -2 (ungenerated) where a row has none yet
@@ -447,6 +505,8 @@ class MoshiModel(DuplexModel):
             # == tokens[:, 1:] for forced rows from a stream's second step on; on its first (no tokens
             # yet) a forced row says the codec's rendering of its forced frame all the same
             audio = torch.where(rows_forced[:, None, None], forced_codes, tokens[:, 1:])
+        if pages is not None:  # every row's LM wrote one step (the adapter sets no exec mask on it)
+            pages.after_step()
         # decided on the device, so the host waits once, for the output: every row is decoded, and
         # only the rows with tokens advance Mimi's decoder (none on the batch's first step)
         ready = (audio >= 0).all(dim=2).all(dim=1)

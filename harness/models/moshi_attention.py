@@ -40,19 +40,24 @@ from __future__ import annotations
 import functools
 import hashlib
 import inspect
+import math
+from collections.abc import Iterable
 from importlib.metadata import version
 
+import numpy as np
 import torch
 import torch.nn.functional as F
 from einops import rearrange
-from moshi.modules.transformer import RingKVCache, StreamingMultiheadAttention
+from moshi.modules.transformer import RingKVCache, StreamingMultiheadAttention, _MHAState
 from torch.nn.attention.flex_attention import BlockMask, flex_attention
 
 MOSHI_VERSION = "0.2.13"
 # upstream code FlexStreamingAttention mirrors (forward) or relies on (complete's positions): sha256 of
 # its source (first 16 hex digits) in moshi 0.2.13
 UPSTREAM = {"StreamingMultiheadAttention.forward": (StreamingMultiheadAttention.forward, "a8c043a35c11dabe"),
-            "RingKVCache.complete": (RingKVCache.complete, "dcc8258a6e553665")}
+            "RingKVCache.complete": (RingKVCache.complete, "dcc8258a6e553665"),
+            "StreamingMultiheadAttention._init_streaming_state": (StreamingMultiheadAttention._init_streaming_state,
+                                                                  "031bf8a077ce4b73")}
 BLOCK = 128  # slots per block of the block mask (flex_attention's default sparse block)
 
 
@@ -133,9 +138,15 @@ class _StepPlan:
     """What every attention of the LM reads alike in a step: the mask, made by the first
     (:class:`SharedStepAttention` ``leads``). The layers hold equal per-row offsets, ring counters
     and contexts (the same resets, exec masks and ``set_attention_context`` reach all of them), so one
-    mask serves all, and the others only write their keys and values (issue 24, item 4)."""
+    mask serves all, and the others only write their keys and values (issue 24, item 4). With
+    ``attention="paged"`` also the pages each row holds (:class:`KVPages`, one for the streaming state,
+    made by the first attention's ``_init_streaming_state``), the pool's size in full rings a row, and
+    the page size."""
 
     mask: BlockMask | torch.Tensor | None = None
+    pages: KVPages | None = None
+    pool: float = 1.0
+    page: int = BLOCK
 
 
 class SharedStepAttention(StreamingMultiheadAttention):
@@ -168,6 +179,8 @@ class SharedStepAttention(StreamingMultiheadAttention):
         if self.leads:
             k, v, pos_k = state.kv_cache.complete(k, v, state.exec_mask)
             self.plan.mask = self._mask(state.offset, pos_k, state.kv_cache.end_offset, steps, k.shape[2])
+        elif isinstance(state.kv_cache, PagedRing):
+            k, v = state.kv_cache.write(k, v, state.exec_mask)
         else:
             k, v = _write(state.kv_cache, k, v, state.exec_mask)
         x = self._attend(q, k, v, self.plan.mask)
@@ -207,6 +220,253 @@ class FlexStreamingAttention(SharedStepAttention):
 
     def _attend(self, q, k, v, mask):
         return _flex(self.compiled)(q, k, v, block_mask=mask)
+
+
+class KVPages:
+    """Which pages of the LM's K/V pool each row holds (``attention="paged"``, issue 24, item 3): the host's
+    bookkeeping and the device tables the attentions read. One per streaming state, shared by every paged
+    attention of the transformer (they hold the same rows, resets and counters: :class:`_StepPlan`).
+
+    A row's ring of ``capacity`` slots is ``blocks = ceil(capacity / page)`` logical blocks; block ``j`` of
+    row ``b`` lives in page ``table[b, j]`` of every layer's pool (:class:`PagedRing`: ``pages`` pages of
+    ``page`` slots, then one scratch page). An open row (one holding a stream) takes a page from the free
+    list just before the step that first writes into each block (:meth:`before_step`) and keeps it until
+    its stream ends, so it holds pages for what it has written, at most its ring. A row that holds no stream
+    (never opened, closed, padding) holds no page: it writes into the scratch page, which no mask keeps, and
+    attends to nothing (its output is dropped). Every count is the host's: ``written`` mirrors the rings'
+    ``end_offset`` (:meth:`after_step`), so no device value is read back.
+
+    Args:
+        rows: ``R``, the streaming state's batch.
+        capacity: slots of a row's ring (the attention's context, in steps).
+        pool: the pool's size in full rings a row: ``pages = max(blocks, ceil(pool * rows * blocks))``.
+            1.0: every row can fill its ring and :meth:`before_step` never gives a stream back; less
+            overcommits the memory (a row holds pages only for what it has written).
+        page: slots a page (flex_attention's key/value block: a multiple of 16 where it runs compiled).
+        device: where the attentions run (on CUDA the host tables are pinned, their copies do not block).
+
+    Raises:
+        ValueError: ``pool`` is not positive or ``page`` is below 1.
+    """
+
+    def __init__(self, rows: int, capacity: int, pool: float, page: int, device: torch.device | str):
+        if not pool > 0 or page < 1:
+            raise ValueError(f"a K/V pool needs a positive size and page, got pool {pool} and page {page}")
+        self.rows, self.capacity, self.page = rows, capacity, page
+        self.blocks = -(-capacity // page)
+        self.pages = max(self.blocks, math.ceil(pool * rows * self.blocks))
+        self.scratch = self.pages  # the page after the pool: where rows without a page write
+        pinned = torch.device(device).type == "cuda"
+
+        def table(shape: tuple[int, ...], fill: int, dev: torch.Tensor | None = None):
+            host = torch.full(shape, fill, dtype=torch.int32, pin_memory=pinned)
+            if dev is None:
+                dev = torch.full(shape, fill, dtype=torch.int32, device=device)
+            self._copies.append((host, dev))
+            return host.numpy(), dev
+
+        # host tables (numpy views of host tensors, copied to the device by before_step) and their device
+        # copies, which keep their storage (a CUDA graph reads them where they were at capture)
+        self._copies: list[tuple[torch.Tensor, torch.Tensor]] = []
+        # the block mask's kv indices [R, 1, 1, pages + 1]: each row's page of each of its blocks, padded to the
+        # pool's pages (flex compiled takes them all); the first `blocks` are the table
+        self.indices_dev = torch.full((rows, 1, 1, self.pages + 1), self.scratch, dtype=torch.int32, device=device)
+        self.table, _ = table((rows, self.blocks), self.scratch, self.indices_dev[:, 0, 0, :self.blocks])
+        self.owner, self.owner_dev = table((self.pages + 1,), -1)  # page -> the row holding it, or -1
+        self.block, self.block_dev = table((self.pages + 1,), -1)  # page -> its block in that row
+        self.held, self.held_dev = table((rows,), 0)  # pages a row holds: its first blocks
+        self.written = np.zeros(rows, np.int64)  # slots written since the row's reset (its rings' end_offset)
+        self.open = np.zeros(rows, bool)  # rows holding a stream
+        self.free = list(range(self.pages - 1, -1, -1))  # pop() takes the lowest page
+        self._dirty = True
+
+    def reset(self, rows: Iterable[int]) -> None:
+        """``rows`` start a fresh stream (their rings are reset in the same step): no page yet, open."""
+        for b in rows:
+            self.release(b)
+            self.open[b] = True
+
+    def release(self, b: int) -> None:
+        """Row ``b`` holds no stream (its stream ended, or it is padding): its pages go back to the pool."""
+        held = self.table[b, :self.held[b]].copy()
+        self.owner[held], self.block[held] = -1, -1
+        self.free.extend(held[::-1].tolist())
+        self.table[b], self.held[b], self.written[b], self.open[b] = self.scratch, 0, 0, False
+        self._dirty = True
+
+    def before_step(self) -> dict[int, int]:
+        """Before a step: a page for every open row whose next write enters a block it does not hold, and the
+        tables to the device. When the free pages do not cover them, the youngest open rows (fewest slots
+        written; of equals the higher row) give theirs back until they do (the oldest can always go on: the
+        pool holds at least one ring). Returns ``{row: slots written}`` of the rows given back, which are no
+        longer open: their stream's output from this step on is meaningless, the caller ends it."""
+        need = self.open & ((self.written % self.capacity) // self.page >= self.held)
+        given: dict[int, int] = {}
+        if need.sum() > len(self.free):
+            youngest = sorted(np.flatnonzero(self.open).tolist(), key=lambda b: (self.written[b], -b))
+            for b in youngest:
+                if need.sum() <= len(self.free):
+                    break
+                given[b] = int(self.written[b])
+                need[b] = False
+                self.release(b)
+        for b in np.flatnonzero(need).tolist():
+            page, j = self.free.pop(), self.held[b]
+            self.table[b, j], self.owner[page], self.block[page] = page, b, j
+            self.held[b] += 1
+            self._dirty = True
+        if self._dirty:
+            for host, dev in self._copies:  # pinned on CUDA; rewritten only after the step's output copy waited
+                dev.copy_(host, non_blocking=True)
+            self._dirty = False
+        return given
+
+    def begin_step(self, fresh: Iterable[int], holding: Iterable[int]) -> dict[int, int]:
+        """A model's step's page work, before it runs: ``fresh`` rows were reset (their rings too): those
+        ``holding`` a stream start with no page, the others hold none; then :meth:`before_step`, whose
+        rows given back this returns."""
+        fresh, holding = set(fresh), set(holding)
+        self.reset(sorted(fresh & holding))
+        for b in sorted(fresh - holding):
+            self.release(b)
+        return self.before_step()
+
+    def admits(self, opening: int) -> bool:
+        """May one more stream open, beside ``opening`` opened since the last step (each takes its first
+        page then)? While a whole ring's pages are free."""
+        return len(self.free) - opening >= self.blocks
+
+    def after_step(self, ran: np.ndarray | None = None, steps: int = 1) -> None:
+        """After a step of ``steps`` positions: the rows in ``ran`` (``bool[R]``, the attentions' exec mask;
+        default all) wrote them."""
+        self.written += steps if ran is None else np.where(ran, steps, 0)
+
+    def held_pages(self) -> int:
+        """Pages held by open rows."""
+        return self.pages - len(self.free)
+
+
+class PagedRing:
+    """One attention's keys and values in the pages of a :class:`KVPages` (``attention="paged"``): moshi
+    0.2.13's ``RingKVCache`` (its per-row counter ``end_offset``, reset, write slot and slot positions), over
+    a pool ``[2, 1, H, (pages + 1) * page, D]`` for all rows instead of ``[2, B, H, capacity, D]``."""
+
+    def __init__(self, pages: KVPages, heads: int, dim: int, device: torch.device, dtype: torch.dtype):
+        self.pages, self.capacity = pages, pages.capacity
+        self.cache = torch.zeros((2, 1, heads, (pages.pages + 1) * pages.page, dim), device=device, dtype=dtype)
+        self.end_offset = torch.zeros(pages.rows, device=device, dtype=torch.long)
+
+    def reset(self, reset_mask: torch.Tensor) -> None:
+        self.end_offset[:] = torch.where(reset_mask, torch.zeros_like(self.end_offset), self.end_offset)
+
+    def write(self, k: torch.Tensor, v: torch.Tensor, exec_mask: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
+        """``k``, ``v`` ``[B, H, T, D]`` into each row's next ring slots, in the pages holding them (a row
+        without pages: the scratch page); the counter advances where ``exec_mask``. Returns the pool's keys
+        and values ``[1, H, S, D]``."""
+        rows, heads, steps, dim = k.shape
+        page = self.pages.page
+        slot = (torch.arange(steps, device=k.device, dtype=torch.long) + self.end_offset.view(-1, 1)) % self.capacity
+        where = (self.pages.indices_dev[:, 0, 0].gather(1, slot // page).long() * page + slot % page).view(-1)
+        self.cache[0, 0].index_copy_(1, where, k.transpose(0, 1).reshape(heads, rows * steps, dim))
+        self.cache[1, 0].index_copy_(1, where, v.transpose(0, 1).reshape(heads, rows * steps, dim))
+        self.end_offset[:] = torch.where(exec_mask, self.end_offset + steps, self.end_offset)
+        return self.cache[0], self.cache[1]
+
+    def complete(self, k: torch.Tensor, v: torch.Tensor,
+                 exec_mask: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
+        """:meth:`write`, and the position each row's ring slot holds, ``int64[B, capacity]``, -1 where none:
+        ``RingKVCache.complete``'s positions."""
+        slots = torch.arange(self.capacity, device=k.device, dtype=torch.long)
+        last = self.end_offset.view(-1, 1) + k.shape[2] - 1
+        delta = slots - last % self.capacity
+        positions = torch.where(delta <= 0, last + delta, last + delta - self.capacity)
+        keys, values = self.write(k, v, exec_mask)
+        return keys, values, torch.where(slots >= self.end_offset.view(-1, 1), -1, positions)
+
+
+def paged_mask(offset: torch.Tensor, pos_k: torch.Tensor, pages: KVPages, context: int | None,
+               steps: int) -> BlockMask:
+    """:func:`filled_mask` over a :class:`KVPages` pool: per row the pages it holds (the blocks of its
+    filled slots), and within them upstream's predicate on the positions of the ring slots they hold.
+
+    Args:
+        offset: ``int64[B]`` position of each row's first query (a copy: read when the mask is used).
+        pos_k: ``int64[B, capacity]`` position held in each ring slot, -1 where none (:meth:`PagedRing.complete`).
+        pages: the pool's tables.
+        context, steps: as :func:`filled_mask`.
+    """
+    rows, capacity, page = pos_k.shape[0], pages.capacity, pages.page
+    owner, block = pages.owner_dev, pages.block_dev
+
+    def keep(b, h, q_idx, kv_idx):  # a pool slot -> its row's ring slot, then moshi's attn_bias
+        j = torch.where(owner[kv_idx // page] == b, block[kv_idx // page], -1)
+        slot = j * page + kv_idx % page
+        pos = pos_k[b, slot.clamp(0, capacity - 1)]
+        delta = offset[b] + q_idx - pos
+        kept = (j >= 0) & (slot < capacity) & (pos >= 0) & (delta >= 0)
+        return kept if context is None else kept & (delta < context)
+
+    q_blocks = -(-steps // page)
+    num = pages.held_dev.view(rows, 1, 1).expand(rows, 1, q_blocks).contiguous()
+    indices = pages.indices_dev.expand(rows, 1, q_blocks, pages.pages + 1).contiguous()
+    return BlockMask.from_kv_blocks(num, indices, BLOCK_SIZE=page, mask_mod=keep,
+                                    seq_lengths=(steps, (pages.pages + 1) * page), compute_q_blocks=False)
+
+
+class PagedStreamingAttention(FlexStreamingAttention):
+    """``attention="paged"``: :class:`FlexStreamingAttention` over a :class:`PagedRing` (the rows' keys and
+    values in pages of one pool, :class:`KVPages`) instead of moshi's ``RingKVCache``: the same output up to
+    float rounding, memory for the pool's pages rather than a ring a row."""
+
+    def _init_streaming_state(self, batch_size: int) -> _MHAState:
+        """moshi 0.2.13's state of a causal self-attention over ``nn.Linear`` weights, its ring a
+        :class:`PagedRing`; the first attention makes the state's :class:`KVPages` (streaming starts the
+        transformer's modules in the order they run)."""
+        weight = self.in_projs[0].weight
+        if self.leads:
+            self.plan.pages = KVPages(batch_size, self.context, self.plan.pool, self.plan.page, weight.device)
+        pages = self.plan.pages
+        ring = PagedRing(pages, self.num_heads, self.embed_dim // self.num_heads, weight.device, weight.dtype)
+        return _MHAState(batch_size, weight.device, ring,
+                         offset=torch.zeros(batch_size, device=weight.device, dtype=torch.long), offset_cpu=0)
+
+    def _mask(self, offset, pos_k, filled, steps, slots):
+        return paged_mask(offset.clone(), pos_k, self.plan.pages, self.context, steps)
+
+
+def use_paged_attention(transformer: torch.nn.Module, compiled: bool, pool: float = 1.0,
+                        page: int | None = None) -> int:
+    """Make every attention of ``transformer`` (Moshi's LM transformer) a :class:`PagedStreamingAttention`,
+    in place, before any stream opens: each streaming state then holds one :class:`KVPages` of ``pool``
+    full rings a row in pages of ``page`` slots (default :data:`BLOCK`) (:func:`kv_pages`).
+
+    Returns:
+        The number of attention modules changed.
+
+    Raises:
+        RuntimeError: as :func:`use_flex_attention`; or an attention without a context (no ring size) or
+            whose input projection is not an ``nn.Linear`` (LoRA, quantised).
+        ValueError: ``pool`` not positive, ``page`` below 1.
+    """
+    page = BLOCK if page is None else page
+    if not pool > 0 or page < 1:
+        raise ValueError(f"moshi attention 'paged' needs a positive pool and page, got pool {pool} and page {page}")
+    found = _mirrorable(transformer, "paged")
+    if found[0].context is None or any(type(m.in_projs[0]) is not torch.nn.Linear for m in found):
+        raise RuntimeError("moshi attention 'paged' takes attentions with a context and nn.Linear projections "
+                           f"(moshi {MOSHI_VERSION}'s LM)")
+    changed = _share(found, PagedStreamingAttention)
+    changed[0].plan.pool, changed[0].plan.page = pool, page
+    for module in changed:
+        module.compiled = compiled
+    return len(changed)
+
+
+def kv_pages(transformer: torch.nn.Module) -> KVPages | None:
+    """The :class:`KVPages` of ``transformer``'s paged attentions in their current streaming state (None:
+    not paged, or not streaming)."""
+    module = next((m for m in transformer.modules() if isinstance(m, PagedStreamingAttention)), None)
+    return None if module is None or module._streaming_state is None else module.plan.pages
 
 
 def use_flex_attention(transformer: torch.nn.Module, compiled: bool) -> int:

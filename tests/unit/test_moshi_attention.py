@@ -13,6 +13,8 @@
 
 from __future__ import annotations
 
+from dataclasses import replace
+
 import numpy as np
 import pytest
 
@@ -20,10 +22,12 @@ pytest.importorskip("moshi")
 
 from harness.models.moshi import RING_RUNGS, TINY_LM
 from tests.fixtures.moshi_attention import (
+    LAYER_ROWS,
     OPENS,
     RING,
     ROWS,
     STEPS,
+    _compiled_on,
     assert_same,
     layer_difference,
     layers,
@@ -229,3 +233,130 @@ def test_attention_must_be_dense_or_flex(bad):
 
     with pytest.raises(ValueError, match="attention must be one of"):
         MoshiModel(tiny=True, attention=bad)
+
+
+def test_paged_layers_take_and_give_back_pages_and_match_dense():
+    """Two paged layers (a pool of one ring a row) through resets and an exec mask: dense's output to float32
+    rounding, compiled with pages of 128 slots and eager with pages of 16 (so each row's blocks lie in pages
+    scattered through the pool)."""
+    assert layer_difference(kind="paged") < 1e-6
+    assert layer_difference(kind="paged", page=16, compiled=False) < 1e-6
+
+
+def test_compiled_paged_attention_never_reads_the_scratch_page_or_pages_a_row_does_not_hold():
+    """NaN in the scratch page (where rows without a stream write) and in the free pages: the rows holding
+    streams never read them, and a row given back attends to nothing (zeros) instead of NaN."""
+    import torch
+
+    from harness.models.moshi_attention import kv_pages
+
+    dense, paged = layers(compiled=True, kind="paged")
+    x = torch.randn(5, LAYER_ROWS, 1, 16, generator=torch.Generator().manual_seed(2))
+    with _compiled_on("cpu"), torch.no_grad(), dense.streaming(LAYER_ROWS), paged.streaming(LAYER_ROWS):
+        pages = kv_pages(paged)
+        pages.reset([0, 2])  # row 1 holds no stream
+        assert pages.before_step() == {} and pages.held.tolist() == [1, 0, 1]
+        for layer in (paged.first, paged.second):
+            pool = layer._streaming_state.kv_cache.cache.view(2, 1, 2, pages.pages + 1, 128, 8)
+            pool[:, :, :, [p for p in range(pages.pages + 1) if p not in pages.table[[0, 2], 0]]] = float("nan")
+        for step in range(5):
+            pages.before_step()
+            a, b = dense(x[step]), paged(x[step])
+            pages.after_step()
+        assert torch.isfinite(b).all()
+        torch.testing.assert_close(b[[0, 2]], a[[0, 2]], rtol=0, atol=1e-6)
+
+
+def _paged(pool: float, monkeypatch):
+    """The tiny Moshi with attention="paged" over a ring of RING steps in pages of 4 (2 a ring)."""
+    import harness.models.moshi_attention as attention
+
+    monkeypatch.setattr(attention, "BLOCK", 4)
+    m = tiny_moshi(context_steps=RING, attention="paged", kv_pool=pool)
+    assert [a.leads for a in m.lm.transformer.modules() if isinstance(a, attention.PagedStreamingAttention)] == [
+        True, False]
+    return m
+
+
+def test_paged_gives_dense_tokens_through_refills_forcing_and_the_rings_wrap(dense_small, monkeypatch):
+    from harness.models.moshi_attention import kv_pages
+
+    m = _paged(1.0, monkeypatch)
+    assert_same(stream_with_refills(m), dense_small, atol=1e-5)
+    pages = kv_pages(m.lm.transformer)
+    assert (pages.pages, pages.blocks) == (ROWS * 2, 2) and pages.held.tolist() == [2] * ROWS  # all wrapped
+    ring = next(a for a in m.lm.transformer.modules() if hasattr(a, "leads"))._streaming_state.kv_cache
+    assert ring.end_offset.tolist() == pages.written.tolist()  # the host's count is the device's
+    for row in range(ROWS):
+        m.close(row)
+    assert pages.held.tolist() == [0] * ROWS and len(pages.free) == pages.pages
+
+
+def test_paged_gives_the_youngest_streams_back_when_the_pool_runs_out(monkeypatch):
+    """A pool of half a ring a row (3 pages of 4 steps for 3 rows; row 0 opens at step 0, rows 1 and 2 at
+    step 2): at step 4 row 0 needs its second page and row 2 (the youngest, the higher of equals) gives its
+    page back (RowPreempted, with the step's output of the others); at step 6 row 1 needs one and, now the
+    youngest, gives its own back. Row 0 streams on as it does beside rows that keep theirs (to float rounding)."""
+    from harness.models.base import RowPreempted
+    from harness.models.moshi_attention import kv_pages
+
+    rng = np.random.default_rng(6)
+    frames = (rng.standard_normal((12, ROWS, 1920)) * 0.05).astype(np.float32)
+    opens, given_at = {0: [0], 2: [1, 2]}, {4: [2], 6: [1]}
+    full, short = tiny_moshi(context_steps=RING), _paged(0.5, monkeypatch)
+    expected = []
+    for k, f in enumerate(frames):
+        for row in opens.get(k, ()):
+            assert full.admit()
+            full.open(row, None)
+        expected.append(full.step(f))
+    for k, f in enumerate(frames):
+        for row in opens.get(k, ()):
+            assert short.admit() == (row != 2)  # 2 pages free, one for row 1's first: less than a ring left
+            short.open(row, None)  # (the runner would wait; opened all the same, to run the pool out)
+        if k not in given_at:
+            out = short.step(f)
+        else:
+            with pytest.raises(RowPreempted) as given:
+                short.step(f)
+            (row, why), = given.value.reasons.items()
+            assert [row] == given_at[k] and "K/V pool was full" in why
+            out = given.value.output
+            pages = kv_pages(short.lm.transformer)
+            assert not short.admit()  # fewer than a ring's 2 pages free
+            short.close(given_at[k][0])
+        live = [0, 1] if 2 <= k < 6 else [0]  # row 1 until it is given back (float rounding: flex against SDPA)
+        np.testing.assert_allclose(out[live], expected[k][live], rtol=0, atol=1e-4)
+    assert np.abs(expected[-1][0]).max() > 0  # row 0 speaks: a comparison that can fail
+    assert pages.open.tolist() == [True, False, False] and pages.held.tolist() == [2, 0, 0]
+    short.close(0)
+    assert short.admit() and len(pages.free) == pages.pages == 3
+
+
+def test_the_runner_reruns_the_streams_a_short_pool_gives_back_and_every_conversation_ends_in_full(monkeypatch):
+    """The tiny Moshi with a pool of 4 pages for 3 rows (2 a ring) through the runner: admission fills the
+    rows, at their 5th step the youngest gives its pages back and its conversation reruns behind the queue,
+    admitted when a ring is free again; every conversation ends ``ok``, as long as with dense attention, and
+    with its output to float rounding."""
+    from harness.protocol.scheduler import ProtocolSettings
+    from harness.runtime.runner import ConversationInput, stream_conversations
+    from harness.scenes.schema import Label, Scene, Target, Turn
+    from harness.vad.settings import VadSettings
+
+    turns = (Turn("A", "x", Label.N2, Target.HUMAN), Turn("B", "x", Label.T, Target.ARIA),
+             Turn("C", "x", Label.N3, Target.NONE))
+    scene = Scene("p0-explicit", "p0", "explicit", ("A", "B", "C"), turns, "yes")
+    rng = np.random.default_rng(7)
+    convs = [ConversationInput(replace(scene, scene_id=f"s{i}"),
+                               [(rng.standard_normal(12_000) * 0.05).astype(np.float32) for _ in turns],
+                               np.zeros(0, np.float32), i) for i in range(4)]
+    proto = ProtocolSettings(tail_s=0.5)
+    runs, stats = {}, {}
+    for name, m in (("dense", tiny_moshi(context_steps=RING)), ("paged", _paged(4 / 6, monkeypatch))):
+        runs[name] = [None] * len(convs)
+        stats[name] = stream_conversations(m, convs, proto, VadSettings(), 3600.0, runs[name].__setitem__, rows=ROWS)
+    assert [r.status for r in runs["paged"]] == ["ok"] * 4, [r.reason for r in runs["paged"]]
+    assert (stats["dense"].requeued, stats["paged"].requeued) == (0, 1)
+    for a, b in zip(runs["dense"], runs["paged"], strict=True):
+        assert len(a.output) == len(b.output)
+        np.testing.assert_allclose(b.output, a.output, rtol=0, atol=1e-3)
