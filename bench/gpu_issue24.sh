@@ -5,10 +5,11 @@
 # docs/models.md ("Throughput") with this command.
 #
 #   OUT=/tmp/gpu24 bash bench/gpu_issue24.sh            # attention profile flex context
-#   OUT=/tmp/gpu24 bash bench/gpu_issue24.sh compile    # one step: attention|profile|flex|context|compile|masks|gputests
+#   OUT=/tmp/gpu24 bash bench/gpu_issue24.sh compile paged  # steps by name: attention|profile|flex|context|compile|
+#                                                           # paged|masks|gputests
 #
-# compile (torch.compile on: minutes of compiling) is left out of the default run to keep it within
-# 6-7 minutes; run it by name in a second call.
+# compile (torch.compile on: minutes of compiling) and paged are left out of the default run to keep it within
+# 6-7 minutes; run them by name in a second call.
 #
 # On this workplace's H200 machine (python3 holds torch 2.11, nothing can be fetched there) the
 # packages its image lacks travel as wheels (/work/.library/device/README.md): here, once,
@@ -61,10 +62,14 @@ for step in $STEPS; do
         # fixtures need packages the GPU image lacks); needs pytest there (its wheels: the header). A named
         # step: bash bench/gpu_issue24.sh gputests
         run gputests 240 "$PY" -m pytest -q -p no:cacheprovider --noconftest tests/gpu ;;
+    paged)  # item 3: K/V in pages of one pool of half a ring a row (0.73 GiB a row of K/V, 1.46 GiB with the ring):
+        # 128 and 160 rows in memory with the full 3,000-step context (dense: out of memory past about 73)
+        run paged 300 "$PY" bench/gpu_throughput.py --batches 128,160 --compile off --attention paged --kv-pool 0.5 \
+            --turn-s 2 --engine-steps 30 ;;
     compile)  # torch.compile on (the first steps compile: minutes) against the profile step's compile off
         run compile 300 "$PY" bench/gpu_throughput.py --batches 64 --compile on --context 1000 --turn-s 2 \
             --engine-steps 30 ;;
-    *) echo "unknown step $step (attention|profile|flex|context|compile|masks|gputests)"; exit 2 ;;
+    *) echo "unknown step $step (attention|profile|flex|context|compile|paged|masks|gputests)"; exit 2 ;;
     esac
 done
 echo "figures in $OUT"

@@ -29,9 +29,11 @@ size it prints:
 ``--compile on|off`` switches moshi's ``torch.compile`` (moshi skips it for any non-empty
 ``NO_TORCH_COMPILE``, so ``off`` sets it to 1 and ``on`` removes it; default on, off with
 ``--smoke``); ``--context STEPS`` sizes the LM's ring KV cache (``MoshiModel(context_steps=...)``,
-issue 24 item 2; default the checkpoint's 3,000); ``--attention dense|flex`` is the LM's attention over
+issue 24 item 2; default the checkpoint's 3,000); ``--attention dense|flex|paged`` is the LM's attention over
 it (``MoshiModel(attention=...)``, issue 24 item 1: flex reads only each row's filled slots, its
-FlexAttention compiled on CUDA whatever ``--compile`` says; default dense); ``--masks per-layer`` keeps
+FlexAttention compiled on CUDA whatever ``--compile`` says; paged is flex over one pool of K/V pages for all
+rows, item 3, ``--kv-pool`` full rings a row (``MoshiModel(kv_pool=...)``; the end-to-end figures count the
+streams given back and rerun, ``requeued``); default dense); ``--masks per-layer`` keeps
 upstream's attention modules for dense (every layer makes its own mask) instead of the adapter's one mask a
 step (issue 24 item 4), to measure the difference.
 
@@ -76,6 +78,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 from harness.cue.continuation import ContinuationInput, CueStreamContext, run_continuations
 from harness.cue.schema import SWITCH_LEAD_S, WINDOW_S, CueItem, Word
+from harness.models.base import RowPreempted
 from harness.protocol.scheduler import ProtocolSettings
 from harness.runtime.runner import ConversationInput, ModelFailure, stream_conversations
 from harness.scenes.schema import Label, Scene, Target, Turn
@@ -123,17 +126,19 @@ def cue_inputs(n: int, context_s: float, window_s: float, seed: int = 0) -> list
     return out
 
 
-def build(smoke: bool, device: str, max_batch: int, context: int | None = None, attention: str = "dense"):
+def build(smoke: bool, device: str, max_batch: int, context: int | None = None, attention: str = "dense",
+          kv_pool: float = 1.0):
     from harness.models.moshi import MoshiModel
 
     if smoke:
         model = MoshiModel(tiny=True, dtype="float32", max_batch=max_batch, context_steps=context,
-                           attention=attention)
+                           attention=attention, kv_pool=kv_pool)
     else:
         from moshi.models import loaders
 
         model = MoshiModel(lm_kwargs=dict(loaders._lm_kwargs), mimi_config=dict(loaders._mimi_config),
-                           dtype="bfloat16", max_batch=max_batch, context_steps=context, attention=attention)
+                           dtype="bfloat16", max_batch=max_batch, context_steps=context, attention=attention,
+                           kv_pool=kv_pool)
     model.load(device)
     return model
 
@@ -188,7 +193,7 @@ def measure(model, batch: int, turn_s: float, protocol: ProtocolSettings, device
              "idle_row_share": round(stats.idle_row_steps / stats.row_steps, 3),
              "model_share_of_wall": round(stats.model_s / stats.wall_s, 3)}
     return {"batch": batch, **stream_rates(res, stats.wall_s), "steps": stats.steps, "ms_per_step": split,
-            "peak_memory_gib": _peak_gib(device)}
+            "requeued": stats.requeued, "peak_memory_gib": _peak_gib(device)}
 
 
 def profile_steps(model, batch: int, steps: int, device: str) -> dict:
@@ -213,6 +218,8 @@ def profile_steps(model, batch: int, steps: int, device: str) -> dict:
         for k in range(steps):
             model.step(heard[2 + k])
     wall = time.perf_counter() - t0
+    for row in range(batch):  # the streams end (attention=paged: their K/V pages go back to the pool)
+        model.close(row)
     events = prof.events()
     kernels = [e for e in events if e.device_type == torch.autograd.DeviceType.CUDA]
     busy_us, end = 0.0, -1.0
@@ -260,6 +267,8 @@ def step_rates(model, batch: int, steps: int, warmup: int, modes: tuple[str, ...
             else:
                 model.step_forced(heard[k], forced[k], mask)
         wall = time.perf_counter() - t0
+        for row in range(batch):
+            model.close(row)
         rate = steps / wall
         out[mode] = {"steps_per_s": round(rate, 2), "ms_per_step": round(1000 * wall / steps, 2),
                      "per_stream_rtf": round(rate * info.frame_s, 2),
@@ -334,6 +343,9 @@ def runner_figures(model, batches: list[int], turn_s: float, protocol: ProtocolS
             r = measure(model, b, turn_s, protocol, device)
             if args.profile:
                 r["profile"] = profile_steps(model, b, args.profile_steps, device)
+        except RowPreempted as e:  # outside the runner (engine, profile) every row must hold its steps at once
+            raise SystemExit(f"batch {b}: the K/V pool (--kv-pool {args.kv_pool:g}) cannot hold every row's engine "
+                             f"steps at once ({e}); the engine-only figures need a larger pool") from e
         except (torch.OutOfMemoryError, ModelFailure) as e:
             cause = e if isinstance(e, torch.OutOfMemoryError) else e.__cause__
             if not isinstance(cause, torch.OutOfMemoryError):
@@ -363,7 +375,7 @@ def runner_figures(model, batches: list[int], turn_s: float, protocol: ProtocolS
     best = max(keeping_pace, key=lambda r: r["aggregate_rtf"])
     return {"batch": best["batch"], "aggregate_rtf": best["aggregate_rtf"], "per_stream_rtf": best["per_stream_rtf"],
             "projected_gpu_hours": best["projected_gpu_hours"], "device": device, "smoke": args.smoke,
-            "compile": args.compile, "context": args.context, "attention": model.attention,
+            "compile": args.compile, "context": args.context, "attention": model.attention, "kv_pool": model.kv_pool,
             "masks": "per-step" if any(isinstance(a, SharedStepAttention) for a in model.lm.transformer.modules())
             else "per-layer",
             "runs": runs}
@@ -393,8 +405,11 @@ def main(argv: list[str] | None = None) -> int:
                     help="moshi's torch.compile (default: on, off with --smoke)")
     ap.add_argument("--context", type=int, default=None,
                     help="steps of the LM's ring KV cache (MoshiModel context_steps; default: the checkpoint's)")
-    ap.add_argument("--attention", choices=("dense", "flex"), default="dense",
-                    help="the LM's attention over its ring (MoshiModel attention; flex: compiled on CUDA)")
+    ap.add_argument("--attention", choices=("dense", "flex", "paged"), default="dense",
+                    help="the LM's attention over its ring (MoshiModel attention; flex and paged: compiled on CUDA)")
+    ap.add_argument("--kv-pool", type=float, default=1.0,
+                    help="with --attention paged: the K/V pool in full rings a row (MoshiModel kv_pool; below 1 "
+                         "the youngest streams are given back and rerun when it runs out)")
     ap.add_argument("--masks", choices=("per-step", "per-layer"), default="per-step",
                     help="dense: the attention mask made once a step (the adapter's) or by every layer (upstream's "
                          "modules), to measure the difference")
@@ -419,10 +434,11 @@ def main(argv: list[str] | None = None) -> int:
         from harness.models import moshi_attention
 
         moshi_attention.share_step_masks = lambda transformer: 0  # dense keeps upstream's modules
-    model = build(args.smoke, device, max(batches), args.context, args.attention)
+    model = build(args.smoke, device, max(batches), args.context, args.attention, args.kv_pool)
     print(f"model built on {device} in {time.perf_counter() - t0:.1f} s ({'tiny' if args.smoke else 'full size'}, "
           f"random weights; torch.compile {args.compile}, context {args.context or 'the checkpoint'}"
-          f"{' steps' if args.context else ''}, attention {args.attention})", flush=True)
+          f"{' steps' if args.context else ''}, attention {args.attention}"
+          f"{f', kv_pool {args.kv_pool:g}' if args.attention == 'paged' else ''})", flush=True)
     if args.teacher_forcing:
         figures = forcing_figures(model, batches[-1:] if args.smoke else batches, args, device)
     else:
