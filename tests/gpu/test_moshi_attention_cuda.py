@@ -1,4 +1,4 @@
-"""Moshi's ``attention="flex"`` on a CUDA device (tests/fixtures/moshi_attention.py; on CPU:
+"""Moshi's ``attention="flex"`` and ``"paged"`` on a CUDA device (tests/fixtures/moshi_attention.py; on CPU:
 tests/unit/test_moshi_attention.py): FlexAttention compiled as the adapter runs it there, in float32;
 the tiny Moshi with CUDA graphs on, as Moshi uses them there (the compiled kernel and its block mask
 captured in the graph). Every comparison is within the device. Skipped without CUDA."""
@@ -43,3 +43,19 @@ def test_flex_gives_dense_tokens_under_cuda_graphs():
     dense = stream_with_refills(tiny_moshi("cuda", context_steps=RING))
     flex = stream_with_refills(tiny_moshi("cuda", context_steps=RING, attention="flex"))
     assert_same(flex, dense, atol=1e-4)
+
+
+@pytest.mark.parametrize("page", [128, 16])
+def test_paged_layers_match_dense(page):
+    assert layer_difference("cuda", kind="paged", page=page) < 1e-5
+
+
+def test_paged_gives_dense_tokens_under_cuda_graphs(monkeypatch):
+    """The page tables reach the graph's static tensors before each replay (pages of 16 steps: the smallest
+    block FlexAttention takes compiled; the ring of RING steps in one page a row)."""
+    import harness.models.moshi_attention as attention
+
+    dense = stream_with_refills(tiny_moshi("cuda", context_steps=RING))
+    monkeypatch.setattr(attention, "BLOCK", 16)
+    paged = stream_with_refills(tiny_moshi("cuda", context_steps=RING, attention="paged"))
+    assert_same(paged, dense, atol=1e-4)
