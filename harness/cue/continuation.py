@@ -248,7 +248,7 @@ def run_continuations(model: DuplexModel, inputs: Sequence[ContinuationInput], s
                                   opened=time.perf_counter())
             cheat = {"item": item, "reference": audio[0, span.start:span.end].copy()} if reads_schedule else {}
             rb.call("open", f"open of {item.item_id} in row {b}", model.open, b,
-                    CueStreamContext(item.item_id, inp.seed, "", None, **cheat))
+                    CueStreamContext(item.item_id, inp.seed, "", None, given_back=rb.preempted.get(i, 0), **cheat))
 
     try:
         while rb.admit(clock, period, fresh_state, refill):

@@ -92,6 +92,9 @@ class StreamContext:
             the answer key: :func:`harness.scoring.flow.scene_vocabulary` without
             ``bias_with_gold``), the prior of a model's own recogniser: given only to models
             declaring ``vocabulary``, empty for the others.
+        given_back: how many times this conversation's stream was given back in this run before this
+            opening (:class:`RowPreempted`): a model that gives streams back can keep a rerun from
+            being given back again (Moshi's paged K/V gives it its whole ring at once).
     """
 
     conversation_id: str
@@ -99,6 +102,7 @@ class StreamContext:
     duty_text: str
     scene: Scene | None = None
     vocabulary: tuple[str, ...] = ()
+    given_back: int = 0
 
 
 def gives_duty_text(capabilities: frozenset[str] | tuple[str, ...], duty_as_text: bool) -> bool:

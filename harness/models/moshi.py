@@ -35,7 +35,8 @@ a row (``harness.models.moshi_attention.KVPages``): a row holds pages for the st
 as it writes them and given back when its stream ends, and the pool holds ``kv_pool`` full rings a row.
 Below 1 the memory is overcommitted: admission (:meth:`MoshiModel.admit`) waits while less than a ring is
 free, and when the pool runs out mid-stream the youngest streams give their pages to the older ones and are
-run again from their start (:class:`~harness.models.base.RowPreempted`); never scored in part.
+run again from their start (:class:`~harness.models.base.RowPreempted`), then with their whole ring taken at
+once; never scored in part.
 
 Upstream behaviours handled here, once:
 
@@ -248,6 +249,7 @@ class MoshiModel(DuplexModel):
         self._live = 0  # rows the last step was given (the rest of _widest are padding)
         self._fresh: set[int] = set()  # rows opened since the last step
         self._open: set[int] = set()  # rows holding a stream (opened, not closed)
+        self._whole: set[int] = set()  # of those, streams run again after they were given back (attention="paged")
         self._given: dict[int, int] = {}  # attention="paged": rows the last step gave back -> steps they had run
         self._forcing = None  # during a forced step: (bool[R] forced rows, int[R, 8, 1] their codes) for the hooks
 
@@ -345,20 +347,35 @@ class MoshiModel(DuplexModel):
         self._all = self.torch.ones(rows, dtype=self.torch.bool, device=self.device)
 
     def open(self, row: int, stream: StreamContext) -> None:
+        """:meth:`DuplexModel.open`; with ``attention="paged"`` a stream given back before
+        (``stream.given_back``) takes its whole ring at its first step, and is given back again only if
+        nothing else frees enough."""
         self._fresh.add(row)
         self._open.add(row)
+        if stream is not None and stream.given_back:
+            self._whole.add(row)
+        else:
+            self._whole.discard(row)
 
     def close(self, row: int) -> None:
         """:meth:`DuplexModel.close`: with ``attention="paged"`` the row's K/V pages go back to the pool."""
+        self._fresh.discard(row)
         self._open.discard(row)
+        self._whole.discard(row)
         if (pages := self._pages()) is not None and row < pages.rows:
             pages.release(row)
 
     def admit(self) -> bool:
-        """:meth:`DuplexModel.admit`: with ``attention="paged"``, while the pool has a whole ring free beside
-        the streams opened since the last step (each takes its first page then). Otherwise always."""
+        """:meth:`DuplexModel.admit`: with ``attention="paged"`` and ``kv_pool`` below 1, while the pool has a
+        whole ring free beside what the streams opened since the last step take at their first (a page
+        each, a whole ring for a rerun), and before the first step of a streaming state (whose rows are
+        not known yet) one stream at a time. Otherwise always."""
+        if self.attention != "paged" or self.kv_pool >= 1.0:
+            return True
         pages = self._pages()
-        return pages is None or pages.admits(len(self._fresh))
+        if pages is None:
+            return not self._fresh
+        return pages.admits(sum(pages.blocks if b in self._whole else 1 for b in self._fresh))
 
     def _pages(self):
         """The LM's :class:`~harness.models.moshi_attention.KVPages` (``attention="paged"``, while a streaming
@@ -483,8 +500,9 @@ class MoshiModel(DuplexModel):
                 module.reset_streaming(reset)
         self._fresh.clear()
         if (pages := self._pages()) is not None:  # rows reset above start with no page (padding rows: none)
-            self._given = pages.begin_step(fresh, self._open)
+            self._given = pages.begin_step(fresh, self._open, self._whole)
             self._open -= set(self._given)
+            self._whole -= set(self._given)
         codes = self.mimi.encode(self._tensor(frames, "heard"))  # [R, 8, 1]
         if forced is None:
             tokens = self.lm_gen.step(codes)  # [R, 1 + 8, 1]; -2 (ungenerated) where a row has none yet

@@ -231,16 +231,19 @@ class KVPages:
     row ``b`` lives in page ``table[b, j]`` of every layer's pool (:class:`PagedRing`: ``pages`` pages of
     ``page`` slots, then one scratch page). An open row (one holding a stream) takes a page from the free
     list just before the step that first writes into each block (:meth:`before_step`) and keeps it until
-    its stream ends, so it holds pages for what it has written, at most its ring. A row that holds no stream
-    (never opened, closed, padding) holds no page: it writes into the scratch page, which no mask keeps, and
-    attends to nothing (its output is dropped). Every count is the host's: ``written`` mirrors the rings'
+    its stream ends, so it holds pages for what it has written, at most its ring; a ``whole`` row (a stream
+    run again after it was given back) takes its whole ring at its first step and is given back only if
+    nothing else frees enough. A row that holds no stream (never opened, closed, padding) holds no page: it
+    writes into the scratch page, which no mask keeps, and attends to nothing (its output is dropped). A page's
+    values are zeroed when it is taken, so what its last owner left in the slots not yet written (masked,
+    weight 0) cannot reach the new owner as 0 x NaN. Every count is the host's: ``written`` mirrors the rings'
     ``end_offset`` (:meth:`after_step`), so no device value is read back.
 
     Args:
         rows: ``R``, the streaming state's batch.
         capacity: slots of a row's ring (the attention's context, in steps).
         pool: the pool's size in full rings a row: ``pages = max(blocks, ceil(pool * rows * blocks))``.
-            1.0: every row can fill its ring and :meth:`before_step` never gives a stream back; less
+            1.0 or more: every row can fill its ring and :meth:`before_step` never gives a stream back; less
             overcommits the memory (a row holds pages only for what it has written).
         page: slots a page (flex_attention's key/value block: a multiple of 16 where it runs compiled).
         device: where the attentions run (on CUDA the host tables are pinned, their copies do not block).
@@ -275,45 +278,63 @@ class KVPages:
         self.owner, self.owner_dev = table((self.pages + 1,), -1)  # page -> the row holding it, or -1
         self.block, self.block_dev = table((self.pages + 1,), -1)  # page -> its block in that row
         self.held, self.held_dev = table((rows,), 0)  # pages a row holds: its first blocks
+        # the pages taken by a step, to zero (a pinned buffer and its device copy, the first n of them used)
+        self._taken = torch.zeros(self.pages, dtype=torch.int64, pin_memory=pinned)
+        self._taken_dev = torch.zeros(self.pages, dtype=torch.int64, device=device)
+        self.rings: list[PagedRing] = []  # every layer's pool (PagedRing registers itself)
         self.written = np.zeros(rows, np.int64)  # slots written since the row's reset (its rings' end_offset)
         self.open = np.zeros(rows, bool)  # rows holding a stream
+        self.whole = np.zeros(rows, bool)  # open rows that take their whole ring at once (reruns)
         self.free = list(range(self.pages - 1, -1, -1))  # pop() takes the lowest page
         self._dirty = True
 
-    def reset(self, rows: Iterable[int]) -> None:
-        """``rows`` start a fresh stream (their rings are reset in the same step): no page yet, open."""
+    def reset(self, rows: Iterable[int], whole: Iterable[int] = ()) -> None:
+        """``rows`` start a fresh stream (their rings are reset in the same step): no page yet, open; those also
+        in ``whole`` take their whole ring at the next :meth:`before_step`."""
+        whole = set(whole)
         for b in rows:
             self.release(b)
-            self.open[b] = True
+            self.open[b], self.whole[b] = True, b in whole
 
     def release(self, b: int) -> None:
         """Row ``b`` holds no stream (its stream ended, or it is padding): its pages go back to the pool."""
         held = self.table[b, :self.held[b]].copy()
         self.owner[held], self.block[held] = -1, -1
         self.free.extend(held[::-1].tolist())
-        self.table[b], self.held[b], self.written[b], self.open[b] = self.scratch, 0, 0, False
+        self.table[b], self.held[b], self.written[b], self.open[b], self.whole[b] = self.scratch, 0, 0, False, False
         self._dirty = True
 
     def before_step(self) -> dict[int, int]:
-        """Before a step: a page for every open row whose next write enters a block it does not hold, and the
-        tables to the device. When the free pages do not cover them, the youngest open rows (fewest slots
-        written; of equals the higher row) give theirs back until they do (the oldest can always go on: the
-        pool holds at least one ring). Returns ``{row: slots written}`` of the rows given back, which are no
-        longer open: their stream's output from this step on is meaningless, the caller ends it."""
-        need = self.open & ((self.written % self.capacity) // self.page >= self.held)
+        """Before a step: a page for every open row whose next write enters a block it does not hold (a whole
+        row: every page of its ring it lacks), pages taken zeroed, and the tables to the device. When the free
+        pages do not cover them, open rows give theirs back until they do: the youngest first (fewest slots
+        written; of equals the higher row), whole rows last (the oldest can always go on: the pool holds at
+        least one ring). Returns ``{row: slots written}`` of the rows given back, which are no longer open:
+        their stream's output from this step on is meaningless, the caller ends it."""
+        want = (self.open & ((self.written % self.capacity) // self.page >= self.held)).astype(np.int64)
+        want = np.where(self.whole & self.open, self.blocks - self.held, want)
         given: dict[int, int] = {}
-        if need.sum() > len(self.free):
-            youngest = sorted(np.flatnonzero(self.open).tolist(), key=lambda b: (self.written[b], -b))
-            for b in youngest:
-                if need.sum() <= len(self.free):
+        if want.sum() > len(self.free):
+            order = sorted(np.flatnonzero(self.open).tolist(), key=lambda b: (self.whole[b], self.written[b], -b))
+            for b in order:
+                if want.sum() <= len(self.free):
                     break
                 given[b] = int(self.written[b])
-                need[b] = False
+                want[b] = 0
                 self.release(b)
-        for b in np.flatnonzero(need).tolist():
-            page, j = self.free.pop(), self.held[b]
-            self.table[b, j], self.owner[page], self.block[page] = page, b, j
-            self.held[b] += 1
+        taken = []
+        for b in np.flatnonzero(want).tolist():
+            for _ in range(want[b]):
+                page, j = self.free.pop(), self.held[b]
+                self.table[b, j], self.owner[page], self.block[page] = page, b, j
+                self.held[b] += 1
+                taken.append(page)
+        if taken:  # zero their values, outside the step (and any CUDA graph), in each layer's pool
+            n = len(taken)
+            self._taken[:n] = torch.tensor(taken)
+            self._taken_dev[:n].copy_(self._taken[:n], non_blocking=True)
+            for ring in self.rings:
+                ring.pages_of(1).index_fill_(1, self._taken_dev[:n], 0)
             self._dirty = True
         if self._dirty:
             for host, dev in self._copies:  # pinned on CUDA; rewritten only after the step's output copy waited
@@ -321,29 +342,26 @@ class KVPages:
             self._dirty = False
         return given
 
-    def begin_step(self, fresh: Iterable[int], holding: Iterable[int]) -> dict[int, int]:
+    def begin_step(self, fresh: Iterable[int], holding: Iterable[int], whole: Iterable[int] = ()) -> dict[int, int]:
         """A model's step's page work, before it runs: ``fresh`` rows were reset (their rings too): those
-        ``holding`` a stream start with no page, the others hold none; then :meth:`before_step`, whose
-        rows given back this returns."""
+        ``holding`` a stream start with no page (those in ``whole`` take their whole ring), the others hold
+        none; then :meth:`before_step`, whose rows given back this returns."""
         fresh, holding = set(fresh), set(holding)
-        self.reset(sorted(fresh & holding))
+        self.reset(sorted(fresh & holding), whole)
         for b in sorted(fresh - holding):
             self.release(b)
         return self.before_step()
 
     def admits(self, opening: int) -> bool:
-        """May one more stream open, beside ``opening`` opened since the last step (each takes its first
-        page then)? While a whole ring's pages are free."""
+        """May one more stream open, beside streams opened since the last step that take ``opening`` pages
+        at their first step (a page each, a whole ring for a rerun)? While the free pages hold a whole
+        ring beside them, so the stream can take its whole ring at once if it is a rerun."""
         return len(self.free) - opening >= self.blocks
 
     def after_step(self, ran: np.ndarray | None = None, steps: int = 1) -> None:
         """After a step of ``steps`` positions: the rows in ``ran`` (``bool[R]``, the attentions' exec mask;
         default all) wrote them."""
         self.written += steps if ran is None else np.where(ran, steps, 0)
-
-    def held_pages(self) -> int:
-        """Pages held by open rows."""
-        return self.pages - len(self.free)
 
 
 class PagedRing:
@@ -355,6 +373,12 @@ class PagedRing:
         self.pages, self.capacity = pages, pages.capacity
         self.cache = torch.zeros((2, 1, heads, (pages.pages + 1) * pages.page, dim), device=device, dtype=dtype)
         self.end_offset = torch.zeros(pages.rows, device=device, dtype=torch.long)
+        pages.rings.append(self)
+
+    def pages_of(self, kv: int) -> torch.Tensor:
+        """The keys (``kv`` 0) or values (1) as ``[H, pages + 1, page, D]`` (a view)."""
+        heads, dim = self.cache.shape[2], self.cache.shape[4]
+        return self.cache[kv, 0].view(heads, self.pages.pages + 1, self.pages.page, dim)
 
     def reset(self, reset_mask: torch.Tensor) -> None:
         self.end_offset[:] = torch.where(reset_mask, torch.zeros_like(self.end_offset), self.end_offset)

@@ -220,16 +220,18 @@ class ConversationResult:
             None if self.pacing is None else self.pacing.to_dict()).to_dict()
 
 
-def stream_context(conv: ConversationInput, info: ModelInfo, duty_as_text: bool) -> StreamContext:
+def stream_context(conv: ConversationInput, info: ModelInfo, duty_as_text: bool, given_back: int = 0) -> StreamContext:
     """What a model opening ``conv`` is told: the duty text only when ``duty_as_text``
     (``protocol.duty_as_text``) and it declares ``text_prompt`` (:func:`gives_duty_text`), the
     script (answer key included) only when it declares ``reads_schedule``, the room's vocabulary
     (the preamble's text included: it is said in the room) only when it declares ``vocabulary``
-    (issue 20: no other model can see the answer key)."""
+    (issue 20: no other model can see the answer key); ``given_back``: the times its stream was given
+    back before (:class:`~harness.models.base.RowPreempted`)."""
     caps = info.capabilities
     return StreamContext(conv.scene.scene_id, conv.seed, conv.duty_text if gives_duty_text(caps, duty_as_text) else "",
                          scene=conv.scene if READS_SCHEDULE in caps else None,
-                         vocabulary=tuple(scene_vocabulary(conv.scene, conv.duty_text)) if VOCABULARY in caps else ())
+                         vocabulary=tuple(scene_vocabulary(conv.scene, conv.duty_text)) if VOCABULARY in caps else (),
+                         given_back=given_back)
 
 
 class ModelFailure(RuntimeError):
@@ -843,7 +845,7 @@ def stream_conversations(model: DuplexModel, convs: Sequence[ConversationInput],
             opened_at[b], wake[b] = clock, 0  # its first step places the script's first clips
             tones.open(b, RoomTone(protocol.room_tone, protocol.room_tone_dbfs, c.seed, sr))
             call("open", f"open of {c.scene.scene_id} in row {b}", model.open, b,
-                 stream_context(c, info, protocol.duty_as_text))
+                 stream_context(c, info, protocol.duty_as_text, rb.preempted.get(i, 0)))
     def unstage() -> None:
         """Hand every stream its staged output and empty the stage."""
         nonlocal staged

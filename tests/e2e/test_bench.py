@@ -98,3 +98,21 @@ def test_runner_bench_measures_the_overlap_beside_a_slept_step():
     for r in (off, on):
         assert r["errors"] == 0 and r["conversations"] == 8 and r["steps"] == off["steps"]
         assert 0 < r["model_share_of_wall"] < 1 and 0 < r["due_row_steps"] < 1
+
+
+def test_kv_pool_bench_reruns_streams_only_when_the_pool_is_short():
+    """``--smoke``: at kv_pool 1.0 no stream is given back and every conversation ends ok (Silero hears every
+    answer); at a quarter of the rings (2 rings for 8 rows) streams are given back and run again, every
+    conversation still ends, an error only past ``RowBatch.MAX_REQUEUES``, and no more pages are held than
+    the pool has."""
+    pytest.importorskip("moshi")
+    figures = bench("kv_pool.py", "--smoke", "--no-progress")
+    n = figures["conversations"]
+    full, short = figures["runs"]
+    assert (full["kv_pool"], short["kv_pool"]) == (1.0, 0.25) and full["rows"] == short["rows"] == 8
+    assert full["requeued"] == full["thrown_row_steps"] == full["admit_refusals"] == 0
+    assert full["ok"] == full["t_answered"] == n and full["steps_vs_full"] == 1.0
+    assert short["requeued"] > 0 and short["thrown_row_steps"] > 0 and short["steps"] > full["steps"]
+    assert short["ok"] + short["error"] == n and short["ok"] > 0
+    assert all(r.startswith(f"preempted {figures['max_requeues'] + 1} times") for r in short["error_reasons"])
+    assert short["peak_held"] <= short["pool_pages"] / (8 * 24) < full["peak_held"]

@@ -13,6 +13,7 @@
 
 from __future__ import annotations
 
+import contextlib
 from dataclasses import replace
 
 import numpy as np
@@ -237,15 +238,16 @@ def test_attention_must_be_dense_or_flex(bad):
 
 def test_paged_layers_take_and_give_back_pages_and_match_dense():
     """Two paged layers (a pool of one ring a row) through resets and an exec mask: dense's output to float32
-    rounding, compiled with pages of 128 slots and eager with pages of 16 (so each row's blocks lie in pages
-    scattered through the pool)."""
+    rounding, compiled (the kernel reads only the pages the block mask lists) with pages of 128 and of 16 (each
+    row's blocks in pages scattered through the pool), and eager (every pool slot scored, then masked)."""
     assert layer_difference(kind="paged") < 1e-6
+    assert layer_difference(kind="paged", page=16) < 1e-6
     assert layer_difference(kind="paged", page=16, compiled=False) < 1e-6
 
 
 def test_compiled_paged_attention_never_reads_the_scratch_page_or_pages_a_row_does_not_hold():
     """NaN in the scratch page (where rows without a stream write) and in the free pages: the rows holding
-    streams never read them, and a row given back attends to nothing (zeros) instead of NaN."""
+    streams never read them, and a row without a stream attends to nothing (zeros) instead of NaN."""
     import torch
 
     from harness.models.moshi_attention import kv_pages
@@ -257,34 +259,77 @@ def test_compiled_paged_attention_never_reads_the_scratch_page_or_pages_a_row_do
         pages.reset([0, 2])  # row 1 holds no stream
         assert pages.before_step() == {} and pages.held.tolist() == [1, 0, 1]
         for layer in (paged.first, paged.second):
-            pool = layer._streaming_state.kv_cache.cache.view(2, 1, 2, pages.pages + 1, 128, 8)
-            pool[:, :, :, [p for p in range(pages.pages + 1) if p not in pages.table[[0, 2], 0]]] = float("nan")
+            for kv in (0, 1):
+                held = pages.table[[0, 2], 0]
+                others = [p for p in range(pages.pages + 1) if p not in held]
+                layer._streaming_state.kv_cache.pages_of(kv)[:, others] = float("nan")
         for step in range(5):
             pages.before_step()
             a, b = dense(x[step]), paged(x[step])
             pages.after_step()
-        assert torch.isfinite(b).all()
+        assert torch.isfinite(b).all() and (b[1] == 0).all()
         torch.testing.assert_close(b[[0, 2]], a[[0, 2]], rtol=0, atol=1e-6)
 
 
-def _paged(pool: float, monkeypatch):
-    """The tiny Moshi with attention="paged" over a ring of RING steps in pages of 4 (2 a ring)."""
+def test_a_page_taken_again_holds_nothing_of_its_last_owner():
+    """Compiled: row 1 writes NaN into its page, then its stream ends and row 2's new stream takes that page:
+    the values left in the slots row 2 has not written yet (masked: weight 0, but 0 x NaN is NaN) were zeroed
+    when it took the page, so row 2 gets dense's output, and row 0 (its own page) never sees the NaN. (Eager
+    flex scores every slot of the pool, so there a NaN anywhere reaches every row: docs/models.md.)"""
+    import torch
+
+    from harness.models.moshi_attention import kv_pages
+
+    dense, paged = layers(compiled=True, kind="paged")
+    x = torch.randn(8, LAYER_ROWS, 1, 16, generator=torch.Generator().manual_seed(3))
+    x[:3, 1] = float("nan")
+    with _compiled_on("cpu"), torch.no_grad(), dense.streaming(LAYER_ROWS), paged.streaming(LAYER_ROWS):
+        pages = kv_pages(paged)
+        pages.reset([0, 1])
+        for step in range(8):
+            if step == 3:  # row 1's stream ends, row 2's starts (in both stacks)
+                pages.release(1)
+                pages.reset([2])
+                reset = torch.tensor([False, False, True])
+                dense.reset_streaming(reset), paged.reset_streaming(reset)
+            pages.before_step()
+            a, b = dense(x[step]), paged(x[step])
+            pages.after_step()
+            if step >= 3:
+                assert pages.table[2, 0] == 1  # row 1's page
+                torch.testing.assert_close(b[2], a[2], rtol=0, atol=1e-6)
+            torch.testing.assert_close(b[0], a[0], rtol=0, atol=1e-6)
+
+
+def _paged(pool: float, monkeypatch, page: int = 4, ring: int = RING, compiled: bool = False):
+    """The tiny Moshi with attention="paged" over a ring of ``ring`` steps in pages of ``page``, flex compiled
+    or eager (on CPU the adapter runs it eager; compiled, the kernel reads only the pages the tables list)."""
     import harness.models.moshi_attention as attention
 
-    monkeypatch.setattr(attention, "BLOCK", 4)
-    m = tiny_moshi(context_steps=RING, attention="paged", kv_pool=pool)
-    assert [a.leads for a in m.lm.transformer.modules() if isinstance(a, attention.PagedStreamingAttention)] == [
-        True, False]
+    monkeypatch.setattr(attention, "BLOCK", page)
+    m = tiny_moshi(context_steps=ring, attention="paged", kv_pool=pool)
+    paged = [a for a in m.lm.transformer.modules() if isinstance(a, attention.PagedStreamingAttention)]
+    assert [a.leads for a in paged] == [True, False]
+    for a in paged:
+        a.compiled = compiled
     return m
 
 
-def test_paged_gives_dense_tokens_through_refills_forcing_and_the_rings_wrap(dense_small, monkeypatch):
+@pytest.mark.parametrize("page, compiled", [(4, False), (16, True)])
+def test_paged_gives_dense_tokens_through_refills_forcing_and_the_rings_wrap(dense_small, monkeypatch, page, compiled):
+    """Eager with pages of 4 (two a ring); compiled with pages of 16 (one a ring: the kernel reads the page
+    the tables list), both on one thread (flex compiled on CPU needs it), so dense is run there too (the
+    thread count changes float rounding, and the tiny model's near-tied logits then its tokens); eager at the
+    suite's threads."""
     from harness.models.moshi_attention import kv_pages
 
-    m = _paged(1.0, monkeypatch)
-    assert_same(stream_with_refills(m), dense_small, atol=1e-5)
+    m = _paged(1.0, monkeypatch, page, compiled=compiled)
+    with _compiled_on("cpu") if compiled else contextlib.nullcontext():
+        dense = stream_with_refills(tiny_moshi(context_steps=RING)) if compiled else dense_small
+        assert_same(stream_with_refills(m), dense, atol=1e-5)
     pages = kv_pages(m.lm.transformer)
-    assert (pages.pages, pages.blocks) == (ROWS * 2, 2) and pages.held.tolist() == [2] * ROWS  # all wrapped
+    blocks = -(-RING // page)
+    assert (pages.pages, pages.blocks) == (ROWS * blocks, blocks) and pages.held.tolist() == [blocks] * ROWS
     ring = next(a for a in m.lm.transformer.modules() if hasattr(a, "leads"))._streaming_state.kv_cache
     assert ring.end_offset.tolist() == pages.written.tolist()  # the host's count is the device's
     for row in range(ROWS):
@@ -293,44 +338,81 @@ def test_paged_gives_dense_tokens_through_refills_forcing_and_the_rings_wrap(den
 
 
 def test_paged_gives_the_youngest_streams_back_when_the_pool_runs_out(monkeypatch):
-    """A pool of half a ring a row (3 pages of 4 steps for 3 rows; row 0 opens at step 0, rows 1 and 2 at
-    step 2): at step 4 row 0 needs its second page and row 2 (the youngest, the higher of equals) gives its
-    page back (RowPreempted, with the step's output of the others); at step 6 row 1 needs one and, now the
-    youngest, gives its own back. Row 0 streams on as it does beside rows that keep theirs (to float rounding)."""
+    """A pool of half a ring a row (3 pages of 16 steps for 3 rows, a ring of 32; row 0 opens at step 0, rows
+    1 and 2 at step 8), flex compiled: at step 16 row 0 needs its second page and row 2 (the youngest, the
+    higher of equals) gives its page back (RowPreempted, with the step's output of the others); at step 24 row
+    1 needs one and, now the youngest, gives its own back. Row 0 streams on as it does beside rows that keep
+    theirs (to float rounding)."""
     from harness.models.base import RowPreempted
     from harness.models.moshi_attention import kv_pages
 
     rng = np.random.default_rng(6)
-    frames = (rng.standard_normal((12, ROWS, 1920)) * 0.05).astype(np.float32)
-    opens, given_at = {0: [0], 2: [1, 2]}, {4: [2], 6: [1]}
-    full, short = tiny_moshi(context_steps=RING), _paged(0.5, monkeypatch)
+    frames = (rng.standard_normal((48, ROWS, 1920)) * 0.05).astype(np.float32)
+    opens, given_at = {0: [0], 8: [1, 2]}, {16: [2], 24: [1]}
+    full, short = tiny_moshi(context_steps=32), _paged(0.5, monkeypatch, page=16, ring=32, compiled=True)
     expected = []
     for k, f in enumerate(frames):
         for row in opens.get(k, ()):
-            assert full.admit()
             full.open(row, None)
         expected.append(full.step(f))
-    for k, f in enumerate(frames):
-        for row in opens.get(k, ()):
-            assert short.admit() == (row != 2)  # 2 pages free, one for row 1's first: less than a ring left
-            short.open(row, None)  # (the runner would wait; opened all the same, to run the pool out)
-        if k not in given_at:
-            out = short.step(f)
-        else:
-            with pytest.raises(RowPreempted) as given:
-                short.step(f)
-            (row, why), = given.value.reasons.items()
-            assert [row] == given_at[k] and "K/V pool was full" in why
-            out = given.value.output
-            pages = kv_pages(short.lm.transformer)
-            assert not short.admit()  # fewer than a ring's 2 pages free
-            short.close(given_at[k][0])
-        live = [0, 1] if 2 <= k < 6 else [0]  # row 1 until it is given back (float rounding: flex against SDPA)
-        np.testing.assert_allclose(out[live], expected[k][live], rtol=0, atol=1e-4)
+    with _compiled_on("cpu"):
+        for k, f in enumerate(frames):
+            for row in opens.get(k, ()):
+                assert short.admit() == (row != 2)  # 2 pages free, one for row 1's first: less than a ring left
+                short.open(row, None)  # (the runner would wait; opened all the same, to run the pool out)
+            if k not in given_at:
+                out = short.step(f)
+            else:
+                with pytest.raises(RowPreempted) as given:
+                    short.step(f)
+                (row, why), = given.value.reasons.items()
+                assert [row] == given_at[k] and "K/V pool was full" in why
+                out = given.value.output
+                pages = kv_pages(short.lm.transformer)
+                assert not short.admit()  # fewer than a ring's 2 pages free
+                short.close(row)
+            live = [0, 1] if 8 <= k < 24 else [0]  # row 1 until it is given back (float rounding: flex against SDPA)
+            np.testing.assert_allclose(out[live], expected[k][live], rtol=0, atol=1e-4)
     assert np.abs(expected[-1][0]).max() > 0  # row 0 speaks: a comparison that can fail
     assert pages.open.tolist() == [True, False, False] and pages.held.tolist() == [2, 0, 0]
     short.close(0)
     assert short.admit() and len(pages.free) == pages.pages == 3
+
+
+def test_a_stream_run_again_takes_its_whole_ring_and_the_others_give_way(monkeypatch):
+    """A rerun (``given_back`` 1) takes its whole ring at its first step and admission counts it so; when the
+    pool runs out, a first run gives its pages back before the rerun would, though the rerun is the youngest.
+    4 pages for 3 rows, 2 a ring: row 1 opens at step 0, row 2 at 1, the rerun in row 0 at 2."""
+    from harness.models.base import RowPreempted, StreamContext
+    from harness.models.moshi_attention import kv_pages
+
+    m = _paged(4 / 6, monkeypatch)
+    frames = np.zeros((5, ROWS, 1920), np.float32)
+    assert m.admit()  # before the first step: one stream at a time
+    m.open(1, StreamContext("first", 1, ""))
+    assert not m.admit()
+    m.step(frames[0])
+    pages = kv_pages(m.lm.transformer)
+    assert m.admit()  # 3 pages free
+    m.open(2, StreamContext("second", 2, ""))
+    m.step(frames[1])
+    assert m.admit()  # 2 free: a ring
+    m.open(0, StreamContext("rerun", 0, "", given_back=1))
+    assert not m.admit()  # the rerun takes both
+    m.step(frames[2])
+    assert pages.held.tolist() == [2, 1, 1] and pages.whole.tolist() == [True, False, False]
+    m.step(frames[3])
+    with pytest.raises(RowPreempted) as given:
+        m.step(frames[4])  # row 1 needs its second page, none is free: row 2 gives way, not the younger rerun
+    assert list(given.value.reasons) == [2] and pages.held.tolist() == [2, 2, 0]
+
+
+def test_a_stream_closed_before_its_first_step_holds_no_admission(monkeypatch):
+    m = _paged(0.5, monkeypatch)
+    m.open(0, None)
+    assert not m.admit()  # before the first step: one stream at a time
+    m.close(0)
+    assert m.admit()
 
 
 def test_the_runner_reruns_the_streams_a_short_pool_gives_back_and_every_conversation_ends_in_full(monkeypatch):
