@@ -33,6 +33,13 @@ never sets one) gets zeros where SDPA gives NaN.
 Compiled (``torch.compile``, static shapes) the kernel reads only the listed blocks; that is the
 form for CUDA. Eager, flex_attention is its unfused reference: every slot scored, then the
 predicate applied (exact, not faster), the form the CPU tests use for exactness.
+
+``attention="paged"`` (item 3, :func:`use_paged_attention`) is flex over one pool of K/V pages for all
+rows instead of a ring a row: :class:`KVPages` (the host's ledger of which page holds which row's ring
+block, and the device tables), :class:`PagedRing` (a layer's pool, RingKVCache's counter and positions),
+:func:`paged_mask` (the pages a row holds, and upstream's predicate on the ring slots they hold). Its
+output is dense's up to float rounding for finite keys and values; eager, a non-finite value anywhere in
+the pool reaches every row (every slot is scored, weight 0 times NaN), compiled only the rows that read it.
 """
 
 from __future__ import annotations
@@ -470,11 +477,9 @@ def use_paged_attention(transformer: torch.nn.Module, compiled: bool, pool: floa
     Raises:
         RuntimeError: as :func:`use_flex_attention`; or an attention without a context (no ring size) or
             whose input projection is not an ``nn.Linear`` (LoRA, quantised).
-        ValueError: ``pool`` not positive, ``page`` below 1.
+        (:class:`KVPages` checks ``pool`` and ``page`` when a streaming state opens.)
     """
     page = BLOCK if page is None else page
-    if not pool > 0 or page < 1:
-        raise ValueError(f"moshi attention 'paged' needs a positive pool and page, got pool {pool} and page {page}")
     found = _mirrorable(transformer, "paged")
     if found[0].context is None or any(type(m.in_projs[0]) is not torch.nn.Linear for m in found):
         raise RuntimeError("moshi attention 'paged' takes attentions with a context and nn.Linear projections "
