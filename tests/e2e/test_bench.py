@@ -102,9 +102,9 @@ def test_runner_bench_measures_the_overlap_beside_a_slept_step():
 
 def test_kv_pool_bench_reruns_streams_only_when_the_pool_is_short():
     """``--smoke``: at kv_pool 1.0 no stream is given back and every conversation ends ok (Silero hears every
-    answer); at a quarter of the rings (2 rings for 8 rows) streams are given back and run again, every
-    conversation still ends, an error only past ``RowBatch.MAX_REQUEUES``, and no more pages are held than
-    the pool has."""
+    answer); at a quarter of the rings (2 rings for 8 rows) streams are given back and run again, yet every
+    conversation ends ok (a rerun takes its whole ring: contention never reaches ``RowBatch.MAX_REQUEUES``),
+    the run is longer, and no more pages are held than the pool has."""
     pytest.importorskip("moshi")
     figures = bench("kv_pool.py", "--smoke", "--no-progress")
     n = figures["conversations"]
@@ -113,6 +113,5 @@ def test_kv_pool_bench_reruns_streams_only_when_the_pool_is_short():
     assert full["requeued"] == full["thrown_row_steps"] == full["admit_refusals"] == 0
     assert full["ok"] == full["t_answered"] == n and full["steps_vs_full"] == 1.0
     assert short["requeued"] > 0 and short["thrown_row_steps"] > 0 and short["steps"] > full["steps"]
-    assert short["ok"] + short["error"] == n and short["ok"] > 0
-    assert all(r.startswith(f"preempted {figures['max_requeues'] + 1} times") for r in short["error_reasons"])
+    assert short["ok"] == n and short["error"] == 0
     assert short["peak_held"] <= short["pool_pages"] / (8 * 24) < full["peak_held"]

@@ -30,6 +30,7 @@ from tests.fixtures.moshi_attention import (
     STEPS,
     _compiled_on,
     assert_same,
+    cpu_flex_problem,
     layer_difference,
     layers,
     stream_with_refills,
@@ -236,16 +237,27 @@ def test_attention_must_be_dense_or_flex(bad):
         MoshiModel(tiny=True, attention=bad)
 
 
-def test_paged_layers_take_and_give_back_pages_and_match_dense():
+@pytest.fixture
+def compiled_flex():
+    """Skips a test of the compiled CPU flex kernel where torch's kernel is wrong (``cpu_flex_problem``)."""
+    if problem := cpu_flex_problem():
+        pytest.skip(problem)
+
+
+def test_paged_layers_take_and_give_back_pages_and_match_dense_compiled(compiled_flex):
     """Two paged layers (a pool of one ring a row) through resets and an exec mask: dense's output to float32
     rounding, compiled (the kernel reads only the pages the block mask lists) with pages of 128 and of 16 (each
-    row's blocks in pages scattered through the pool), and eager (every pool slot scored, then masked)."""
+    row's blocks in pages scattered through the pool)."""
     assert layer_difference(kind="paged") < 1e-6
     assert layer_difference(kind="paged", page=16) < 1e-6
+
+
+def test_paged_layers_take_and_give_back_pages_and_match_dense_eager():
+    """As above, eager (every pool slot scored, then masked: the CPU's form)."""
     assert layer_difference(kind="paged", page=16, compiled=False) < 1e-6
 
 
-def test_compiled_paged_attention_never_reads_the_scratch_page_or_pages_a_row_does_not_hold():
+def test_compiled_paged_attention_never_reads_the_scratch_page_or_pages_a_row_does_not_hold(compiled_flex):
     """NaN in the scratch page (where rows without a stream write) and in the free pages: the rows holding
     streams never read them, and a row without a stream attends to nothing (zeros) instead of NaN."""
     import torch
@@ -271,7 +283,7 @@ def test_compiled_paged_attention_never_reads_the_scratch_page_or_pages_a_row_do
         torch.testing.assert_close(b[[0, 2]], a[[0, 2]], rtol=0, atol=1e-6)
 
 
-def test_a_page_taken_again_holds_nothing_of_its_last_owner():
+def test_a_page_taken_again_holds_nothing_of_its_last_owner(compiled_flex):
     """Compiled: row 1 writes NaN into its page, then its stream ends and row 2's new stream takes that page:
     the values left in the slots row 2 has not written yet (masked: weight 0, but 0 x NaN is NaN) were zeroed
     when it took the page, so row 2 gets dense's output, and row 0 (its own page) never sees the NaN. (Eager
@@ -316,13 +328,16 @@ def _paged(pool: float, monkeypatch, page: int = 4, ring: int = RING, compiled: 
 
 
 @pytest.mark.parametrize("page, compiled", [(4, False), (16, True)])
-def test_paged_gives_dense_tokens_through_refills_forcing_and_the_rings_wrap(dense_small, monkeypatch, page, compiled):
+def test_paged_gives_dense_tokens_through_refills_forcing_and_the_rings_wrap(dense_small, monkeypatch, page, compiled,
+                                                                            request):
     """Eager with pages of 4 (two a ring); compiled with pages of 16 (one a ring: the kernel reads the page
     the tables list), both on one thread (flex compiled on CPU needs it), so dense is run there too (the
     thread count changes float rounding, and the tiny model's near-tied logits then its tokens); eager at the
     suite's threads."""
     from harness.models.moshi_attention import kv_pages
 
+    if compiled:
+        request.getfixturevalue("compiled_flex")
     m = _paged(1.0, monkeypatch, page, compiled=compiled)
     with _compiled_on("cpu") if compiled else contextlib.nullcontext():
         dense = stream_with_refills(tiny_moshi(context_steps=RING)) if compiled else dense_small
@@ -338,41 +353,40 @@ def test_paged_gives_dense_tokens_through_refills_forcing_and_the_rings_wrap(den
 
 
 def test_paged_gives_the_youngest_streams_back_when_the_pool_runs_out(monkeypatch):
-    """A pool of half a ring a row (3 pages of 16 steps for 3 rows, a ring of 32; row 0 opens at step 0, rows
-    1 and 2 at step 8), flex compiled: at step 16 row 0 needs its second page and row 2 (the youngest, the
-    higher of equals) gives its page back (RowPreempted, with the step's output of the others); at step 24 row
-    1 needs one and, now the youngest, gives its own back. Row 0 streams on as it does beside rows that keep
-    theirs (to float rounding)."""
+    """A pool of half a ring a row (3 pages of 4 steps for 3 rows, a ring of 8; row 0 opens at step 0, rows
+    1 and 2 at step 2): at step 4 row 0 needs its second page and row 2 (the youngest, the higher of equals)
+    gives its page back (RowPreempted, with the step's output of the others); at step 6 row 1 needs one and,
+    now the youngest, gives its own back. Row 0 streams on as it does beside rows that keep theirs (to float
+    rounding)."""
     from harness.models.base import RowPreempted
     from harness.models.moshi_attention import kv_pages
 
     rng = np.random.default_rng(6)
-    frames = (rng.standard_normal((48, ROWS, 1920)) * 0.05).astype(np.float32)
-    opens, given_at = {0: [0], 8: [1, 2]}, {16: [2], 24: [1]}
-    full, short = tiny_moshi(context_steps=32), _paged(0.5, monkeypatch, page=16, ring=32, compiled=True)
+    frames = (rng.standard_normal((12, ROWS, 1920)) * 0.05).astype(np.float32)
+    opens, given_at = {0: [0], 2: [1, 2]}, {4: [2], 6: [1]}
+    full, short = tiny_moshi(context_steps=RING), _paged(0.5, monkeypatch)
     expected = []
     for k, f in enumerate(frames):
         for row in opens.get(k, ()):
             full.open(row, None)
         expected.append(full.step(f))
-    with _compiled_on("cpu"):
-        for k, f in enumerate(frames):
-            for row in opens.get(k, ()):
-                assert short.admit() == (row != 2)  # 2 pages free, one for row 1's first: less than a ring left
-                short.open(row, None)  # (the runner would wait; opened all the same, to run the pool out)
-            if k not in given_at:
-                out = short.step(f)
-            else:
-                with pytest.raises(RowPreempted) as given:
-                    short.step(f)
-                (row, why), = given.value.reasons.items()
-                assert [row] == given_at[k] and "K/V pool was full" in why
-                out = given.value.output
-                pages = kv_pages(short.lm.transformer)
-                assert not short.admit()  # fewer than a ring's 2 pages free
-                short.close(row)
-            live = [0, 1] if 8 <= k < 24 else [0]  # row 1 until it is given back (float rounding: flex against SDPA)
-            np.testing.assert_allclose(out[live], expected[k][live], rtol=0, atol=1e-4)
+    for k, f in enumerate(frames):
+        for row in opens.get(k, ()):
+            assert short.admit() == (row != 2)  # 2 pages free, one for row 1's first: less than a ring left
+            short.open(row, None)  # (the runner would wait; opened all the same, to run the pool out)
+        if k not in given_at:
+            out = short.step(f)
+        else:
+            with pytest.raises(RowPreempted) as given:
+                short.step(f)
+            (row, why), = given.value.reasons.items()
+            assert [row] == given_at[k] and "K/V pool was full" in why
+            out = given.value.output
+            pages = kv_pages(short.lm.transformer)
+            assert not short.admit()  # fewer than a ring's 2 pages free
+            short.close(row)
+        live = [0, 1] if 2 <= k < 6 else [0]  # row 1 until it is given back (float rounding: flex against SDPA)
+        np.testing.assert_allclose(out[live], expected[k][live], rtol=0, atol=1e-4)
     assert np.abs(expected[-1][0]).max() > 0  # row 0 speaks: a comparison that can fail
     assert pages.open.tolist() == [True, False, False] and pages.held.tolist() == [2, 0, 0]
     short.close(0)
