@@ -44,7 +44,14 @@ def _no_compile(monkeypatch):
     monkeypatch.setenv("NO_TORCH_COMPILE", "1")
 
 
-def test_two_layers_over_a_ring_with_resets_and_an_exec_mask_match_dense():
+@pytest.fixture
+def compiled_flex():
+    """Skips a test of the compiled CPU flex kernel where torch's kernel is wrong (``cpu_flex_problem``)."""
+    if problem := cpu_flex_problem():
+        pytest.skip(problem)
+
+
+def test_two_layers_over_a_ring_with_resets_and_an_exec_mask_match_dense(compiled_flex):
     assert layer_difference() < 1e-6
 
 
@@ -52,7 +59,7 @@ def test_dense_with_one_mask_a_step_is_upstreams_attention_bit_for_bit():
     assert layer_difference(kind="dense") == 0.0
 
 
-def test_compiled_flex_never_reads_the_blocks_past_a_rows_filled_slots():
+def test_compiled_flex_never_reads_the_blocks_past_a_rows_filled_slots(compiled_flex):
     unfilled_blocks_are_never_read()
 
 
@@ -235,13 +242,6 @@ def test_attention_must_be_dense_or_flex(bad):
 
     with pytest.raises(ValueError, match="attention must be one of"):
         MoshiModel(tiny=True, attention=bad)
-
-
-@pytest.fixture
-def compiled_flex():
-    """Skips a test of the compiled CPU flex kernel where torch's kernel is wrong (``cpu_flex_problem``)."""
-    if problem := cpu_flex_problem():
-        pytest.skip(problem)
 
 
 def test_paged_layers_take_and_give_back_pages_and_match_dense_compiled(compiled_flex):
