@@ -281,6 +281,7 @@ class KVPages:
         # the block mask's kv indices [R, 1, 1, pages + 1]: each row's page of each of its blocks, padded to the
         # pool's pages (flex compiled takes them all); the first `blocks` are the table
         self.indices_dev = torch.full((rows, 1, 1, self.pages + 1), self.scratch, dtype=torch.int32, device=device)
+        self.sizes_dev = torch.tensor(page, device=device), torch.tensor(capacity, device=device)  # (paged_mask)
         self.table, _ = table((rows, self.blocks), self.scratch, self.indices_dev[:, 0, 0, :self.blocks])
         self.owner, self.owner_dev = table((self.pages + 1,), -1)  # page -> the row holding it, or -1
         self.block, self.block_dev = table((self.pages + 1,), -1)  # page -> its block in that row
@@ -426,15 +427,18 @@ def paged_mask(offset: torch.Tensor, pos_k: torch.Tensor, pages: KVPages, contex
         pages: the pool's tables.
         context, steps: as :func:`filled_mask`.
     """
-    rows, capacity, page = pos_k.shape[0], pages.capacity, pages.page
+    rows, page = pos_k.shape[0], pages.page
     owner, block = pages.owner_dev, pages.block_dev
+    # the page's and the ring's sizes as tensors: flex runs its mask through dynamo even eager, which makes an
+    # int that changed between calls symbolic, and vmap then fails to multiply by it (torch 2.9.1)
+    page_t, capacity_t = pages.sizes_dev
 
     def keep(b, h, q_idx, kv_idx):  # a pool slot -> its row's ring slot, then moshi's attn_bias
-        j = torch.where(owner[kv_idx // page] == b, block[kv_idx // page], -1)
-        slot = j * page + kv_idx % page
-        pos = pos_k[b, slot.clamp(0, capacity - 1)]
+        j = torch.where(owner[kv_idx // page_t] == b, block[kv_idx // page_t], -1)
+        slot = j * page_t + kv_idx % page_t
+        pos = pos_k[b, torch.minimum(slot.clamp(min=0), capacity_t - 1)]
         delta = offset[b] + q_idx - pos
-        kept = (j >= 0) & (slot < capacity) & (pos >= 0) & (delta >= 0)
+        kept = (j >= 0) & (slot < capacity_t) & (pos >= 0) & (delta >= 0)
         return kept if context is None else kept & (delta < context)
 
     q_blocks = -(-steps // page)
