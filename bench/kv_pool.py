@@ -170,10 +170,7 @@ class PagedPool(DuplexModel):
     def admit(self) -> bool:
         if self.kv_pool >= 1.0:
             return True
-        if self.pages is None:
-            ok = not self._fresh
-        else:
-            ok = self.pages.admits(sum(self.pages.blocks if b in self._whole else 1 for b in self._fresh))
+        ok = not self._fresh if self.pages is None else self.pages.admits(self._fresh, self._whole)
         self.admit_refusals += not ok
         return ok
 

@@ -375,7 +375,7 @@ class MoshiModel(DuplexModel):
         pages = self._pages()
         if pages is None:
             return not self._fresh
-        return pages.admits(sum(pages.blocks if b in self._whole else 1 for b in self._fresh))
+        return pages.admits(self._fresh, self._whole)
 
     def _pages(self):
         """The LM's :class:`~harness.models.moshi_attention.KVPages` (``attention="paged"``, while a streaming

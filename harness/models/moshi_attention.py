@@ -77,6 +77,15 @@ def _flex(compiled: bool):
     return torch.compile(flex_attention, dynamic=False) if compiled else flex_attention
 
 
+def _attn_bias(pos_q: torch.Tensor, pos_k: torch.Tensor, context: int | None) -> torch.Tensor:
+    """moshi 0.2.13's ``attn_bias`` (``StreamingMultiheadAttention.forward``): a query at position ``pos_q``
+    sees a slot holding position ``pos_k`` when it holds one (``>= 0``), not later, and within ``context``
+    (broadcast; per element in a flex mask)."""
+    delta = pos_q - pos_k
+    kept = (pos_k >= 0) & (delta >= 0)
+    return kept if context is None else kept & (delta < context)
+
+
 def filled_attention(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, offset: torch.Tensor, pos_k: torch.Tensor,
                      filled: torch.Tensor, context: int | None, compiled: bool) -> torch.Tensor:
     """Causal attention of ``q`` over a ring's slots that reads only the blocks below each row's filled length.
@@ -112,11 +121,8 @@ def filled_mask(offset: torch.Tensor, pos_k: torch.Tensor, filled: torch.Tensor,
     """
     rows = pos_k.shape[0]
 
-    def keep(b, h, q_idx, kv_idx):  # moshi's attn_bias (StreamingMultiheadAttention.forward), per element
-        pos = pos_k[b, kv_idx]
-        delta = offset[b] + q_idx - pos
-        kept = (pos >= 0) & (delta >= 0)
-        return kept if context is None else kept & (delta < context)
+    def keep(b, h, q_idx, kv_idx):
+        return _attn_bias(offset[b] + q_idx, pos_k[b, kv_idx], context)
 
     q_blocks, kv_blocks = -(-steps // BLOCK), -(-slots // BLOCK)
     count = (filled.clamp(max=slots) + BLOCK - 1) // BLOCK  # blocks holding a filled slot, per row
@@ -203,13 +209,8 @@ class DenseStreamingAttention(SharedStepAttention):
     output bit for bit."""
 
     def _mask(self, offset, pos_k, filled, steps, slots):
-        pos_k = pos_k[:, None]
         pos_q = offset.view(-1, 1, 1) + torch.arange(steps, device=offset.device, dtype=torch.long).view(-1, 1)
-        delta = pos_q - pos_k
-        bias = (pos_k >= 0) & (delta >= 0)
-        if self.context is not None:
-            bias = bias & (delta < self.context)
-        return bias[:, None]
+        return _attn_bias(pos_q, pos_k[:, None], self.context)[:, None]
 
     def _attend(self, q, k, v, mask):
         return F.scaled_dot_product_attention(q, k, v, mask, dropout_p=0.0)
@@ -360,11 +361,12 @@ class KVPages:
             self.release(b)
         return self.before_step()
 
-    def admits(self, opening: int) -> bool:
-        """May one more stream open, beside streams opened since the last step that take ``opening`` pages
-        at their first step (a page each, a whole ring for a rerun)? While the free pages hold a whole
-        ring beside them, so the stream can take its whole ring at once if it is a rerun."""
-        return len(self.free) - opening >= self.blocks
+    def admits(self, opening: Iterable[int], whole: Iterable[int]) -> bool:
+        """May one more stream open, beside the rows ``opening`` since the last step (each takes a page at its
+        first step; those in ``whole``, reruns, their whole ring)? While the free pages hold a whole ring
+        beside them, so the stream can take its whole ring at once if it is a rerun."""
+        whole = set(whole)
+        return len(self.free) - sum(self.blocks if b in whole else 1 for b in opening) >= self.blocks
 
     def after_step(self, ran: np.ndarray | None = None, steps: int = 1) -> None:
         """After a step of ``steps`` positions: the rows in ``ran`` (``bool[R]``, the attentions' exec mask;
@@ -437,9 +439,7 @@ def paged_mask(offset: torch.Tensor, pos_k: torch.Tensor, pages: KVPages, contex
         j = torch.where(owner[kv_idx // page_t] == b, block[kv_idx // page_t], -1)
         slot = j * page_t + kv_idx % page_t
         pos = pos_k[b, torch.minimum(slot.clamp(min=0), capacity_t - 1)]
-        delta = offset[b] + q_idx - pos
-        kept = (j >= 0) & (slot < capacity_t) & (pos >= 0) & (delta >= 0)
-        return kept if context is None else kept & (delta < context)
+        return (j >= 0) & (slot < capacity_t) & _attn_bias(offset[b] + q_idx, pos, context)
 
     q_blocks = -(-steps // page)
     num = pages.held_dev.view(rows, 1, 1).expand(rows, 1, q_blocks).contiguous()
